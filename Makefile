@@ -1,0 +1,89 @@
+# mxlm build. `make` builds ./mxlm (CPU); `make cuda` builds ./mxlm with the GPU path;
+# `make test` builds and runs the CPU tests, plain and under ASan+UBSan.
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+OPT     ?= -O2
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS_COMMON := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(WARN) -g -fopenmp -MMD -MP
+LDLIBS  := -lzstd -lz -lm -lpthread -fopenmp
+
+LIB_SRC  := $(sort $(wildcard src/mx/*.c src/nn/*.c src/train/*.c src/data/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+CU_SRC   := $(sort $(wildcard src/cuda/*.cu))
+
+# ---- variants: cpu (default), asan, cuda -------------------------------------
+B_CPU  := build/cpu
+B_ASAN := build/asan
+B_CUDA := build/cuda
+CFLAGS_CPU  := $(CFLAGS_COMMON) $(OPT) -march=x86-64-v2
+CFLAGS_ASAN := $(CFLAGS_COMMON) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+CFLAGS_CUDA := $(CFLAGS_CPU) -DMXLM_CUDA -I$(CUDA_HOME)/include
+
+objs = $(patsubst %.c,$(1)/%.o,$(2))
+
+.PHONY: all cuda test test-asan test-cpu test-gpu bench clean help
+all: mxlm
+
+mxlm: $(call objs,$(B_CPU),$(LIB_SRC) $(CLI_SRC))
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(B_CPU)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CPU) -c -o $@ $<
+$(B_ASAN)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ASAN) -c -o $@ $<
+
+$(B_CPU)/tests/run: $(call objs,$(B_CPU),$(LIB_SRC) $(TEST_SRC))
+	$(CC) -o $@ $^ $(LDLIBS)
+$(B_ASAN)/tests/run: $(call objs,$(B_ASAN),$(LIB_SRC) $(TEST_SRC))
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
+$(B_ASAN)/mxlm: $(call objs,$(B_ASAN),$(LIB_SRC) $(CLI_SRC))
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
+
+# The README's test command: both builds, one summary line at the end.
+test: mxlm $(B_CPU)/tests/run $(B_ASAN)/tests/run $(B_ASAN)/mxlm
+	@bash tests/run.sh
+test-cpu: mxlm $(B_CPU)/tests/run
+	MXLM_BIN=./mxlm $(B_CPU)/tests/run $(T)
+test-asan: $(B_ASAN)/tests/run $(B_ASAN)/mxlm
+	MXLM_BIN=$(B_ASAN)/mxlm $(B_ASAN)/tests/run $(T)
+
+# ---- CUDA ---------------------------------------------------------------------
+NVCCFLAGS := -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
+             -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter -DMXLM_CUDA -lineinfo
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lrt
+
+cuda:
+ifeq ($(NVCC),)
+	@echo "make cuda: nvcc not found (set NVCC=/path/to/nvcc or install the CUDA toolkit)" >&2; exit 1
+else ifeq ($(CU_SRC),)
+	@echo "make cuda: no CUDA sources yet (src/cuda/*.cu); the GPU path is not built" >&2; exit 1
+else
+	@$(MAKE) --no-print-directory mxlm-cuda
+	cp $(B_CUDA)/mxlm mxlm
+endif
+
+.PHONY: mxlm-cuda
+mxlm-cuda: $(B_CUDA)/mxlm
+$(B_CUDA)/mxlm: $(call objs,$(B_CUDA),$(LIB_SRC) $(CLI_SRC)) $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(B_CUDA)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CUDA) -c -o $@ $<
+$(B_CUDA)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
+
+clean:
+	rm -rf build mxlm
+
+help:
+	@echo "make          build ./mxlm (CPU)";                  \
+	 echo "make test     CPU tests, plain and ASan+UBSan";     \
+	 echo "make cuda     build ./mxlm with the GPU path (nvcc)"; \
+	 echo "make test-gpu GPU tests (on a machine with an NVIDIA GPU)"
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,134 @@
+/*
+ * mx.h: MX block formats on the CPU, the reference every GPU kernel matches.
+ *
+ * A tensor is row-major [rows, cols] float32. An MXFP4 quantization of it
+ * (mx_fp4) stores packed E2M1 codes and E8M0 scales in the orientation a TN
+ * GEMM consumes (blocks contiguous):
+ *   layout 1x32  blocks of 32 along a row.   codes [rows, cols/2], scales [rows, cols/32]
+ *   layout 32x1  blocks of 32 along a column; stored transposed:
+ *                codes [cols, rows/2] (element (r,c) at c*rows + r), scales [cols, rows/32]
+ *   layout 32x32 one scale per 32x32 tile.   codes [rows, cols/2], scales [rows/32, cols/32]
+ * Packing: element 2i of the stored order in the low nibble of byte i,
+ * element 2i+1 in the high nibble.
+ *
+ * Library functions return 0 on success or a negative mx_err code and set a
+ * message readable with mx_last_error(); they never exit.
+ */
+#ifndef MXLM_MX_H
+#define MXLM_MX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mxlm/mx_scalar.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MXLM_VERSION "0.1.0"
+#define MX_BLOCK 32
+
+typedef enum { MX_OK = 0, MX_EINVAL = -1, MX_ENOMEM = -2, MX_EIO = -3, MX_EFORMAT = -4 } mx_err;
+
+/* The message of the last error on this thread. */
+const char* mx_last_error(void);
+/* Set the message (printf-style) and return `code`. */
+int mx_fail(int code, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+typedef enum { MX_LAYOUT_1x32 = 0, MX_LAYOUT_32x1 = 1, MX_LAYOUT_32x32 = 2 } mx_layout;
+typedef enum { MX_ROUND_RNE = 0, MX_ROUND_SR = 1 } mx_round;
+
+/* Parse / name the enums ("1x32", "floor", "rne", ...). Parse returns -1 if unknown. */
+int mx_layout_parse(const char* s);
+int mx_scale_parse(const char* s);
+int mx_round_parse(const char* s);
+const char* mx_layout_name(mx_layout l);
+const char* mx_scale_name(mx_scale_rule r);
+const char* mx_round_name(mx_round r);
+
+/* How one operand is quantized. Random bits for `sr` come from
+ * mx_rand_u32(seed, MX_RNG_SR, tensor_id, r*cols + c), (r,c) the element's
+ * position in the row-major input. */
+typedef struct {
+    mx_layout layout;
+    mx_scale_rule scale;
+    mx_round round;
+    uint64_t seed;
+    uint32_t tensor_id;
+} mx_qopts;
+
+/* An MXFP4 tensor (see the layout table above). */
+typedef struct {
+    int rows, cols;       /* logical shape of the quantized matrix */
+    mx_layout layout;
+    uint8_t* codes;       /* rows*cols/2 bytes */
+    uint8_t* scales;      /* rows*cols/32 (1D) or rows*cols/1024 (32x32) bytes */
+    /* statistics of the last quantization (telemetry) */
+    int64_t n_blocks, n_clipped_blocks;  /* blocks with an element beyond +-6 after scaling */
+} mx_fp4;
+
+/* Check that rows/cols suit a layout (multiples of 32, positive). */
+int mx_check_shape(int rows, int cols, mx_layout layout);
+size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout);
+int mx_fp4_alloc(mx_fp4* t, int rows, int cols, mx_layout layout);
+void mx_fp4_free(mx_fp4* t);
+
+/* Quantize x[rows, cols] (row-major) into t (allocated with the same shape
+ * and o->layout). */
+int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp4* t);
+/* Dequantize back into y[rows, cols] row-major (the values a GEMM consumes). */
+int mx_dequantize_fp4(const mx_fp4* t, float* y);
+/* Quantize then dequantize in one call: y = Q(x). y may alias x. */
+int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopts* o,
+                     int64_t* n_clipped_blocks);
+
+/* Code and scale of element (r, c) of t (after quantization). */
+uint8_t mx_fp4_code_at(const mx_fp4* t, int r, int c);
+uint8_t mx_fp4_scale_at(const mx_fp4* t, int r, int c);
+
+/* Quantize one block of 32 values (stride between elements `stride`) into
+ * 32 codes (unpacked) and return its scale byte; `rbits` (32 words) are the
+ * random bits for sr, NULL for rne. `clipped` gets 1 if any |x|/2^e > 6. */
+uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const uint32_t* rbits,
+                          uint8_t codes[MX_BLOCK], int* clipped);
+
+/* ---- Hadamard ---------------------------------------------------------- */
+
+/* Is n a supported Hadamard size (power of two, 2..256)? */
+int mx_hadamard_valid(int n);
+/* Normalized Walsh-Hadamard (y = x H_n) of n contiguous values, in place. */
+void mx_fwht(float* x, int n);
+/* Rotate x[rows, cols] in place, block-diagonally in tiles of n along each
+ * row (axis 1: x <- x (I (x) H_n)) or along each column (axis 0: x <- (I (x) H_n)^T x).
+ * `random_sign`: multiply position j of the rotated axis by mx_rh_sign(seed,
+ * rot_id, j) first (rhN: x <- x D H). */
+int mx_hadamard_rotate(float* x, int rows, int cols, int axis, int n, int random_sign,
+                       uint64_t seed, uint32_t rot_id);
+
+/* ---- FP8 per-tensor ---------------------------------------------------- */
+
+typedef enum { MX_FP8_E4M3 = 0, MX_FP8_E5M2 = 1 } mx_fp8_kind;
+
+float mx_amax(const float* x, size_t n);
+/* Current scaling: scale = fmax / amax (1 when amax is 0 or not finite).
+ * codes[i] = encode(x[i] * scale); a consumer multiplies by 1/scale. */
+float mx_fp8_scale_for_amax(float amax, mx_fp8_kind kind);
+void mx_fp8_quantize(const float* x, size_t n, float scale, mx_fp8_kind kind, uint8_t* codes);
+void mx_fp8_dequantize(const uint8_t* codes, size_t n, float scale, mx_fp8_kind kind, float* y);
+/* y = decode(encode(x * scale)) / scale; y may alias x. */
+void mx_fp8_fakequant(const float* x, float* y, size_t n, float scale, mx_fp8_kind kind);
+
+/* BF16 round trip of every element; y may alias x. */
+void mx_bf16_fakequant(const float* x, float* y, size_t n);
+
+/* Signal-to-quantization-noise ratio in dB of q against x (inf if equal). */
+double mx_sqnr_db(const float* x, const float* q, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,265 @@
+/*
+ * mx_scalar.h: the scalar definitions of every mxlm number format, shared
+ * verbatim by the CPU reference and the CUDA kernels (MX_HD expands to
+ * __host__ __device__ under nvcc). One source for both is how the GPU
+ * quantizers stay bit-identical to the CPU ones.
+ *
+ * Everything here works on bit patterns or on float operations that are
+ * exact (multiplication by powers of two, Sterbenz subtractions), so the
+ * result does not depend on FMA contraction or on the compiler.
+ */
+#ifndef MXLM_MX_SCALAR_H
+#define MXLM_MX_SCALAR_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define MX_HD __host__ __device__ __forceinline__
+#else
+#define MX_HD static inline
+#endif
+
+/* ---- float <-> bits ---------------------------------------------------- */
+
+MX_HD uint32_t mx_f2u(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u; memcpy(&u, &f, 4); return u;
+#endif
+}
+MX_HD float mx_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f; memcpy(&f, &u, 4); return f;
+#endif
+}
+
+/* 2^e as a float for e in [-149, 127] (subnormals included), exactly. */
+MX_HD float mx_exp2i(int e) {
+    if (e >= -126) return mx_u2f((uint32_t)(e + 127) << 23);
+    return mx_u2f(1u << (e + 149));
+}
+
+/* BF16: round-to-nearest-even from float, NaN kept quiet. */
+MX_HD uint16_t mx_bf16_from_f32(float f) {
+    uint32_t u = mx_f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+MX_HD float mx_bf16_to_f32(uint16_t h) { return mx_u2f((uint32_t)h << 16); }
+MX_HD float mx_round_bf16(float f) { return mx_bf16_to_f32(mx_bf16_from_f32(f)); }
+
+/* ---- Philox4x32-10 (Salmon et al., SC'11; Random123's constants) ------- */
+
+MX_HD void mx_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], uint32_t out[4]) {
+    uint32_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
+    uint32_t k0 = key_in[0], k1 = key_in[1];
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        c0 = hi1 ^ c1 ^ k0; c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* Random-bit domains: the fourth counter word says what the bits are for. */
+enum { MX_RNG_SR = 0, MX_RNG_SIGN = 1, MX_RNG_INIT = 2, MX_RNG_DATA = 3 };
+
+/* The 32 random bits of element `index` of stream `stream` (a tensor id or a
+ * rotation id) under `seed`, for purpose `domain`. One Philox call serves four
+ * consecutive indices: counter = (index/4 low, index/4 high, stream, domain),
+ * key = (seed low, seed high); word index%4 is returned. */
+MX_HD uint32_t mx_rand_u32(uint64_t seed, uint32_t domain, uint32_t stream, uint64_t index) {
+    uint32_t ctr[4] = {(uint32_t)(index >> 2), (uint32_t)(index >> 34), stream, domain};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    uint32_t out[4];
+    mx_philox4x32_10(ctr, key, out);
+    return out[index & 3];
+}
+
+/* ---- E2M1 (FP4) -------------------------------------------------------- */
+/* nibble = sign<<3 | exp<<1 | man, bias 1: magnitudes 0 .5 1 1.5 2 3 4 6. */
+
+MX_HD float mx_e2m1_decode(uint8_t nib) {
+    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float m = mag[nib & 7];
+    return (nib & 8) ? -m : m;
+}
+
+/* Round a value already divided by its block scale to the nearest E2M1 code,
+ * ties to the even code, saturating to +-6. NaN maps to code 0 (a NaN block
+ * carries scale 0xFF, which makes every element NaN). */
+MX_HD uint8_t mx_e2m1_rne(float v) {
+    uint8_t s = (mx_f2u(v) >> 31) ? 8 : 0;
+    float a = v < 0 ? -v : v;
+    uint8_t c;
+    if (!(a == a)) return 0;
+    if (a <= 0.25f) c = 0;
+    else if (a < 0.75f) c = 1;
+    else if (a <= 1.25f) c = 2;
+    else if (a < 1.75f) c = 3;
+    else if (a <= 2.5f) c = 4;
+    else if (a < 3.5f) c = 5;
+    else if (a <= 5.0f) c = 6;
+    else c = 7;
+    return (uint8_t)(s | c);
+}
+
+/* Stochastic rounding: with lo <= |v| < hi the neighbouring grid points,
+ * round up with probability (|v|-lo)/(hi-lo). The fraction is exact in
+ * float (Sterbenz subtraction, power-of-two divisor); u = (r>>8)*2^-24 is
+ * uniform on [0,1) and the value rounds up iff u < fraction. Saturates to 6. */
+MX_HD uint8_t mx_e2m1_sr(float v, uint32_t r) {
+    uint8_t s = (mx_f2u(v) >> 31) ? 8 : 0;
+    float a = v < 0 ? -v : v;
+    if (!(a == a)) return 0;
+    if (a >= 6.0f) return (uint8_t)(s | 7);
+    uint8_t lo;
+    float lov, step;
+    if (a < 2.0f) { lo = (uint8_t)(a * 2.0f); lov = (float)lo * 0.5f; step = 0.5f; }
+    else if (a < 4.0f) { lo = (uint8_t)(a < 3.0f ? 4 : 5); lov = (lo == 4) ? 2.0f : 3.0f; step = 1.0f; }
+    else { lo = 6; lov = 4.0f; step = 2.0f; }
+    float frac = (a - lov) / step;
+    float u = (float)(r >> 8) * (1.0f / 16777216.0f);
+    uint8_t c = (uint8_t)(u < frac ? lo + 1 : lo);
+    return (uint8_t)(s | c);
+}
+
+/* ---- E8M0 (shared scale) ----------------------------------------------- */
+
+#define MX_E8M0_NAN 0xFFu
+
+MX_HD float mx_e8m0_decode(uint8_t b) {
+    if (b == MX_E8M0_NAN) return mx_u2f(0x7fc00000u);
+    return mx_exp2i((int)b - 127);
+}
+
+/* Shared-scale rules: names match the CLI and the docs. */
+typedef enum { MX_SCALE_FLOOR = 0, MX_SCALE_EVEN = 1, MX_SCALE_CEIL = 2 } mx_scale_rule;
+
+/* The E8M0 byte for a block whose largest magnitude is `amax` (|x| of every
+ * element, NaN/Inf included as they are).
+ *   floor: floor(log2 amax) - 2               (OCP MX v1.0)
+ *   even:  amax rounded to one mantissa bit (half up), then floor - 2
+ *          (torchao / ROCm TE "EVEN")
+ *   ceil:  the smallest e with amax / 2^e <= 6 (never clips)
+ * Exponents clamp to [-127, 127]. amax NaN or Inf -> 0xFF. amax 0 -> 2^-127.
+ * Subnormal amax all land on the -127 clamp, so the biased exponent field is
+ * enough (floor(log2) of a subnormal is below -126). */
+MX_HD uint8_t mx_e8m0_for_amax(float amax, mx_scale_rule rule) {
+    uint32_t u = mx_f2u(amax) & 0x7fffffffu;
+    if (u >= 0x7f800000u) return MX_E8M0_NAN;
+    int fl = (int)(u >> 23) - 127;           /* -127 for zero and subnormals */
+    uint32_t man = u & 0x7fffffu;
+    int e;
+    if (u < 0x00800000u) e = -127;
+    else if (rule == MX_SCALE_EVEN) e = fl + (man >= 0x600000u ? 1 : 0) - 2;
+    else if (rule == MX_SCALE_CEIL) e = fl + (man > 0x400000u ? 1 : 0) - 2;
+    else e = fl - 2;
+    if (e < -127) e = -127;
+    if (e > 127) e = 127;
+    return (uint8_t)(e + 127);
+}
+
+/* ---- FP8: E4M3 (OCP "fn": no Inf, max 448, S.1111.111 = NaN) and E5M2 --- */
+/* Encoding is round-to-nearest-even with saturation to the largest finite
+ * value (CUDA's __NV_SATFINITE); NaN stays NaN; +-Inf saturates too. */
+
+MX_HD uint8_t mx_fp8_encode(float x, int ebits, int mbits, int bias, float maxv, uint8_t nan_code) {
+    uint32_t u = mx_f2u(x);
+    uint8_t s = (uint8_t)((u >> 24) & 0x80);
+    float a = x < 0 ? -x : x;
+    if (!(a == a)) return (uint8_t)(s | nan_code);
+    if (a >= maxv) a = maxv;
+    /* Grid spacing at a: 2^(max(floor(log2 a), emin) - mbits). */
+    int emin = 1 - bias;
+    uint32_t au = mx_f2u(a);
+    int e = (int)(au >> 23) - 127;
+    if (au < 0x00800000u) e = -127;
+    if (e < emin) e = emin;
+    float q = mx_exp2i(e - mbits);
+    /* a / q is exact (power of two); round it to an integer, ties to even. */
+    float t = a / q;
+    float fl = (float)(uint32_t)t;
+    float fr = t - fl;
+    uint32_t n = (uint32_t)fl;
+    if (fr > 0.5f || (fr == 0.5f && (n & 1))) n++;
+    /* n * q is the rounded magnitude; re-encode it. */
+    float r = (float)n * q;
+    if (r > maxv) r = maxv;
+    if (r == 0.0f) return s;
+    uint32_t ru = mx_f2u(r);
+    int re = (int)(ru >> 23) - 127;
+    uint32_t code;
+    if (re < emin) {                           /* subnormal in the fp8 format */
+        code = (uint32_t)(r / mx_exp2i(emin - mbits));
+    } else {
+        uint32_t man = (ru >> (23 - mbits)) & ((1u << mbits) - 1);
+        code = ((uint32_t)(re + bias) << mbits) | man;
+    }
+    (void)ebits;
+    return (uint8_t)(s | code);
+}
+
+MX_HD float mx_fp8_decode(uint8_t c, int mbits, int bias) {
+    int ebits = 7 - mbits;
+    uint32_t e = (c >> mbits) & ((1u << ebits) - 1);
+    uint32_t m = c & ((1u << mbits) - 1);
+    float v;
+    if (e == 0) v = (float)m * mx_exp2i(1 - bias - mbits);
+    else v = (float)((1u << mbits) | m) * mx_exp2i((int)e - bias - mbits);
+    return (c & 0x80) ? -v : v;
+}
+
+#define MX_E4M3_MAX 448.0f
+#define MX_E5M2_MAX 57344.0f
+
+MX_HD uint8_t mx_e4m3_encode(float x) { return mx_fp8_encode(x, 4, 3, 7, MX_E4M3_MAX, 0x7f); }
+MX_HD float mx_e4m3_decode(uint8_t c) {
+    if ((c & 0x7f) == 0x7f) return mx_u2f(0x7fc00000u);
+    return mx_fp8_decode(c, 3, 7);
+}
+MX_HD uint8_t mx_e5m2_encode(float x) { return mx_fp8_encode(x, 5, 2, 15, MX_E5M2_MAX, 0x7f); }
+MX_HD float mx_e5m2_decode(uint8_t c) {
+    if ((c & 0x7c) == 0x7c) {
+        if (c & 3) return mx_u2f(0x7fc00000u);
+        return (c & 0x80) ? -mx_u2f(0x7f800000u) : mx_u2f(0x7f800000u);
+    }
+    return mx_fp8_decode(c, 2, 15);
+}
+
+/* ---- Hadamard ---------------------------------------------------------- */
+
+/* In-place normalized Walsh-Hadamard transform of n values (n a power of two,
+ * 2..256): the Sylvester matrix H_n (symmetric, H H^T = I), so y = x H.
+ * Butterfly order is fixed: stage h = 1, 2, 4, ...; pair (i, i+h) ->
+ * (a+b, a-b). Then one multiplication by 1/sqrt(n) rounded to float (exact
+ * for n = 4^k). A GPU twin must use the same stages to stay bit-identical. */
+MX_HD float mx_hadamard_norm(int n) {
+    switch (n) {
+    case 2: return 0.70710678118654752f;
+    case 4: return 0.5f;
+    case 8: return 0.35355339059327376f;
+    case 16: return 0.25f;
+    case 32: return 0.17677669529663688f;
+    case 64: return 0.125f;
+    case 128: return 0.088388347648318440f;
+    case 256: return 0.0625f;
+    default: return 0.0f;
+    }
+}
+
+/* The sign (+1 or -1) of position j of rotation stream `rot_id` for rhN. */
+MX_HD float mx_rh_sign(uint64_t seed, uint32_t rot_id, uint64_t j) {
+    return (mx_rand_u32(seed, MX_RNG_SIGN, rot_id, j) >> 31) ? -1.0f : 1.0f;
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* cli.c: option parsing and atomic file output shared by the subcommands. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char* type_hint(opt_type t) {
+    switch (t) {
+    case OPT_INT: case OPT_I64: case OPT_U64: return " N";
+    case OPT_DOUBLE: return " X";
+    case OPT_STR: return " S";
+    default: return "";
+    }
+}
+
+void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts) {
+    printf("usage: mxlm %s %s\n\n", cmd, usage);
+    for (int i = 0; i < nopts; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", opts[i].name, type_hint(opts[i].type));
+        printf("  %-22s %s\n", left, opts[i].help);
+    }
+}
+
+static int set_value(const cli_opt* o, const char* v, const char* cmd) {
+    char* end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case OPT_INT: {
+        long x = strtol(v, &end, 0);
+        if (errno || end == v || *end || x < INT_MIN || x > INT_MAX) goto bad;
+        *(int*)o->dst = (int)x;
+        return 0;
+    }
+    case OPT_I64: {
+        long long x = strtoll(v, &end, 0);
+        if (errno || end == v || *end) goto bad;
+        *(int64_t*)o->dst = x;
+        return 0;
+    }
+    case OPT_U64: {
+        if (*v == '-') goto bad;
+        unsigned long long x = strtoull(v, &end, 0);
+        if (errno || end == v || *end) goto bad;
+        *(uint64_t*)o->dst = x;
+        return 0;
+    }
+    case OPT_DOUBLE: {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end) goto bad;
+        *(double*)o->dst = x;
+        return 0;
+    }
+    case OPT_STR: *(const char**)o->dst = v; return 0;
+    case OPT_FLAG: *(int*)o->dst = 1; return 0;
+    }
+bad:
+    fprintf(stderr, "mxlm %s: --%s: '%s' is not a valid %s\n", cmd, o->name, v,
+            o->type == OPT_DOUBLE ? "number" : o->type == OPT_U64 ? "non-negative integer" : "integer");
+    return 2;
+}
+
+int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const cli_opt* opts, int nopts,
+              char** pos, int* npos) {
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { cli_usage(cmd, usage, opts, nopts); return 1; }
+        if (strncmp(a, "--", 2) != 0) {
+            if (!npos || np >= 64) {
+                fprintf(stderr, "mxlm %s: unexpected argument '%s' (see mxlm %s --help)\n", cmd, a, cmd);
+                return 2;
+            }
+            pos[np++] = argv[i];
+            continue;
+        }
+        const char* name = a + 2;
+        const char* eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_opt* o = NULL;
+        for (int k = 0; k < nopts; k++)
+            if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len)) { o = &opts[k]; break; }
+        if (!o) {
+            fprintf(stderr, "mxlm %s: unknown option '%.*s' (see mxlm %s --help)\n", cmd, (int)(len + 2), a, cmd);
+            return 2;
+        }
+        const char* v;
+        if (o->type == OPT_FLAG) {
+            if (eq) { fprintf(stderr, "mxlm %s: --%s takes no value\n", cmd, o->name); return 2; }
+            v = "1";
+        } else if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else { fprintf(stderr, "mxlm %s: --%s needs a value\n", cmd, o->name); return 2; }
+        int rc = set_value(o, v, cmd);
+        if (rc) return rc;
+    }
+    if (npos) *npos = np;
+    return 0;
+}
+
+int cli_write_file_atomic(const char* path, const void* data, size_t n) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "mxlm: path too long: %s\n", path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { fprintf(stderr, "mxlm: cannot create %s: %s\n", tmp, strerror(errno)); return -1; }
+    const char* p = data;
+    size_t left = n;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "mxlm: writing %s: %s\n", path, strerror(errno));
+            close(fd); unlink(tmp);
+            return -1;
+        }
+        p += w; left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fprintf(stderr, "mxlm: writing %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        fprintf(stderr, "mxlm: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* main.c: ./mxlm entry point; dispatches to one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "mxlm/mx.h"
+
+typedef struct { const char* name; int (*fn)(int, char**); const char* help; } command;
+static const command k_cmds[] = {
+    {"train", cmd_train, "train a Llama model with a precision recipe (the main job)"},
+    {"quant", cmd_quant, "quantize a float32 matrix: rotate + MXFP4 (the numerics, black-box)"},
+    {"tokenize", cmd_tokenize, "encode stdin to token ids (or --decode) with a BPE rank file"},
+    {"prep", cmd_prep, "turn JSON Lines / text into llm.c token shards"},
+    {"bench", cmd_bench, "benchmarks (CPU, and GPU in the CUDA build)"},
+    {"info", cmd_info, "version and build features"},
+};
+
+static void usage(FILE* f) {
+    fprintf(f, "mxlm %s: LLM pretraining with MXFP4 linear layers and Hadamard rotation\n\n"
+               "usage: mxlm <command> [options]   (mxlm <command> --help for its options)\n\n", MXLM_VERSION);
+    for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
+        fprintf(f, "  %-9s %s\n", k_cmds[i].name, k_cmds[i].help);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) { printf("mxlm %s\n", MXLM_VERSION); return 0; }
+    for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
+        if (!strcmp(argv[1], k_cmds[i].name)) return k_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "mxlm: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

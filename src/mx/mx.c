@@ -1,0 +1,318 @@
+/* mx.c: MXFP4 block quantization, Hadamard rotation, FP8 and BF16 on the CPU.
+ * This file is the specification the CUDA kernels are tested against. */
+#include "mxlm/mx.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors -------------------------------------------------------------- */
+
+static _Thread_local char g_err[512];
+
+const char* mx_last_error(void) { return g_err[0] ? g_err : "no error"; }
+
+int mx_fail(int code, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* ---- names ----------------------------------------------------------------- */
+
+static const char* k_layout[] = {"1x32", "32x1", "32x32"};
+static const char* k_scale[] = {"floor", "even", "ceil"};
+static const char* k_round[] = {"rne", "sr"};
+
+static int lookup(const char* s, const char* const* names, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+int mx_layout_parse(const char* s) { return lookup(s, k_layout, 3); }
+int mx_scale_parse(const char* s) { return lookup(s, k_scale, 3); }
+int mx_round_parse(const char* s) { return lookup(s, k_round, 2); }
+const char* mx_layout_name(mx_layout l) { return (unsigned)l < 3 ? k_layout[l] : "?"; }
+const char* mx_scale_name(mx_scale_rule r) { return (unsigned)r < 3 ? k_scale[r] : "?"; }
+const char* mx_round_name(mx_round r) { return (unsigned)r < 2 ? k_round[r] : "?"; }
+
+/* ---- MXFP4 ----------------------------------------------------------------- */
+
+int mx_check_shape(int rows, int cols, mx_layout layout) {
+    if ((unsigned)layout > MX_LAYOUT_32x32) return mx_fail(MX_EINVAL, "unknown block layout %d", (int)layout);
+    if (rows <= 0 || cols <= 0) return mx_fail(MX_EINVAL, "shape %dx%d: dimensions must be positive", rows, cols);
+    int need_r = layout != MX_LAYOUT_1x32, need_c = layout != MX_LAYOUT_32x1;
+    if ((need_r && rows % MX_BLOCK) || (need_c && cols % MX_BLOCK))
+        return mx_fail(MX_EINVAL, "shape %dx%d: layout %s needs %s a multiple of 32", rows, cols,
+                       mx_layout_name(layout),
+                       layout == MX_LAYOUT_1x32 ? "cols" : layout == MX_LAYOUT_32x1 ? "rows" : "rows and cols");
+    /* packing two per byte along the stored rows needs an even count */
+    return MX_OK;
+}
+
+size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout) {
+    size_t n = (size_t)rows * (size_t)cols;
+    return layout == MX_LAYOUT_32x32 ? n / (MX_BLOCK * MX_BLOCK) : n / MX_BLOCK;
+}
+
+int mx_fp4_alloc(mx_fp4* t, int rows, int cols, mx_layout layout) {
+    memset(t, 0, sizeof *t);
+    int rc = mx_check_shape(rows, cols, layout);
+    if (rc) return rc;
+    size_t n = (size_t)rows * (size_t)cols;
+    t->rows = rows; t->cols = cols; t->layout = layout;
+    t->codes = calloc(n / 2, 1);
+    t->scales = calloc(mx_fp4_n_scales(rows, cols, layout), 1);
+    if (!t->codes || !t->scales) { mx_fp4_free(t); return mx_fail(MX_ENOMEM, "out of memory for a %dx%d MXFP4 tensor", rows, cols); }
+    return MX_OK;
+}
+
+void mx_fp4_free(mx_fp4* t) {
+    free(t->codes); free(t->scales);
+    t->codes = t->scales = NULL;
+}
+
+uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const uint32_t* rbits,
+                          uint8_t codes[MX_BLOCK], int* clipped) {
+    float amax = 0.0f;
+    int bad = 0;
+    for (int i = 0; i < MX_BLOCK; i++) {
+        float a = fabsf(x[(size_t)i * stride]);
+        if (!(a <= 3.4028235e38f)) bad = 1;  /* NaN or Inf */
+        else if (a > amax) amax = a;
+    }
+    *clipped = 0;
+    if (bad) { memset(codes, 0, MX_BLOCK); return MX_E8M0_NAN; }
+    uint8_t sb = mx_e8m0_for_amax(amax, rule);
+    float inv = mx_exp2i(127 - (int)sb);  /* 1 / 2^(sb-127), exact */
+    for (int i = 0; i < MX_BLOCK; i++) {
+        float v = x[(size_t)i * stride] * inv;
+        if (fabsf(v) > 6.0f) *clipped = 1;
+        codes[i] = rbits ? mx_e2m1_sr(v, rbits[i]) : mx_e2m1_rne(v);
+    }
+    return sb;
+}
+
+/* Position of element (r, c) in the stored code order of t. */
+static size_t code_index(const mx_fp4* t, int r, int c) {
+    if (t->layout == MX_LAYOUT_32x1) return (size_t)c * t->rows + r;
+    return (size_t)r * t->cols + c;
+}
+static size_t scale_index(const mx_fp4* t, int r, int c) {
+    switch (t->layout) {
+    case MX_LAYOUT_1x32: return (size_t)r * (t->cols / MX_BLOCK) + c / MX_BLOCK;
+    case MX_LAYOUT_32x1: return (size_t)c * (t->rows / MX_BLOCK) + r / MX_BLOCK;
+    default: return (size_t)(r / MX_BLOCK) * (t->cols / MX_BLOCK) + c / MX_BLOCK;
+    }
+}
+
+uint8_t mx_fp4_code_at(const mx_fp4* t, int r, int c) {
+    size_t i = code_index(t, r, c);
+    return (uint8_t)((t->codes[i >> 1] >> ((i & 1) * 4)) & 0xF);
+}
+uint8_t mx_fp4_scale_at(const mx_fp4* t, int r, int c) { return t->scales[scale_index(t, r, c)]; }
+
+static void put_code(mx_fp4* t, int r, int c, uint8_t code) {
+    size_t i = code_index(t, r, c);
+    uint8_t* b = &t->codes[i >> 1];
+    if (i & 1) *b = (uint8_t)((*b & 0x0F) | (code << 4));
+    else *b = (uint8_t)((*b & 0xF0) | code);
+}
+
+int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp4* t) {
+    int rc = mx_check_shape(rows, cols, o->layout);
+    if (rc) return rc;
+    if (t->rows != rows || t->cols != cols || t->layout != o->layout || !t->codes)
+        return mx_fail(MX_EINVAL, "mx_quantize_fp4: destination is not a %dx%d %s tensor", rows, cols,
+                       mx_layout_name(o->layout));
+    if ((unsigned)o->scale > MX_SCALE_CEIL || (unsigned)o->round > MX_ROUND_SR)
+        return mx_fail(MX_EINVAL, "mx_quantize_fp4: bad scale rule or rounding");
+    int64_t clipped_blocks = 0, n_blocks = 0;
+    const int B = MX_BLOCK;
+    if (o->layout == MX_LAYOUT_32x32) {
+        /* One scale per tile: the tile's amax over 32x32 values. */
+        float tile[MX_BLOCK * MX_BLOCK];
+        for (int tr = 0; tr < rows; tr += B)
+            for (int tc = 0; tc < cols; tc += B) {
+                float amax = 0.0f;
+                int bad = 0;
+                for (int i = 0; i < B; i++)
+                    for (int j = 0; j < B; j++) {
+                        float v = x[(size_t)(tr + i) * cols + tc + j];
+                        tile[i * B + j] = v;
+                        float a = fabsf(v);
+                        if (!(a <= 3.4028235e38f)) bad = 1;
+                        else if (a > amax) amax = a;
+                    }
+                uint8_t sb = bad ? MX_E8M0_NAN : mx_e8m0_for_amax(amax, o->scale);
+                t->scales[(size_t)(tr / B) * (cols / B) + tc / B] = sb;
+                float inv = bad ? 0.0f : mx_exp2i(127 - (int)sb);
+                int clip = 0;
+                for (int i = 0; i < B; i++)
+                    for (int j = 0; j < B; j++) {
+                        uint8_t code = 0;
+                        if (!bad) {
+                            float v = tile[i * B + j] * inv;
+                            if (fabsf(v) > 6.0f) clip = 1;
+                            if (o->round == MX_ROUND_SR) {
+                                uint64_t idx = (uint64_t)(tr + i) * cols + tc + j;
+                                code = mx_e2m1_sr(v, mx_rand_u32(o->seed, MX_RNG_SR, o->tensor_id, idx));
+                            } else code = mx_e2m1_rne(v);
+                        }
+                        put_code(t, tr + i, tc + j, code);
+                    }
+                clipped_blocks += clip;
+                n_blocks++;
+            }
+    } else {
+        int along_rows = o->layout == MX_LAYOUT_1x32;
+        int nb_outer = along_rows ? rows : cols;            /* rows (1x32) or columns (32x1) */
+        int nb_inner = (along_rows ? cols : rows) / B;      /* blocks along each */
+        uint32_t rb[MX_BLOCK];
+        uint8_t codes[MX_BLOCK];
+        for (int o1 = 0; o1 < nb_outer; o1++)
+            for (int b = 0; b < nb_inner; b++) {
+                int r0 = along_rows ? o1 : b * B, c0 = along_rows ? b * B : o1;
+                const float* p = x + (size_t)r0 * cols + c0;
+                int stride = along_rows ? 1 : cols;
+                if (o->round == MX_ROUND_SR)
+                    for (int i = 0; i < B; i++) {
+                        uint64_t idx = (uint64_t)(r0 + (along_rows ? 0 : i)) * cols + c0 + (along_rows ? i : 0);
+                        rb[i] = mx_rand_u32(o->seed, MX_RNG_SR, o->tensor_id, idx);
+                    }
+                int clip;
+                uint8_t sb = mx_quantize_block(p, stride, o->scale, o->round == MX_ROUND_SR ? rb : NULL, codes, &clip);
+                t->scales[scale_index(t, r0, c0)] = sb;
+                for (int i = 0; i < B; i++)
+                    put_code(t, r0 + (along_rows ? 0 : i), c0 + (along_rows ? i : 0), codes[i]);
+                clipped_blocks += clip;
+                n_blocks++;
+            }
+    }
+    t->n_blocks = n_blocks;
+    t->n_clipped_blocks = clipped_blocks;
+    return MX_OK;
+}
+
+int mx_dequantize_fp4(const mx_fp4* t, float* y) {
+    if (!t->codes) return mx_fail(MX_EINVAL, "mx_dequantize_fp4: empty tensor");
+    for (int r = 0; r < t->rows; r++)
+        for (int c = 0; c < t->cols; c++) {
+            uint8_t sb = mx_fp4_scale_at(t, r, c);
+            /* decode(code) * 2^e is exact: a 2-bit significand times a power of two
+             * (subnormal results included). 0xFF gives NaN. */
+            y[(size_t)r * t->cols + c] = mx_e2m1_decode(mx_fp4_code_at(t, r, c)) * mx_e8m0_decode(sb);
+        }
+    return MX_OK;
+}
+
+int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopts* o, int64_t* n_clipped_blocks) {
+    mx_fp4 t;
+    int rc = mx_fp4_alloc(&t, rows, cols, o->layout);
+    if (rc) return rc;
+    rc = mx_quantize_fp4(x, rows, cols, o, &t);
+    if (!rc) rc = mx_dequantize_fp4(&t, y);
+    if (n_clipped_blocks) *n_clipped_blocks = t.n_clipped_blocks;
+    mx_fp4_free(&t);
+    return rc;
+}
+
+/* ---- Hadamard -------------------------------------------------------------- */
+
+int mx_hadamard_valid(int n) { return n >= 2 && n <= 256 && (n & (n - 1)) == 0; }
+
+void mx_fwht(float* x, int n) {
+    for (int h = 1; h < n; h <<= 1)
+        for (int i = 0; i < n; i += 2 * h)
+            for (int j = i; j < i + h; j++) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    float s = mx_hadamard_norm(n);
+    for (int i = 0; i < n; i++) x[i] *= s;
+}
+
+int mx_hadamard_rotate(float* x, int rows, int cols, int axis, int n, int random_sign, uint64_t seed,
+                       uint32_t rot_id) {
+    if (!mx_hadamard_valid(n)) return mx_fail(MX_EINVAL, "Hadamard size %d: must be a power of two in 2..256", n);
+    int len = axis == 1 ? cols : rows;
+    if (len % n) return mx_fail(MX_EINVAL, "Hadamard h%d along a dimension of %d: not a multiple of %d", n, len, n);
+    float buf[256];
+    int outer = axis == 1 ? rows : cols;
+    for (int o = 0; o < outer; o++)
+        for (int j0 = 0; j0 < len; j0 += n) {
+            for (int k = 0; k < n; k++) {
+                size_t idx = axis == 1 ? (size_t)o * cols + j0 + k : (size_t)(j0 + k) * cols + o;
+                float v = x[idx];
+                if (random_sign) v *= mx_rh_sign(seed, rot_id, (uint64_t)(j0 + k));
+                buf[k] = v;
+            }
+            mx_fwht(buf, n);
+            for (int k = 0; k < n; k++) {
+                size_t idx = axis == 1 ? (size_t)o * cols + j0 + k : (size_t)(j0 + k) * cols + o;
+                x[idx] = buf[k];
+            }
+        }
+    return MX_OK;
+}
+
+/* ---- FP8 / BF16 ------------------------------------------------------------ */
+
+float mx_amax(const float* x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > m || a != a) m = a;
+        if (m != m) return m;
+    }
+    return m;
+}
+
+float mx_fp8_scale_for_amax(float amax, mx_fp8_kind kind) {
+    float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
+    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return 1.0f;
+    float s = fmax / amax;
+    if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
+    return s;
+}
+
+void mx_fp8_quantize(const float* x, size_t n, float scale, mx_fp8_kind kind, uint8_t* codes) {
+    for (size_t i = 0; i < n; i++)
+        codes[i] = kind == MX_FP8_E4M3 ? mx_e4m3_encode(x[i] * scale) : mx_e5m2_encode(x[i] * scale);
+}
+
+void mx_fp8_dequantize(const uint8_t* codes, size_t n, float scale, mx_fp8_kind kind, float* y) {
+    float inv = 1.0f / scale;
+    for (size_t i = 0; i < n; i++)
+        y[i] = (kind == MX_FP8_E4M3 ? mx_e4m3_decode(codes[i]) : mx_e5m2_decode(codes[i])) * inv;
+}
+
+void mx_fp8_fakequant(const float* x, float* y, size_t n, float scale, mx_fp8_kind kind) {
+    float inv = 1.0f / scale;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * scale;
+        float d = kind == MX_FP8_E4M3 ? mx_e4m3_decode(mx_e4m3_encode(v)) : mx_e5m2_decode(mx_e5m2_encode(v));
+        y[i] = d * inv;
+    }
+}
+
+void mx_bf16_fakequant(const float* x, float* y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = mx_round_bf16(x[i]);
+}
+
+double mx_sqnr_db(const float* x, const float* q, size_t n) {
+    double s = 0, e = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)q[i];
+        s += (double)x[i] * x[i];
+        e += d * d;
+    }
+    if (e == 0) return INFINITY;
+    if (s == 0) return -INFINITY;
+    return 10.0 * log10(s / e);
+}

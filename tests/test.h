@@ -1,0 +1,45 @@
+/* test.h: a minimal test runner. Each TEST(name) registers itself; the runner
+ * (tests/main.c) runs them all, or those whose name contains argv[1], and
+ * ends with the line "N passed, N failed". */
+#ifndef MXLM_TEST_H
+#define MXLM_TEST_H
+#include <math.h>
+#include <stdio.h>
+
+typedef void (*test_fn)(void);
+void test_register(const char* name, const char* file, test_fn fn);
+extern int test_failures; /* failures in the current test */
+void test_fail_at(const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Path of the built CLI (MXLM_BIN, default ./mxlm) and a scratch directory. */
+const char* test_mxlm_bin(void);
+const char* test_tmpdir(void);
+/* Run a shell command line; return its exit status (-1 on signal). */
+int test_sh(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TEST(name)                                                              \
+    static void test_##name(void);                                              \
+    __attribute__((constructor)) static void test_reg_##name(void) {            \
+        test_register(#name, __FILE__, test_##name);                            \
+    }                                                                           \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                             \
+    do { if (!(cond)) test_fail_at(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
+#define CHECKF(cond, ...)                                                       \
+    do { if (!(cond)) test_fail_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define CHECK_EQ_INT(a, b)                                                      \
+    do { long long _a = (long long)(a), _b = (long long)(b);                    \
+         if (_a != _b) test_fail_at(__FILE__, __LINE__, "%s = %lld, expected %s = %lld", #a, _a, #b, _b); } while (0)
+#define CHECK_NEAR(a, b, tol)                                                   \
+    do { double _a = (double)(a), _b = (double)(b), _t = (double)(tol);         \
+         if (!(fabs(_a - _b) <= _t)) test_fail_at(__FILE__, __LINE__, "%s = %.9g, expected %.9g (tol %.3g)", #a, _a, _b, _t); } while (0)
+/* Bit-identical floats (NaN == NaN). */
+#define CHECK_SAME_F(a, b)                                                      \
+    do { float _a = (a), _b = (b);                                              \
+         if (!((_a == _b && signbit(_a) == signbit(_b)) || (_a != _a && _b != _b))) \
+             test_fail_at(__FILE__, __LINE__, "%s = %.9g, expected %.9g", #a, (double)_a, (double)_b); } while (0)
+/* Stop the current test if it has failed (avoid cascades). */
+#define REQUIRE(cond)                                                           \
+    do { if (!(cond)) { test_fail_at(__FILE__, __LINE__, "REQUIRE(%s)", #cond); return; } } while (0)
+#endif
