@@ -1,0 +1,229 @@
+/* recipe.c: named precision recipes and the compact recipe grammar (recipe.h). */
+#include "mxlm/recipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char* k_fmt[] = {"fp32", "bf16", "fp8", "mxfp4"};
+static const char* k_gemm[] = {"fprop", "dgrad", "wgrad"};
+
+/* Every name the paper's study uses, plus the full grid the harness sweeps:
+ * mxfp4-{f,fd,fdw}[-sr|-rh16|-rh32|-h16|-h32|...][-2d][-even|-ceil] also parse
+ * (see parse_name); this list is what `mxlm train --help` shows. */
+static const char* const k_names[] = {
+    "fp32",           "bf16",           "fp8",           "fp8-delayed",    "mxfp4-f",        "mxfp4-fd",
+    "mxfp4-fdw",      "mxfp4-f-sr",     "mxfp4-fd-sr",   "mxfp4-fdw-sr",   "mxfp4-f-rh16",   "mxfp4-fd-rh16",
+    "mxfp4-fdw-rh16", "mxfp4-fdw-h16",  "mxfp4-fdw-h32", "mxfp4-fdw-h16-2d", "mxfp4-fdw-h16-even", NULL};
+
+const char* const* mx_recipe_names(void) { return k_names; }
+
+static void set_all(mx_recipe* r, mx_format f) {
+    for (int g = 0; g < 3; g++) {
+        memset(&r->g[g], 0, sizeof r->g[g]);
+        r->g[g].fmt = f;
+    }
+}
+
+/* Parse "hN" / "rhN" / "none". */
+static int parse_had(const char* v, int* n, int* rnd) {
+    *n = 0; *rnd = 0;
+    if (!strcmp(v, "none")) return 0;
+    if (v[0] == 'r') { *rnd = 1; v++; }
+    if (v[0] != 'h' || !v[1]) return -1;
+    char* end;
+    long x = strtol(v + 1, &end, 10);
+    if (*end || !mx_hadamard_valid((int)x)) return -1;
+    *n = (int)x;
+    return 0;
+}
+
+/* Named recipes: fp32, bf16, fp8, fp8-delayed, and
+ * mxfp4-<gemms>[-sr][-hN|-rhN][-2d][-floor|-even|-ceil]: the listed GEMMs in
+ * MXFP4, the others in FP8 (the paper's baseline), -sr = stochastic rounding
+ * on both operands of every MXFP4 GEMM, hN/rhN on every MXFP4 GEMM. */
+static int parse_name(const char* name, mx_recipe* r) {
+    memset(r, 0, sizeof *r);
+    if (!strcmp(name, "fp32")) { set_all(r, MX_FMT_FP32); return 0; }
+    if (!strcmp(name, "bf16")) { set_all(r, MX_FMT_BF16); return 0; }
+    if (!strcmp(name, "fp8")) { set_all(r, MX_FMT_FP8); return 0; }
+    if (!strcmp(name, "fp8-delayed")) { set_all(r, MX_FMT_FP8); r->fp8_scaling = MX_FP8_DELAYED; return 0; }
+    if (strncmp(name, "mxfp4-", 6) != 0) return mx_fail(MX_EINVAL, "unknown recipe '%s'", name);
+    char buf[128];
+    if (strlen(name) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe name too long");
+    strcpy(buf, name + 6);
+    set_all(r, MX_FMT_FP8);
+    char* save = NULL;
+    char* part = strtok_r(buf, "-", &save);
+    /* first part: which GEMMs */
+    int mask = 0;
+    for (const char* p = part; p && *p; p++) {
+        int g = *p == 'f' ? 0 : *p == 'd' ? 1 : *p == 'w' ? 2 : -1;
+        if (g < 0 || (mask & (1 << g))) return mx_fail(MX_EINVAL, "recipe '%s': '%s' must be a set of f, d, w", name, part);
+        mask |= 1 << g;
+    }
+    if (!mask) return mx_fail(MX_EINVAL, "recipe '%s': no GEMM selected", name);
+    int sr = 0, had = 0, rnd = 0, w2d = 0, scale = MX_SCALE_FLOOR;
+    int seen_had = 0, seen_scale = 0;
+    while ((part = strtok_r(NULL, "-", &save))) {
+        if (!strcmp(part, "sr") && !sr) sr = 1;
+        else if (!strcmp(part, "2d") && !w2d) w2d = 1;
+        else if (mx_scale_parse(part) >= 0 && !seen_scale) { scale = mx_scale_parse(part); seen_scale = 1; }
+        else if ((part[0] == 'h' || part[0] == 'r') && !seen_had && !parse_had(part, &had, &rnd)) seen_had = 1;
+        else return mx_fail(MX_EINVAL, "recipe '%s': unknown or repeated part '%s' (sr, hN, rhN, 2d, floor, even, ceil)", name, part);
+    }
+    for (int g = 0; g < 3; g++)
+        if (mask & (1 << g)) {
+            mx_gemm_recipe* q = &r->g[g];
+            q->fmt = MX_FMT_MXFP4;
+            q->had_n = had; q->had_random = rnd;
+            q->round_a = q->round_b = sr ? MX_ROUND_SR : MX_ROUND_RNE;
+            q->scale = (mx_scale_rule)scale;
+            q->w2d = w2d && g != MX_WGRAD;
+        }
+    if (w2d && !(mask & 3)) return mx_fail(MX_EINVAL, "recipe '%s': 2d weights need MXFP4 in fprop or dgrad", name);
+    return 0;
+}
+
+/* "GEMMS:key=val,key=val" */
+static int apply_override(const char* s, mx_recipe* r) {
+    const char* colon = strchr(s, ':');
+    if (!colon) return mx_fail(MX_EINVAL, "recipe override '%s': expected GEMMS:key=val (e.g. w:had=h16)", s);
+    int mask = 0;
+    size_t glen = (size_t)(colon - s);
+    if (glen == 3 && !strncmp(s, "all", 3)) mask = 7;
+    else
+        for (size_t i = 0; i < glen; i++) {
+            int g = s[i] == 'f' ? 0 : s[i] == 'd' ? 1 : s[i] == 'w' ? 2 : -1;
+            if (g < 0) return mx_fail(MX_EINVAL, "recipe override '%s': GEMMS must be letters f, d, w or 'all'", s);
+            mask |= 1 << g;
+        }
+    if (!mask) return mx_fail(MX_EINVAL, "recipe override '%s': no GEMM named", s);
+    char buf[256];
+    if (strlen(colon + 1) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe override too long");
+    strcpy(buf, colon + 1);
+    char* save = NULL;
+    for (char* kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char* eq = strchr(kv, '=');
+        if (!eq) return mx_fail(MX_EINVAL, "recipe override '%s': '%s' is not key=val", s, kv);
+        *eq = 0;
+        const char *k = kv, *v = eq + 1;
+        for (int g = 0; g < 3; g++) {
+            if (!(mask & (1 << g))) continue;
+            mx_gemm_recipe* q = &r->g[g];
+            if (!strcmp(k, "fmt")) {
+                int f = -1;
+                for (int i = 0; i < 4; i++) if (!strcmp(v, k_fmt[i])) f = i;
+                if (f < 0) return mx_fail(MX_EINVAL, "recipe: fmt=%s: must be fp32, bf16, fp8 or mxfp4", v);
+                q->fmt = (mx_format)f;
+            } else if (!strcmp(k, "had")) {
+                if (parse_had(v, &q->had_n, &q->had_random))
+                    return mx_fail(MX_EINVAL, "recipe: had=%s: must be none, hN or rhN (N a power of two, 2..256)", v);
+            } else if (!strcmp(k, "round")) {
+                const char* slash = strchr(v, '/');
+                char a[8] = {0}, b[8] = {0};
+                if (slash) {
+                    if ((size_t)(slash - v) >= sizeof a || strlen(slash + 1) >= sizeof b)
+                        return mx_fail(MX_EINVAL, "recipe: round=%s: must be rne, sr or A/B", v);
+                    memcpy(a, v, (size_t)(slash - v));
+                    strcpy(b, slash + 1);
+                } else {
+                    if (strlen(v) >= sizeof a) return mx_fail(MX_EINVAL, "recipe: round=%s: must be rne, sr or A/B", v);
+                    strcpy(a, v); strcpy(b, v);
+                }
+                int ra = mx_round_parse(a), rb = mx_round_parse(b);
+                if (ra < 0 || rb < 0) return mx_fail(MX_EINVAL, "recipe: round=%s: must be rne, sr or A/B", v);
+                q->round_a = (mx_round)ra; q->round_b = (mx_round)rb;
+            } else if (!strcmp(k, "scale")) {
+                int sc = mx_scale_parse(v);
+                if (sc < 0) return mx_fail(MX_EINVAL, "recipe: scale=%s: must be floor, even or ceil", v);
+                q->scale = (mx_scale_rule)sc;
+            } else if (!strcmp(k, "w")) {
+                if (!strcmp(v, "1d")) q->w2d = 0;
+                else if (!strcmp(v, "2d")) q->w2d = 1;
+                else return mx_fail(MX_EINVAL, "recipe: w=%s: must be 1d or 2d", v);
+            } else return mx_fail(MX_EINVAL, "recipe: unknown key '%s' (fmt, had, round, scale, w)", k);
+        }
+    }
+    return 0;
+}
+
+static int validate(mx_recipe* r) {
+    for (int g = 0; g < 3; g++) {
+        mx_gemm_recipe* q = &r->g[g];
+        if (q->fmt != MX_FMT_MXFP4) {
+            if (q->round_a || q->round_b)
+                return mx_fail(MX_EINVAL, "recipe: %s is %s: stochastic rounding applies to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
+            if (q->w2d) return mx_fail(MX_EINVAL, "recipe: %s is %s: 2d weights apply to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
+            if (q->scale != MX_SCALE_FLOOR)
+                return mx_fail(MX_EINVAL, "recipe: %s is %s: a scale rule applies to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
+        }
+        if (g == MX_WGRAD && q->w2d) return mx_fail(MX_EINVAL, "recipe: wgrad has no weight operand: w=2d does not apply");
+        if (q->had_n && !mx_hadamard_valid(q->had_n)) return mx_fail(MX_EINVAL, "recipe: bad Hadamard size %d", q->had_n);
+    }
+    return 0;
+}
+
+int mx_recipe_parse(const char* s, mx_recipe* r) {
+    if (!s || !*s) return mx_fail(MX_EINVAL, "empty recipe");
+    char buf[512];
+    if (strlen(s) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe string too long");
+    strcpy(buf, s);
+    char* save = NULL;
+    char* part = strtok_r(buf, "+", &save);
+    int rc;
+    if (strchr(part, ':') || strchr(part, '=')) {
+        rc = parse_name("fp32", r);  /* overrides alone: start from fp32 */
+        save = NULL;
+        strcpy(buf, s);
+        part = strtok_r(buf, "+", &save);
+        goto overrides;
+    }
+    if ((rc = parse_name(part, r))) return rc;
+    part = strtok_r(NULL, "+", &save);
+overrides:
+    for (; part; part = strtok_r(NULL, "+", &save)) {
+        if (!strncmp(part, "rh=", 3)) {
+            if (!strcmp(part + 3, "fixed")) r->rh_mode = MX_RH_FIXED;
+            else if (!strcmp(part + 3, "step")) r->rh_mode = MX_RH_STEP;
+            else return mx_fail(MX_EINVAL, "recipe: rh=%s: must be fixed or step", part + 3);
+            continue;
+        }
+        if (!strncmp(part, "fp8=", 4)) {
+            if (!strcmp(part + 4, "current")) r->fp8_scaling = MX_FP8_CURRENT;
+            else if (!strcmp(part + 4, "delayed")) r->fp8_scaling = MX_FP8_DELAYED;
+            else return mx_fail(MX_EINVAL, "recipe: fp8=%s: must be current or delayed", part + 4);
+            continue;
+        }
+        char* sub = NULL;
+        for (char* ov = strtok_r(part, ";", &sub); ov; ov = strtok_r(NULL, ";", &sub))
+            if ((rc = apply_override(ov, r))) return rc;
+    }
+    if ((rc = validate(r))) return rc;
+    snprintf(r->name, sizeof r->name, "%s", s);
+    return 0;
+}
+
+void mx_recipe_describe(const mx_recipe* r, char* buf, size_t n) {
+    size_t off = 0;
+    for (int g = 0; g < 3 && off < n; g++) {
+        const mx_gemm_recipe* q = &r->g[g];
+        char had[16] = "none";
+        if (q->had_n) snprintf(had, sizeof had, "%sh%d", q->had_random ? "r" : "", q->had_n);
+        if (q->fmt == MX_FMT_MXFP4)
+            off += (size_t)snprintf(buf + off, n - off, "%s%s=mxfp4,had=%s,round=%s/%s,scale=%s,w=%s", g ? " " : "",
+                                    k_gemm[g], had, mx_round_name(q->round_a), mx_round_name(q->round_b),
+                                    mx_scale_name(q->scale), q->w2d ? "2d" : "1d");
+        else
+            off += (size_t)snprintf(buf + off, n - off, "%s%s=%s,had=%s", g ? " " : "", k_gemm[g], k_fmt[q->fmt], had);
+    }
+    if (off < n && mx_recipe_uses(r, MX_FMT_FP8))
+        off += (size_t)snprintf(buf + off, n - off, " fp8=%s", r->fp8_scaling ? "delayed" : "current");
+    if (off < n && r->rh_mode == MX_RH_STEP) snprintf(buf + off, n - off, " rh=step");
+}
+
+int mx_recipe_uses(const mx_recipe* r, mx_format f) {
+    for (int g = 0; g < 3; g++)
+        if (r->g[g].fmt == f) return 1;
+    return 0;
+}
