@@ -464,3 +464,28 @@ TEST(fp8_per_tensor_current_scaling) {
     CHECK_SAME_F(mx_fp8_scale_for_amax(0.0f, MX_FP8_E5M2), 1.0f);
     CHECK_SAME_F(mx_fp8_scale_for_amax(2.0f, MX_FP8_E5M2), 28672.0f);
 }
+
+TEST(fakequant_equals_quantize_dequantize) {
+    const int R = 64, C = 128;
+    float *x = malloc(sizeof(float) * R * C), *a = malloc(sizeof(float) * R * C), *b = malloc(sizeof(float) * R * C);
+    uint64_t s = 31;
+    for (int i = 0; i < R * C; i++) x[i] = nrand(&s) * (i % 97 == 0 ? 100.0f : 1.0f);
+    x[70] = NAN;
+    for (int L = 0; L < 3; L++)
+        for (int round = 0; round < 2; round++)
+            for (int rule = 0; rule < 3; rule++) {
+                mx_qopts o = {(mx_layout)L, (mx_scale_rule)rule, (mx_round)round, 5, 9};
+                mx_fp4 t;
+                REQUIRE(mx_fp4_alloc(&t, R, C, o.layout) == 0);
+                mx_quantize_fp4(x, R, C, &o, &t);
+                mx_dequantize_fp4(&t, a);
+                int64_t clipped = -1;
+                REQUIRE(mx_fakequant_fp4(x, b, R, C, &o, &clipped) == 0);
+                for (int i = 0; i < R * C; i++) CHECK_SAME_F(b[i], a[i]);
+                CHECK_EQ_INT(clipped, t.n_clipped_blocks);
+                mx_fp4_free(&t);
+                if (test_failures) { CHECKF(0, "layout %d round %d rule %d", L, round, rule); goto out; }
+            }
+out:
+    free(x); free(a); free(b);
+}

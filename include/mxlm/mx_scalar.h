@@ -187,7 +187,7 @@ MX_HD uint8_t mx_fp8_encode(float x, int ebits, int mbits, int bias, float maxv,
     if (e < emin) e = emin;
     float q = mx_exp2i(e - mbits);
     /* a / q is exact (power of two); round it to an integer, ties to even. */
-    float t = a / q;
+    float t = a * mx_exp2i(mbits - e);
     float fl = (float)(uint32_t)t;
     float fr = t - fl;
     uint32_t n = (uint32_t)fl;
@@ -200,7 +200,7 @@ MX_HD uint8_t mx_fp8_encode(float x, int ebits, int mbits, int bias, float maxv,
     int re = (int)(ru >> 23) - 127;
     uint32_t code;
     if (re < emin) {                           /* subnormal in the fp8 format */
-        code = (uint32_t)(r / mx_exp2i(emin - mbits));
+        code = (uint32_t)(r * mx_exp2i(mbits - emin));
     } else {
         uint32_t man = (ru >> (23 - mbits)) & ((1u << mbits) - 1);
         code = ((uint32_t)(re + bias) << mbits) | man;

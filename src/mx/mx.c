@@ -172,10 +172,11 @@ int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp
         int along_rows = o->layout == MX_LAYOUT_1x32;
         int nb_outer = along_rows ? rows : cols;            /* rows (1x32) or columns (32x1) */
         int nb_inner = (along_rows ? cols : rows) / B;      /* blocks along each */
-        uint32_t rb[MX_BLOCK];
-        uint8_t codes[MX_BLOCK];
+#pragma omp parallel for schedule(static) reduction(+ : clipped_blocks, n_blocks)
         for (int o1 = 0; o1 < nb_outer; o1++)
             for (int b = 0; b < nb_inner; b++) {
+                uint32_t rb[MX_BLOCK];
+                uint8_t codes[MX_BLOCK];
                 int r0 = along_rows ? o1 : b * B, c0 = along_rows ? b * B : o1;
                 const float* p = x + (size_t)r0 * cols + c0;
                 int stride = along_rows ? 1 : cols;
@@ -211,14 +212,39 @@ int mx_dequantize_fp4(const mx_fp4* t, float* y) {
 }
 
 int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopts* o, int64_t* n_clipped_blocks) {
-    mx_fp4 t;
-    int rc = mx_fp4_alloc(&t, rows, cols, o->layout);
+    if (o->layout != MX_LAYOUT_1x32) {
+        mx_fp4 t;
+        int rc = mx_fp4_alloc(&t, rows, cols, o->layout);
+        if (rc) return rc;
+        rc = mx_quantize_fp4(x, rows, cols, o, &t);
+        if (!rc) rc = mx_dequantize_fp4(&t, y);
+        if (n_clipped_blocks) *n_clipped_blocks = t.n_clipped_blocks;
+        mx_fp4_free(&t);
+        return rc;
+    }
+    /* 1x32: the same block function, without packing, rows in parallel */
+    int rc = mx_check_shape(rows, cols, o->layout);
     if (rc) return rc;
-    rc = mx_quantize_fp4(x, rows, cols, o, &t);
-    if (!rc) rc = mx_dequantize_fp4(&t, y);
-    if (n_clipped_blocks) *n_clipped_blocks = t.n_clipped_blocks;
-    mx_fp4_free(&t);
-    return rc;
+    if ((unsigned)o->scale > MX_SCALE_CEIL || (unsigned)o->round > MX_ROUND_SR)
+        return mx_fail(MX_EINVAL, "mx_fakequant_fp4: bad scale rule or rounding");
+    int64_t clipped = 0;
+#pragma omp parallel for schedule(static) reduction(+ : clipped)
+    for (int r = 0; r < rows; r++) {
+        uint32_t rb[MX_BLOCK];
+        uint8_t codes[MX_BLOCK];
+        for (int c0 = 0; c0 < cols; c0 += MX_BLOCK) {
+            size_t base = (size_t)r * cols + c0;
+            if (o->round == MX_ROUND_SR)
+                for (int i = 0; i < MX_BLOCK; i++) rb[i] = mx_rand_u32(o->seed, MX_RNG_SR, o->tensor_id, base + i);
+            int clip;
+            uint8_t sb = mx_quantize_block(x + base, 1, o->scale, o->round == MX_ROUND_SR ? rb : NULL, codes, &clip);
+            float sc = mx_e8m0_decode(sb);
+            for (int i = 0; i < MX_BLOCK; i++) y[base + i] = mx_e2m1_decode(codes[i]) * sc;
+            clipped += clip;
+        }
+    }
+    if (n_clipped_blocks) *n_clipped_blocks = clipped;
+    return MX_OK;
 }
 
 /* ---- Hadamard -------------------------------------------------------------- */
@@ -242,22 +268,25 @@ int mx_hadamard_rotate(float* x, int rows, int cols, int axis, int n, int random
     if (!mx_hadamard_valid(n)) return mx_fail(MX_EINVAL, "Hadamard size %d: must be a power of two in 2..256", n);
     int len = axis == 1 ? cols : rows;
     if (len % n) return mx_fail(MX_EINVAL, "Hadamard h%d along a dimension of %d: not a multiple of %d", n, len, n);
-    float buf[256];
+    float* sign = NULL;  /* rhN: the signs of the axis positions, drawn once */
+    if (random_sign) {
+        sign = malloc((size_t)len * sizeof *sign);
+        if (!sign) return mx_fail(MX_ENOMEM, "Hadamard: out of memory");
+        for (int j = 0; j < len; j++) sign[j] = mx_rh_sign(seed, rot_id, (uint64_t)j);
+    }
     int outer = axis == 1 ? rows : cols;
-    for (int o = 0; o < outer; o++)
+    size_t step_o = axis == 1 ? (size_t)cols : 1, step_k = axis == 1 ? 1 : (size_t)cols;
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < outer; o++) {
+        float buf[256];
         for (int j0 = 0; j0 < len; j0 += n) {
-            for (int k = 0; k < n; k++) {
-                size_t idx = axis == 1 ? (size_t)o * cols + j0 + k : (size_t)(j0 + k) * cols + o;
-                float v = x[idx];
-                if (random_sign) v *= mx_rh_sign(seed, rot_id, (uint64_t)(j0 + k));
-                buf[k] = v;
-            }
+            float* p = x + (size_t)o * step_o + (size_t)j0 * step_k;
+            for (int k = 0; k < n; k++) buf[k] = sign ? p[k * step_k] * sign[j0 + k] : p[k * step_k];
             mx_fwht(buf, n);
-            for (int k = 0; k < n; k++) {
-                size_t idx = axis == 1 ? (size_t)o * cols + j0 + k : (size_t)(j0 + k) * cols + o;
-                x[idx] = buf[k];
-            }
+            for (int k = 0; k < n; k++) p[k * step_k] = buf[k];
         }
+    }
+    free(sign);
     return MX_OK;
 }
 
@@ -294,6 +323,7 @@ void mx_fp8_dequantize(const uint8_t* codes, size_t n, float scale, mx_fp8_kind 
 
 void mx_fp8_fakequant(const float* x, float* y, size_t n, float scale, mx_fp8_kind kind) {
     float inv = 1.0f / scale;
+#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float v = x[i] * scale;
         float d = kind == MX_FP8_E4M3 ? mx_e4m3_decode(mx_e4m3_encode(v)) : mx_e5m2_decode(mx_e5m2_encode(v));

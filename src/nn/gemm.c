@@ -10,19 +10,11 @@
 
 typedef float v8 __attribute__((vector_size(32)));
 
-int mx_sgemm_tn(const float* A, const float* B, float* C, int M, int N, int K, int accumulate) {
+/* C[M,N] (+)= A[M,K] . Bp: 4 rows x 8 columns per tile, k in order. Cloned for
+ * AVX2: without FMA contraction (ISO C mode) both clones give the same bits. */
+__attribute__((target_clones("avx2", "default")))
+static void gemm_packed(const float* A, const float* Bp, float* C, int M, int N, int K, int accumulate) {
     int np = (N + 7) / 8;
-    float* Bp = aligned_alloc(32, ((size_t)np * K * 8 * sizeof(float) + 31) / 32 * 32);  // [np, K, 8]
-    if (!Bp) return mx_fail(MX_ENOMEM, "sgemm: out of memory packing a %dx%d operand", N, K);
-#pragma omp parallel for schedule(static)
-    for (int p = 0; p < np; p++) {
-        float* dst = Bp + (size_t)p * K * 8;
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < 8; j++) {
-                int n = p * 8 + j;
-                dst[(size_t)k * 8 + j] = n < N ? B[(size_t)n * K + k] : 0.0f;
-            }
-    }
     int mb = (M + 3) / 4;
 #pragma omp parallel for schedule(static) collapse(2)
     for (int ib = 0; ib < mb; ib++)
@@ -48,6 +40,22 @@ int mx_sgemm_tn(const float* A, const float* B, float* C, int M, int N, int K, i
                 for (int j = 0; j < cols; j++) c[j] = accumulate ? c[j] + acc[r][j] : acc[r][j];
             }
         }
+}
+
+int mx_sgemm_tn(const float* A, const float* B, float* C, int M, int N, int K, int accumulate) {
+    int np = (N + 7) / 8;
+    float* Bp = aligned_alloc(32, ((size_t)np * K * 8 * sizeof(float) + 31) / 32 * 32);  // [np, K, 8]
+    if (!Bp) return mx_fail(MX_ENOMEM, "sgemm: out of memory packing a %dx%d operand", N, K);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < np; p++) {
+        float* dst = Bp + (size_t)p * K * 8;
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < 8; j++) {
+                int n = p * 8 + j;
+                dst[(size_t)k * 8 + j] = n < N ? B[(size_t)n * K + k] : 0.0f;
+            }
+    }
+    gemm_packed(A, Bp, C, M, N, K, accumulate);
     free(Bp);
     return MX_OK;
 }

@@ -77,13 +77,12 @@ static int quantize_operand(const mx_linear_ctx* c, mx_gemm_id g, int o, float* 
             .seed = c->seed + c->step * GOLDEN,
             .tensor_id = c->layer_id * 6u + (uint32_t)g * 2u + (uint32_t)o,
         };
-        mx_fp4 t;
-        rc = mx_fp4_alloc(&t, rows, R, qo.layout);
-        if (rc) break;
-        rc = mx_quantize_fp4(x, rows, R, &qo, &t);
-        if (!rc) rc = mx_dequantize_fp4(&t, x);
-        if (st) { st->blocks += t.n_blocks; st->clipped += t.n_clipped_blocks; }
-        mx_fp4_free(&t);
+        int64_t clipped = 0;
+        rc = mx_fakequant_fp4(x, x, rows, R, &qo, &clipped);
+        if (st && !rc) {
+            st->blocks += (int64_t)mx_fp4_n_scales(rows, R, qo.layout);
+            st->clipped += clipped;
+        }
         break;
     }
     }
