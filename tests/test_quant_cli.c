@@ -155,3 +155,17 @@ TEST(cli_info_and_unknown_command) {
     CHECK_EQ_INT(test_sh("%s frobnicate 2>/dev/null", test_mxlm_bin()), 2);
     CHECK_EQ_INT(test_sh("%s 2>/dev/null", test_mxlm_bin()), 2);
 }
+
+/* tools/mx_ref.py is an independent implementation (pure Python, exact
+ * rational arithmetic, brute-force nearest values) written from the docs;
+ * `mxlm quant` must agree with it bit for bit on random matrices with
+ * outliers, zero and NaN blocks, for every layout, scale rule, rounding,
+ * Hadamard choice and both FP8 formats. */
+TEST(quant_cli_vs_independent_python_reference) {
+    char log[600];
+    snprintf(log, sizeof log, "%s/mx_ref.log", test_tmpdir());
+    int rc = test_sh("python3 tools/mx_ref.py --mxlm %s --cases 30 --seed 7 > %s 2>&1", test_mxlm_bin(), log);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) test_sh("grep -v '^ok' %s | head -5 >&2", log);
+    CHECK(test_sh("grep -q '^30 passed, 0 failed$' %s", log) == 0);
+}
