@@ -1,5 +1,6 @@
 /* test_linear.c: recipes and the quantized linear layer. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,10 +98,19 @@ TEST(sgemm_matches_double_and_thread_count) {
     REQUIRE(mx_sgemm_tn(A, B, C, M, N, K, 0) == 0);
     ref_gemm_tn(A, B, R, M, N, K);
     for (int i = 0; i < M * N; i++) CHECK_NEAR(C[i], R[i], 1e-5 * K);
+    /* the same bits with one thread and with three */
+    float* C1 = malloc(sizeof(float) * M * N);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    mx_sgemm_tn(A, B, C1, M, N, K, 0);
+    omp_set_num_threads(3);
+    mx_sgemm_tn(A, B, C, M, N, K, 0);
+    omp_set_num_threads(nt);
+    CHECK(memcmp(C, C1, sizeof(float) * M * N) == 0);
     /* accumulate */
     REQUIRE(mx_sgemm_tn(A, B, C, M, N, K, 1) == 0);
     for (int i = 0; i < M * N; i++) CHECK_NEAR(C[i], 2 * R[i], 2e-5 * K);
-    free(A); free(B); free(C); free(R);
+    free(A); free(B); free(C); free(C1); free(R);
 }
 
 /* rotated, unquantized GEMMs equal the plain ones (H H^T = I) in all three GEMMs */
