@@ -100,6 +100,9 @@ uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const 
 
 /* Is n a supported Hadamard size (power of two, 2..256)? */
 int mx_hadamard_valid(int n);
+/* Parse "none", "hN" or "rhN" into (n, random); n = 0 for none. Returns 0, or -1 if malformed
+ * or N is not a supported size. */
+int mx_hadamard_parse(const char* s, int* n, int* random);
 /* Normalized Walsh-Hadamard (y = x H_n) of n contiguous values, in place. */
 void mx_fwht(float* x, int n);
 /* Rotate x[rows, cols] in place, block-diagonally in tiles of n along each

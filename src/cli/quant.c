@@ -10,19 +10,6 @@
 #include "cli/cli.h"
 #include "mxlm/mx.h"
 
-/* Parse "none", "hN" or "rhN" into (n, random). Returns 0 or -1. */
-static int parse_hadamard(const char* s, int* n, int* random) {
-    *n = 0; *random = 0;
-    if (!strcmp(s, "none")) return 0;
-    if (s[0] == 'r') { *random = 1; s++; }
-    if (s[0] != 'h' || !s[1]) return -1;
-    char* end;
-    long v = strtol(s + 1, &end, 10);
-    if (*end || !mx_hadamard_valid((int)v)) return -1;
-    *n = (int)v;
-    return 0;
-}
-
 static float* read_f32(const char* path, size_t n) {
     FILE* f = fopen(path, "rb");
     if (!f) { fprintf(stderr, "mxlm quant: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
@@ -87,7 +74,7 @@ int cmd_quant(int argc, char** argv) {
     else if (layout < 0) err = "--layout must be 1x32, 32x1 or 32x32";
     else if (scale < 0) err = "--scale must be floor, even or ceil";
     else if (round < 0) err = "--round must be rne or sr";
-    else if (parse_hadamard(had_s, &had_n, &had_rand)) err = "--hadamard must be none, hN or rhN with N a power of two in 2..256";
+    else if (mx_hadamard_parse(had_s, &had_n, &had_rand)) err = "--hadamard must be none, hN or rhN with N a power of two in 2..256";
     else if (fmt != 0 && round == MX_ROUND_SR) err = "--round sr applies to --format mxfp4 only";
     else if (tensor_id > 0xffffffffu || rot_id > 0xffffffffu) err = "--tensor-id and --rot-id are 32-bit";
     if (err) { fprintf(stderr, "mxlm quant: %s\n", err); return 2; }

@@ -251,6 +251,19 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
 
 int mx_hadamard_valid(int n) { return n >= 2 && n <= 256 && (n & (n - 1)) == 0; }
 
+int mx_hadamard_parse(const char* s, int* n, int* random) {
+    *n = 0;
+    *random = 0;
+    if (!strcmp(s, "none")) return 0;
+    if (s[0] == 'r') { *random = 1; s++; }
+    if (s[0] != 'h' || s[1] < '0' || s[1] > '9') return -1;
+    char* end;
+    long v = strtol(s + 1, &end, 10);
+    if (*end || v > 256 || !mx_hadamard_valid((int)v)) return -1;
+    *n = (int)v;
+    return 0;
+}
+
 void mx_fwht(float* x, int n) {
     for (int h = 1; h < n; h <<= 1)
         for (int i = 0; i < n; i += 2 * h)

@@ -25,19 +25,6 @@ static void set_all(mx_recipe* r, mx_format f) {
     }
 }
 
-/* Parse "hN" / "rhN" / "none". */
-static int parse_had(const char* v, int* n, int* rnd) {
-    *n = 0; *rnd = 0;
-    if (!strcmp(v, "none")) return 0;
-    if (v[0] == 'r') { *rnd = 1; v++; }
-    if (v[0] != 'h' || !v[1]) return -1;
-    char* end;
-    long x = strtol(v + 1, &end, 10);
-    if (*end || !mx_hadamard_valid((int)x)) return -1;
-    *n = (int)x;
-    return 0;
-}
-
 /* Named recipes: fp32, bf16, fp8, fp8-delayed, and
  * mxfp4-<gemms>[-sr][-hN|-rhN][-2d][-floor|-even|-ceil]: the listed GEMMs in
  * MXFP4, the others in FP8 (the paper's baseline), -sr = stochastic rounding
@@ -69,7 +56,7 @@ static int parse_name(const char* name, mx_recipe* r) {
         if (!strcmp(part, "sr") && !sr) sr = 1;
         else if (!strcmp(part, "2d") && !w2d) w2d = 1;
         else if (mx_scale_parse(part) >= 0 && !seen_scale) { scale = mx_scale_parse(part); seen_scale = 1; }
-        else if ((part[0] == 'h' || part[0] == 'r') && !seen_had && !parse_had(part, &had, &rnd)) seen_had = 1;
+        else if ((part[0] == 'h' || part[0] == 'r') && !seen_had && !mx_hadamard_parse(part, &had, &rnd)) seen_had = 1;
         else return mx_fail(MX_EINVAL, "recipe '%s': unknown or repeated part '%s' (sr, hN, rhN, 2d, floor, even, ceil)", name, part);
     }
     for (int g = 0; g < 3; g++)
@@ -117,7 +104,7 @@ static int apply_override(const char* s, mx_recipe* r) {
                 if (f < 0) return mx_fail(MX_EINVAL, "recipe: fmt=%s: must be fp32, bf16, fp8 or mxfp4", v);
                 q->fmt = (mx_format)f;
             } else if (!strcmp(k, "had")) {
-                if (parse_had(v, &q->had_n, &q->had_random))
+                if (mx_hadamard_parse(v, &q->had_n, &q->had_random))
                     return mx_fail(MX_EINVAL, "recipe: had=%s: must be none, hN or rhN (N a power of two, 2..256)", v);
             } else if (!strcmp(k, "round")) {
                 const char* slash = strchr(v, '/');
