@@ -1,10 +1,242 @@
-/* train.c: ./mxlm train (placeholder until its issue lands). */
+/* train.c: ./mxlm train - the CPU reference trainer (src/train/).
+ * Options come from --config FILE ("key = value" lines, the names of the
+ * flags) and then the command line, which overrides the file. */
+#include <ctype.h>
+#include <math.h>
+#include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "mxlm/train.h"
+
+typedef struct {
+    int tty, log_every;
+    int64_t last_step;
+} progress;
+
+static void fmt_eta(char* b, size_t n, double s) {
+    if (!(s >= 0) || s > 1e7) { snprintf(b, n, "?"); return; }
+    int t = (int)(s + 0.5);
+    if (t >= 3600) snprintf(b, n, "%dh%02dm", t / 3600, t / 60 % 60);
+    else snprintf(b, n, "%dm%02ds", t / 60, t % 60);
+}
+
+static void on_event(const mx_train_event* e, void* user) {
+    progress* p = user;
+    if (e->kind == 2) {
+        printf("%s%s\n", p->tty && p->last_step ? "\n" : "", e->msg);
+        p->last_step = 0;
+    } else if (e->kind == 1) {
+        printf("%sstep %lld/%lld  tokens %lld  val_loss %.9g\n", p->tty && p->last_step ? "\n" : "", (long long)e->step,
+               (long long)e->steps, (long long)e->tokens, (double)e->val_loss);
+        p->last_step = 0;
+    } else {
+        char eta[32];
+        double per = e->elapsed_s / (double)(e->step ? e->step : 1);
+        fmt_eta(eta, sizeof eta, per * (double)(e->steps - e->step));
+        if (p->tty) {
+            printf("\rstep %lld/%lld  loss %.6f  lr %.2e  gnorm %.3f  %.0f tok/s  ETA %s   ", (long long)e->step,
+                   (long long)e->steps, (double)e->loss, e->lr, e->grad_norm, e->tok_per_s, eta);
+            p->last_step = e->step;
+        } else if (e->step % p->log_every == 0 || e->step == e->steps || !isfinite(e->loss)) {
+            printf("step %lld/%lld  loss %.9g  lr %.6g  grad_norm %.6g  tok/s %.0f  eta %s\n", (long long)e->step,
+                   (long long)e->steps, (double)e->loss, e->lr, e->grad_norm, e->tok_per_s, eta);
+        }
+    }
+    fflush(stdout);
+}
+
+/* Read a config file into argv-style tokens ("--key", "value"). */
+static int load_config(const char* path, const cli_opt* opts, int nopts, char*** out, int* nout) {
+    FILE* f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "mxlm train: cannot open config %s\n", path); return 2; }
+    char line[2048];
+    int n = 0, cap = 64, lineno = 0;
+    char** v = malloc(sizeof(char*) * cap);
+    while (v && fgets(line, sizeof line, f)) {
+        lineno++;
+        char* s = line;
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s || *s == '#') continue;
+        char* eq = strchr(s, '=');
+        if (!eq) {
+            fprintf(stderr, "mxlm train: %s:%d: expected 'key = value'\n", path, lineno);
+            fclose(f);
+            return 2;
+        }
+        char* ke = eq;
+        while (ke > s && isspace((unsigned char)ke[-1])) ke--;
+        *ke = 0;
+        char* val = eq + 1;
+        while (isspace((unsigned char)*val)) val++;
+        char* ve = val + strlen(val);
+        while (ve > val && isspace((unsigned char)ve[-1])) ve--;
+        *ve = 0;
+        const cli_opt* o = NULL;
+        for (int i = 0; i < nopts; i++)
+            if (!strcmp(opts[i].name, s)) o = &opts[i];
+        if (!o || !strcmp(s, "config")) {
+            fprintf(stderr, "mxlm train: %s:%d: unknown key '%s'\n", path, lineno, s);
+            fclose(f);
+            return 2;
+        }
+        if (n + 2 >= cap) {
+            cap *= 2;
+            char** v2 = realloc(v, sizeof(char*) * cap);
+            if (!v2) break;
+            v = v2;
+        }
+        char key[2100];
+        snprintf(key, sizeof key, "--%s", s);
+        if (o->type == OPT_FLAG) {
+            if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes")) v[n++] = strdup(key);
+        } else {
+            v[n++] = strdup(key);
+            v[n++] = strdup(val);
+        }
+    }
+    fclose(f);
+    *out = v;
+    *nout = n;
+    return v ? 0 : 2;
+}
 
 int cmd_train(int argc, char** argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "mxlm train: not implemented yet in this build\n");
-    return 2;
+    mx_train_config c;
+    mx_train_config_default(&c);
+    const char *config = NULL, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
+    int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
+    int log_every = 0;
+    double rope_theta = 0, norm_eps = 0;
+    int64_t eval_every_tokens = 0;
+    const cli_opt opts[] = {
+        {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
+        {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
+        {"recipe", OPT_STR, &recipe, "precision recipe (default mxfp4-fdw-h16; see mxlm quant --help)"},
+        {"steps", OPT_I64, &c.steps, "optimizer steps (default 200)"},
+        {"seed", OPT_U64, &c.seed, "run seed: init, data order, SR bits (default 1)"},
+        {"out", OPT_STR, &out, "run directory (default runs/tiny)"},
+        {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 16)"},
+        {"seq", OPT_INT, &c.seq, "tokens per sequence (default: the model's context)"},
+        {"accum", OPT_INT, &c.accum, "micro-batches per step (gradient accumulation, default 1)"},
+        {"lr", OPT_DOUBLE, &c.lr, "peak learning rate (default 3e-3)"},
+        {"min-lr-frac", OPT_DOUBLE, &c.min_lr_frac, "cosine floor as a fraction of the peak (default 0.1)"},
+        {"warmup", OPT_I64, &c.warmup, "warmup steps (default steps/20)"},
+        {"beta1", OPT_DOUBLE, &c.adamw.beta1, "AdamW beta1 (0.9)"},
+        {"beta2", OPT_DOUBLE, &c.adamw.beta2, "AdamW beta2 (0.95)"},
+        {"adam-eps", OPT_DOUBLE, &c.adamw.eps, "AdamW eps (1e-5)"},
+        {"weight-decay", OPT_DOUBLE, &c.adamw.weight_decay, "weight decay on matrices (0.1)"},
+        {"clip", OPT_DOUBLE, &c.clip, "global gradient-norm clip (1.0; 0 = off)"},
+        {"train", OPT_STR, &train, "training shards, a glob (default the embedded corpus)"},
+        {"val", OPT_STR, &val, "validation shards, a glob (default the embedded corpus)"},
+        {"val-tokens", OPT_I64, &c.val_tokens, "validation tokens (default 16384)"},
+        {"eval-every", OPT_I64, &c.eval_every, "evaluate every N steps (default 20; always at 0 and the end)"},
+        {"eval-every-tokens", OPT_I64, &eval_every_tokens, "evaluate every N tokens (rounded up to whole steps)"},
+        {"ckpt-every", OPT_I64, &c.ckpt_every, "checkpoint every N steps (default: only at the end / --halt-at)"},
+        {"keep-ckpts", OPT_INT, &c.keep_ckpts, "checkpoints kept in the run directory (default 2)"},
+        {"telemetry-every", OPT_I64, &c.telemetry_every, "per-GEMM quantization telemetry every N steps (0 = off)"},
+        {"target-loss", OPT_DOUBLE, &c.target_loss, "record tokens-to-target at the first eval <= X"},
+        {"halt-at", OPT_I64, &c.halt_at, "stop after step K with a checkpoint (a pre-empted job)"},
+        {"resume", OPT_FLAG, &c.resume, "continue from the latest checkpoint in --out"},
+        {"bf16-first", OPT_INT, &c.bf16_first, "keep the first K blocks in bf16"},
+        {"bf16-last", OPT_INT, &c.bf16_last, "keep the last K blocks in bf16"},
+        {"vocab", OPT_INT, &vocab, "override the preset's vocabulary size"},
+        {"dim", OPT_INT, &dim, "override the model width"},
+        {"layers", OPT_INT, &layers, "override the number of blocks"},
+        {"heads", OPT_INT, &heads, "override the query heads"},
+        {"kv-heads", OPT_INT, &kvh, "override the key/value heads"},
+        {"ffn", OPT_INT, &ffn, "override the SwiGLU width"},
+        {"context", OPT_INT, &context, "override the context length"},
+        {"rope-theta", OPT_DOUBLE, &rope_theta, "override RoPE theta (500000)"},
+        {"norm-eps", OPT_DOUBLE, &norm_eps, "override the RMSNorm eps (1e-5)"},
+        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
+        {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
+        {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
+        {"debug-nan-at", OPT_I64, &c.debug_nan_at, "(testing) poison a weight with NaN before step K"},
+    };
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
+    const char* usage = "--preset P --recipe R --steps N --seed S --out DIR [options]";
+
+    /* --config first, then the command line over it */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9)) config = argv[i] + 9;
+    }
+    char** all = NULL;
+    int nall = 0, rc;
+    if (config) {
+        char** cf = NULL;
+        int ncf = 0;
+        rc = load_config(config, opts, nopts, &cf, &ncf);
+        if (rc) return rc;
+        all = malloc(sizeof(char*) * (size_t)(ncf + argc + 1));
+        if (!all) return 2;
+        all[nall++] = argv[0];
+        for (int i = 0; i < ncf; i++) all[nall++] = cf[i];
+        for (int i = 1; i < argc; i++) all[nall++] = argv[i];
+        free(cf); /* the strings stay alive: options point into them */
+    }
+    rc = all ? cli_parse(nall, all, "train", usage, opts, nopts, NULL, NULL)
+             : cli_parse(argc, argv, "train", usage, opts, nopts, NULL, NULL);
+    if (rc) return rc == 1 ? 0 : rc;
+
+    if (mx_model_preset(preset, &c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
+    if (vocab) c.model.vocab = vocab;
+    if (dim) c.model.dim = dim;
+    if (layers) c.model.n_layers = layers;
+    if (heads) c.model.n_heads = heads;
+    if (kvh) c.model.n_kv_heads = kvh;
+    if (ffn) c.model.ffn = ffn;
+    if (context) c.model.seq_len = context;
+    if (rope_theta > 0) c.model.rope_theta = (float)rope_theta;
+    if (norm_eps > 0) c.model.norm_eps = (float)norm_eps;
+    if (mx_model_config_check(&c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
+    snprintf(c.recipe, sizeof c.recipe, "%s", recipe);
+    if (train) snprintf(c.train, sizeof c.train, "%s", train);
+    if (val) snprintf(c.val, sizeof c.val, "%s", val);
+    if (out) snprintf(c.out, sizeof c.out, "%s", out);
+    if (threads > 0) omp_set_num_threads(threads);
+    if (c.seq <= 0) c.seq = c.model.seq_len;
+    if (eval_every_tokens > 0) {
+        int64_t per = (int64_t)c.batch * c.seq * c.accum;
+        c.eval_every = (eval_every_tokens + per - 1) / per;
+    }
+    mx_recipe r;
+    if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
+
+    if (describe) {
+        char d[512], rd[1024];
+        mx_model_config_describe(&c.model, d, sizeof d);
+        mx_recipe_describe(&r, rd, sizeof rd);
+        printf("model   %s\n", d);
+        printf("params  %lld total, %lld without the embedding and head\n", (long long)mx_model_n_params(&c.model),
+               (long long)mx_model_n_params_nonembed(&c.model));
+        printf("recipe  %s: %s\n", c.recipe, rd);
+        printf("batch   %d x %d x %d = %lld tokens per step\n", c.batch, c.seq, c.accum,
+               (long long)c.batch * c.seq * c.accum);
+        return 0;
+    }
+
+    progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1};
+    mx_train_result res;
+    rc = mx_train_run(&c, &res, on_event, &p);
+    if (p.tty && p.last_step) printf("\n");
+    if (rc < 0) {
+        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+        return 1;
+    }
+    if (rc == MX_DIVERGED) {
+        fprintf(stderr, "mxlm train: diverged at step %lld (NaN/Inf loss or gradient); status in %s/metrics.jsonl\n",
+                (long long)res.step, c.out);
+        return 3;
+    }
+    printf("%s: step %lld, %lld tokens, val loss %.4f -> %.4f (%.3fx), %.1f s, %.0f tok/s", res.status,
+           (long long)res.step, (long long)res.tokens, (double)res.val_loss0, (double)res.val_loss,
+           (double)(res.val_loss / res.val_loss0), res.seconds, res.tok_per_s);
+    if (c.target_loss > 0) printf(", tokens to target %lld", (long long)res.tokens_to_target);
+    printf("\nrun directory: %s\n", c.out);
+    return 0;
 }

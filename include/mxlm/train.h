@@ -1,0 +1,173 @@
+/*
+ * train.h: the CPU reference trainer (src/train/): AdamW, the learning-rate
+ * schedule, the data loader over llm.c shards, evaluation, checkpoints,
+ * telemetry and the training loop that ties them together.
+ *
+ * Step numbering: step k is the k-th optimizer update (k = 1..steps). A
+ * training line of metrics.jsonl with "step": k reports the loss of the batch
+ * that update k used; an evaluation line with "step": k is measured after k
+ * updates (step 0: the initial weights). A checkpoint of step k holds the
+ * state after k updates.
+ *
+ * Library code: returns errors (mx_fail), writes only into the run directory,
+ * never prints; the CLI prints through the progress callback.
+ */
+#ifndef MXLM_TRAIN_H
+#define MXLM_TRAIN_H
+#include <stddef.h>
+#include <stdint.h>
+#include "mxlm/model.h"
+#include "mxlm/shard.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Returned by mx_train_run when the loss or a gradient became NaN/Inf. */
+#define MX_DIVERGED 3
+
+/* ---- schedule and optimizer ------------------------------------------------ */
+
+/* Learning rate for the update that follows `s` completed updates (s = 0 ..
+ * total-1): linear warmup peak*(s+1)/warmup for s < warmup, then cosine from
+ * peak down to min_frac*peak at s = total. */
+double mx_lr_at(int64_t s, int64_t total, int64_t warmup, double peak, double min_frac);
+
+typedef struct {
+    double beta1, beta2, eps, weight_decay;
+} mx_adamw_config;
+
+/* Sum of squares of g[n] in double, over fixed chunks summed in order (the
+ * same bits for any thread count). */
+double mx_sum_squares(const float* g, size_t n);
+/* One AdamW update of every tensor of the model (decoupled weight decay on
+ * matrices only), with the gradient multiplied by `gscale` first (clipping).
+ * t is the 1-based update count (bias correction). m, v [n_params]. */
+void mx_adamw_update(const mx_llama* mdl, float* m, float* v, const mx_adamw_config* c, double lr, float gscale,
+                     int64_t t);
+
+/* ---- data ------------------------------------------------------------------ */
+
+/* A set of shards seen as one token stream; windows of T+1 tokens never
+ * straddle two shards. */
+typedef struct {
+    int n;               /* shards */
+    mx_shard* shards;    /* [n] */
+    int64_t* first;      /* [n+1] prefix sums of the number of window starts per shard */
+    int T;
+    int vocab;
+} mx_loader;
+
+/* Open every file matching the glob `pattern` (sorted), for windows of T+1
+ * tokens. Refuses shards too short for one window. */
+int mx_loader_open(mx_loader* l, const char* pattern, int T, int vocab);
+void mx_loader_close(mx_loader* l);
+int64_t mx_loader_n_windows(const mx_loader* l);
+/* Tokens of window w (start position w within the concatenated starts) into
+ * inp [T] and tgt [T] (tgt = inp shifted by one). Token ids >= vocab are an
+ * error naming the file and offset. */
+int mx_loader_window(const mx_loader* l, int64_t w, int32_t* inp, int32_t* tgt);
+/* The training sample with counter s: window index from
+ * mx_rand_u32(seed, MX_RNG_DATA, 0, 2s) and (.., 2s+1). */
+int64_t mx_loader_sample(const mx_loader* l, uint64_t seed, int64_t s);
+/* The validation set: non-overlapping windows at starts 0, T, 2T, ... of
+ * each shard in order (stride T), the first `count` of them. */
+int64_t mx_loader_n_val_windows(const mx_loader* l);
+int mx_loader_val_window(const mx_loader* l, int64_t i, int32_t* inp, int32_t* tgt);
+
+/* ---- the run ----------------------------------------------------------------- */
+
+typedef struct {
+    mx_model_config model;
+    char recipe[256];
+    int bf16_first, bf16_last;
+    int batch;            /* B sequences per micro-batch */
+    int seq;              /* T tokens per sequence (<= model.seq_len) */
+    int accum;            /* micro-batches per optimizer step */
+    int64_t steps;
+    uint64_t seed;
+    double lr, min_lr_frac;
+    int64_t warmup;
+    mx_adamw_config adamw;
+    double clip;          /* global-norm clip (0: none) */
+    char train[1024], val[1024]; /* shard globs */
+    int64_t val_tokens;   /* validation tokens (rounded down to whole batches) */
+    int64_t eval_every;   /* steps; 0: step 0 and the last step only */
+    int64_t ckpt_every;   /* steps; 0: only at --halt-at and at the end */
+    int64_t telemetry_every; /* steps; 0: off */
+    double target_loss;   /* <= 0: none */
+    int64_t halt_at;      /* 0: none; else stop after this step with a checkpoint */
+    int resume;
+    int keep_ckpts;       /* checkpoints kept in the run directory (>= 1) */
+    char out[1024];       /* run directory */
+    int64_t debug_nan_at; /* test hook: poison a weight before this step (0: off) */
+} mx_train_config;
+
+void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
+/* Canonical "key = value" lines of the whole config (the run directory's
+ * config.txt); `trajectory_only`: only what changes the numbers (the
+ * checkpoint's fingerprint). Returns the length (snprintf semantics). */
+int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* buf, size_t n);
+
+/* What the progress callback sees. */
+typedef struct {
+    int kind;             /* 0: training step, 1: evaluation, 2: message */
+    int64_t step, steps, tokens;
+    float loss, val_loss;
+    double lr, grad_norm, tok_per_s, elapsed_s;
+    const char* msg;
+} mx_train_event;
+typedef void (*mx_train_cb)(const mx_train_event* e, void* user);
+
+typedef struct {
+    const char* status;   /* "done", "halted", "diverged" */
+    int64_t step, tokens;
+    float val_loss0, val_loss;  /* first (step 0) and last evaluation */
+    int64_t tokens_to_target;   /* -1: not reached */
+    double seconds, tok_per_s;
+} mx_train_result;
+
+/* Train as configured. Returns 0 (done or halted), MX_DIVERGED, or a negative
+ * mx_err (bad config, data, checkpoint: nothing in the run directory is
+ * overwritten when a resume is refused). */
+int mx_train_run(const mx_train_config* c, mx_train_result* res, mx_train_cb cb, void* user);
+
+/* ---- checkpoints --------------------------------------------------------------- */
+
+typedef struct {
+    int64_t step, sample, tokens;   /* updates done, training samples drawn, tokens seen */
+    float val_loss0;                /* step-0 validation loss */
+    int64_t tokens_to_target;       /* -1: not yet */
+} mx_ckpt_meta;
+
+/* Write params, AdamW moments, linear states (FP8 amax history), meta and the
+ * config fingerprint to `path` atomically (temporary file, fsync, rename),
+ * with a CRC-32 of the content. m, v [n_params]. */
+int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const float* v, const mx_ckpt_meta* meta,
+                 const char* fingerprint);
+/* Load into an already created model of the same shape. Refuses (MX_EFORMAT,
+ * with a message) a file that is truncated, fails its checksum, or whose
+ * fingerprint differs from `fingerprint` (the message names the first
+ * differing line). Nothing is modified on refusal. */
+int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint);
+/* The checkpoint with the highest step in `dir` ("ckpt-%08lld.bin"), into
+ * path; returns 1 if found, 0 if none. */
+int mx_ckpt_latest(const char* dir, char* path, size_t n);
+
+/* ---- telemetry ------------------------------------------------------------------ */
+
+/* Zero the accumulated SQNR/clipping stats of every linear (keeps the FP8
+ * amax history). */
+void mx_telemetry_reset(mx_llama* mdl);
+/* JSON lines (one per linear layer) of the accumulated stats, appended to f. */
+int mx_telemetry_write(const mx_llama* mdl, int64_t step, void* file /* FILE* */);
+
+/* Mean validation cross-entropy over the loader's first n_windows val
+ * windows, in batches of B (n_windows a multiple of B). The model's linear
+ * states are restored afterwards (evaluation does not touch FP8 history). */
+int mx_evaluate(mx_llama* mdl, const mx_loader* val, int64_t n_windows, int B, int T, float* loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

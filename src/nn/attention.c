@@ -1,0 +1,99 @@
+/* attention.c: causal grouped-query attention (the batched products in FP32).
+ *   s_tj = q_t . k_j / sqrt(hd) (j <= t),  p = softmax_j(s),  o_t = sum_j p_tj v_j
+ * Query head h uses KV head h / (H / KV). Parallel over (batch, KV head): each
+ * task owns its dk/dv rows, so the sums run in a fixed order. */
+#include <math.h>
+#include <string.h>
+
+#include "mxlm/model.h"
+
+void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
+                          int H, int KV, int hd) {
+    /* out [B*T, H*hd], att [B, H, T, T], q [B*T, H*hd], k, v [B*T, KV*hd] */
+    const int G = H / KV, qs = H * hd, ks = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H, kh = h / G;
+        float* A = att + (size_t)bh * T * T; /* [T, T] */
+        for (int t = 0; t < T; t++) {
+            const float* qt = q + (size_t)(b * T + t) * qs + h * hd;
+            float* row = A + (size_t)t * T;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) {
+                const float* kj = k + (size_t)(b * T + j) * ks + kh * hd;
+                float s = 0.0f;
+                for (int i = 0; i < hd; i++) s += qt[i] * kj[i];
+                s *= scale;
+                row[j] = s;
+                mx = s > mx ? s : mx;
+            }
+            float sum = 0.0f;
+            for (int j = 0; j <= t; j++) {
+                float e = expf(row[j] - mx);
+                row[j] = e;
+                sum += e;
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j <= t; j++) row[j] *= inv;
+            for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+            float* ot = out + (size_t)(b * T + t) * qs + h * hd;
+            for (int i = 0; i < hd; i++) ot[i] = 0.0f;
+            for (int j = 0; j <= t; j++) {
+                const float* vj = v + (size_t)(b * T + j) * ks + kh * hd;
+                float p = row[j];
+                for (int i = 0; i < hd; i++) ot[i] += p * vj[i];
+            }
+        }
+    }
+}
+
+void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
+                           const float* k, const float* v, int B, int T, int H, int KV, int hd) {
+    /* dq [B*T, H*hd], dk, dv [B*T, KV*hd] (overwritten); dout [B*T, H*hd] */
+    const int G = H / KV, qs = H * hd, ks = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel
+    {
+        float dp[8192]; /* [T]; T <= 8192 on the CPU */
+#pragma omp for schedule(static)
+        for (int bk = 0; bk < B * KV; bk++) {
+            int b = bk / KV, kh = bk % KV;
+            for (int t = 0; t < T; t++) {
+                memset(dk + (size_t)(b * T + t) * ks + kh * hd, 0, sizeof(float) * hd);
+                memset(dv + (size_t)(b * T + t) * ks + kh * hd, 0, sizeof(float) * hd);
+            }
+            for (int h = kh * G; h < (kh + 1) * G; h++) {
+                const float* A = att + ((size_t)b * H + h) * T * T;
+                for (int t = 0; t < T; t++) {
+                    const float* row = A + (size_t)t * T;
+                    const float* go = dout + (size_t)(b * T + t) * qs + h * hd;
+                    const float* qt = q + (size_t)(b * T + t) * qs + h * hd;
+                    float* dqt = dq + (size_t)(b * T + t) * qs + h * hd;
+                    float dot = 0.0f;
+                    for (int j = 0; j <= t; j++) {
+                        const float* vj = v + (size_t)(b * T + j) * ks + kh * hd;
+                        float* dvj = dv + (size_t)(b * T + j) * ks + kh * hd;
+                        float s = 0.0f, p = row[j];
+                        for (int i = 0; i < hd; i++) {
+                            s += go[i] * vj[i];
+                            dvj[i] += p * go[i];
+                        }
+                        dp[j] = s;
+                        dot += p * s;
+                    }
+                    for (int i = 0; i < hd; i++) dqt[i] = 0.0f;
+                    for (int j = 0; j <= t; j++) {
+                        float ds = row[j] * (dp[j] - dot) * scale;
+                        const float* kj = k + (size_t)(b * T + j) * ks + kh * hd;
+                        float* dkj = dk + (size_t)(b * T + j) * ks + kh * hd;
+                        for (int i = 0; i < hd; i++) {
+                            dqt[i] += ds * kj[i];
+                            dkj[i] += ds * qt[i];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+/* checkpoint.c: training state on disk.
+ *
+ * File "ckpt-%08lld.bin" (little-endian, as the machine writes it):
+ *   "MXLMCKP1"  u32 version (1)  u32 fingerprint length  fingerprint text
+ *   i64 step, sample, tokens   f32 val_loss0   i64 tokens_to_target
+ *   u64 n_params   u64 n_linear_states
+ *   f32 params[n_params]  f32 adam_m[n_params]  f32 adam_v[n_params]
+ *   per linear: f32 amax_hist[3][2][4]  i32 amax_n[3][2]
+ *   u32 crc32 (zlib) of every byte above   "MXLMEND1"
+ * Written to a temporary file in the same folder, fsync'ed, renamed, and the
+ * folder fsync'ed: a reader sees the old file or the new one, never half. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "mxlm/train.h"
+
+static const char k_magic[8] = {'M', 'X', 'L', 'M', 'C', 'K', 'P', '1'};
+static const char k_end[8] = {'M', 'X', 'L', 'M', 'E', 'N', 'D', '1'};
+
+typedef struct { int fd; uLong crc; int err; const char* path; } wr;
+
+static void put(wr* w, const void* p, size_t n) {
+    if (w->err) return;
+    const unsigned char* b = p;
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done > (1u << 30) ? (1u << 30) : n - done;
+        w->crc = crc32(w->crc, b + done, (uInt)chunk);
+        ssize_t k = write(w->fd, b + done, chunk);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            w->err = errno;
+            return;
+        }
+        done += (size_t)k;
+    }
+}
+
+int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const float* v, const mx_ckpt_meta* meta,
+                 const char* fingerprint) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    wr w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .crc = crc32(0L, Z_NULL, 0), .path = tmp};
+    if (w.fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    uint32_t ver = 1, flen = (uint32_t)strlen(fingerprint);
+    uint64_t np = mdl->n_params, nl = (uint64_t)mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
+    put(&w, k_magic, 8);
+    put(&w, &ver, 4);
+    put(&w, &flen, 4);
+    put(&w, fingerprint, flen);
+    put(&w, &meta->step, 8);
+    put(&w, &meta->sample, 8);
+    put(&w, &meta->tokens, 8);
+    put(&w, &meta->val_loss0, 4);
+    put(&w, &meta->tokens_to_target, 8);
+    put(&w, &np, 8);
+    put(&w, &nl, 8);
+    put(&w, mdl->params, np * 4);
+    put(&w, m, np * 4);
+    put(&w, v, np * 4);
+    for (uint64_t i = 0; i < nl; i++) {
+        put(&w, mdl->lstate[i].amax_hist, sizeof mdl->lstate[i].amax_hist);
+        put(&w, mdl->lstate[i].amax_n, sizeof mdl->lstate[i].amax_n);
+    }
+    uint32_t crc = (uint32_t)w.crc;
+    put(&w, &crc, 4);
+    put(&w, k_end, 8);
+    int err = w.err;
+    if (!err && fsync(w.fd) != 0) err = errno;
+    if (close(w.fd) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) {
+        unlink(tmp);
+        return mx_fail(MX_EIO, "%s: cannot write checkpoint: %s", path, strerror(err));
+    }
+    /* make the rename durable */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    return MX_OK;
+}
+
+typedef struct { const unsigned char* p; size_t n, off; } rd;
+static int take(rd* r, void* dst, size_t n) {
+    if (r->n - r->off < n) return -1;
+    memcpy(dst, r->p + r->off, n);
+    r->off += n;
+    return 0;
+}
+
+/* The first line where a and b differ, into out. */
+static void first_diff(const char* a, const char* b, char* out, size_t n) {
+    while (*a || *b) {
+        const char* ae = strchr(a, '\n');
+        const char* be = strchr(b, '\n');
+        size_t al = ae ? (size_t)(ae - a) : strlen(a), bl = be ? (size_t)(be - b) : strlen(b);
+        if (al != bl || memcmp(a, b, al)) {
+            snprintf(out, n, "checkpoint has '%.*s', this run has '%.*s'", (int)al, a, (int)bl, b);
+            return;
+        }
+        a += al + (ae ? 1 : 0);
+        b += bl + (be ? 1 : 0);
+    }
+    snprintf(out, n, "(no line differs)");
+}
+
+int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) { fclose(f); return mx_fail(MX_EIO, "%s: cannot stat", path); }
+    size_t n = (size_t)st.st_size;
+    unsigned char* buf = malloc(n ? n : 1);
+    if (!buf) { fclose(f); return mx_fail(MX_ENOMEM, "%s: out of memory reading the checkpoint", path); }
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    int rc = MX_OK;
+    char* fp = NULL;
+    if (got != n) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+    if (n < 8 + 8 + 4 + 4 || memcmp(buf, k_magic, 8)) {
+        rc = mx_fail(MX_EFORMAT, "%s: not an mxlm checkpoint (bad magic or too short)", path);
+        goto out;
+    }
+    if (memcmp(buf + n - 8, k_end, 8)) {
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint is truncated or corrupt (no end marker)", path);
+        goto out;
+    }
+    uint32_t crc_file;
+    memcpy(&crc_file, buf + n - 12, 4);
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)(n - 12));
+    if (crc != crc_file) {
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint checksum mismatch (crc32 %08x, stored %08x): the file is corrupt", path,
+                     crc, crc_file);
+        goto out;
+    }
+    rd r = {buf, n - 12, 8};
+    uint32_t ver, flen;
+    if (take(&r, &ver, 4) || ver != 1 || take(&r, &flen, 4) || flen > r.n - r.off) {
+        rc = mx_fail(MX_EFORMAT, "%s: unsupported checkpoint version or bad header", path);
+        goto out;
+    }
+    fp = malloc((size_t)flen + 1);
+    if (!fp) { rc = mx_fail(MX_ENOMEM, "out of memory"); goto out; }
+    take(&r, fp, flen);
+    fp[flen] = 0;
+    if (strcmp(fp, fingerprint)) {
+        char why[600];
+        first_diff(fp, fingerprint, why, sizeof why);
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint does not match this run's configuration: %s", path, why);
+        goto out;
+    }
+    mx_ckpt_meta mt;
+    uint64_t np, nl;
+    if (take(&r, &mt.step, 8) || take(&r, &mt.sample, 8) || take(&r, &mt.tokens, 8) || take(&r, &mt.val_loss0, 4) ||
+        take(&r, &mt.tokens_to_target, 8) || take(&r, &np, 8) || take(&r, &nl, 8)) {
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint header truncated", path);
+        goto out;
+    }
+    uint64_t want_nl = (uint64_t)mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
+    size_t ls = sizeof mdl->lstate[0].amax_hist + sizeof mdl->lstate[0].amax_n;
+    if (np != mdl->n_params || nl != want_nl || r.n - r.off != np * 12 + nl * ls) {
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint holds %llu parameters, the model has %zu", path,
+                     (unsigned long long)np, mdl->n_params);
+        goto out;
+    }
+    /* all checks passed: now modify */
+    take(&r, mdl->params, np * 4);
+    take(&r, m, np * 4);
+    take(&r, v, np * 4);
+    for (uint64_t i = 0; i < nl; i++) {
+        take(&r, mdl->lstate[i].amax_hist, sizeof mdl->lstate[i].amax_hist);
+        take(&r, mdl->lstate[i].amax_n, sizeof mdl->lstate[i].amax_n);
+    }
+    *meta = mt;
+out:
+    free(fp);
+    free(buf);
+    return rc;
+}
+
+int mx_ckpt_latest(const char* dir, char* path, size_t n) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    long long best = -1;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "ckpt-", 5)) continue;
+        char* end = NULL;
+        long long s = strtoll(e->d_name + 5, &end, 10);
+        if (end == e->d_name + 5 || strcmp(end, ".bin")) continue; /* skips temporaries */
+        if (s > best) best = s;
+    }
+    closedir(d);
+    if (best < 0) return 0;
+    snprintf(path, n, "%s/ckpt-%08lld.bin", dir, best);
+    return 1;
+}

@@ -1,0 +1,41 @@
+/* telemetry.c: per-GEMM-operand quantization error (SQNR, dB) and clipped
+ * MXFP4 block fraction of every linear layer, as JSON lines. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mxlm/train.h"
+
+void mx_telemetry_reset(mx_llama* mdl) {
+    int n = mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
+    for (int i = 0; i < n; i++) memset(mdl->lstate[i].op, 0, sizeof mdl->lstate[i].op);
+}
+
+static void put_num(FILE* f, double x) {
+    if (isfinite(x)) fprintf(f, "%.9g", x);
+    else fprintf(f, "%s", x != x ? "null" : x > 0 ? "1e999" : "-1e999"); /* JSON has no inf */
+}
+
+int mx_telemetry_write(const mx_llama* mdl, int64_t step, void* file) {
+    FILE* f = file;
+    static const char* gn[3] = {"fprop", "dgrad", "wgrad"};
+    static const char* on[2] = {"a", "b"};
+    for (int l = 0; l < mdl->cfg.n_layers; l++)
+        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+            const mx_linear_state* s = &mdl->lstate[mx_linear_id(l, j)];
+            fprintf(f, "{\"type\":\"telemetry\",\"step\":%lld,\"layer\":%d,\"linear\":\"%s\"", (long long)step, l,
+                    mx_linear_name(j));
+            for (int g = 0; g < 3; g++)
+                for (int o = 0; o < 2; o++) {
+                    const mx_operand_stats* st = &s->op[g][o];
+                    fprintf(f, ",\"%s_%s_sqnr_db\":", gn[g], on[o]);
+                    put_num(f, mx_stats_sqnr_db(st));
+                    fprintf(f, ",\"%s_%s_clipped\":", gn[g], on[o]);
+                    put_num(f, st->blocks ? (double)st->clipped / (double)st->blocks : 0.0);
+                    if (st->nonfinite) fprintf(f, ",\"%s_%s_nonfinite\":%lld", gn[g], on[o], (long long)st->nonfinite);
+                }
+            fprintf(f, "}\n");
+        }
+    if (fflush(f)) return mx_fail(MX_EIO, "telemetry: write failed");
+    return MX_OK;
+}
