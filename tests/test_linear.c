@@ -77,7 +77,7 @@ TEST(recipe_compact_strings) {
 
 TEST(recipe_errors) {
     mx_recipe r;
-    const char* bad[] = {"", "nonsense", "mxfp4-", "mxfp4-fx", "mxfp4-ff", "mxfp4-fdw-h12", "mxfp4-fdw-h512",
+    const char* bad[] = {"", "+", "++", "nonsense", "mxfp4-", "mxfp4-fx", "mxfp4-ff", "mxfp4-fdw-h12", "mxfp4-fdw-h512",
                          "mxfp4-fdw-sr-sr", "mxfp4-fdw-h16-rh16", "bf16+w:round=sr", "fp8+f:w=2d", "mxfp4-fdw+w:w=2d",
                          "mxfp4-fdw+w:bogus=1", "mxfp4-fdw+w:had", "mxfp4-fdw+x:had=h16", "fp8+all:scale=ceil",
                          "mxfp4-w-2d", "mxfp4-fdw+rh=sometimes", "mxfp4-fdw+f:round=rne/xx"};

@@ -158,17 +158,14 @@ int mx_recipe_parse(const char* s, mx_recipe* r) {
     strcpy(buf, s);
     char* save = NULL;
     char* part = strtok_r(buf, "+", &save);
+    if (!part) return mx_fail(MX_EINVAL, "recipe '%s': no name and no override", s);
     int rc;
     if (strchr(part, ':') || strchr(part, '=')) {
-        rc = parse_name("fp32", r);  /* overrides alone: start from fp32 */
-        save = NULL;
-        strcpy(buf, s);
-        part = strtok_r(buf, "+", &save);
-        goto overrides;
+        parse_name("fp32", r);  /* overrides alone: start from fp32 */
+    } else {
+        if ((rc = parse_name(part, r))) return rc;
+        part = strtok_r(NULL, "+", &save);
     }
-    if ((rc = parse_name(part, r))) return rc;
-    part = strtok_r(NULL, "+", &save);
-overrides:
     for (; part; part = strtok_r(NULL, "+", &save)) {
         if (!strncmp(part, "rh=", 3)) {
             if (!strcmp(part + 3, "fixed")) r->rh_mode = MX_RH_FIXED;
