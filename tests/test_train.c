@@ -1,0 +1,282 @@
+/* test_train.c: the trainer. Schedule and AdamW values, checkpoints (round
+ * trip, corrupt and mismatched files refused), and ./mxlm train end to end on
+ * synthetic shards with a micro model: the loss falls, 20 steps straight ==
+ * 10 + --halt-at/--resume + 10 bit for bit, the same bits with 1 or 2
+ * threads, a forced NaN ends the run as diverged, corrupt shards refused. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mxlm/train.h"
+#include "test.h"
+
+TEST(lr_schedule_values) {
+    /* warmup 10 of 100, peak 1e-3, floor 0.1x */
+    CHECK_NEAR(mx_lr_at(0, 100, 10, 1e-3, 0.1), 1e-4, 1e-15);
+    CHECK_NEAR(mx_lr_at(9, 100, 10, 1e-3, 0.1), 1e-3, 1e-15);
+    CHECK_NEAR(mx_lr_at(10, 100, 10, 1e-3, 0.1), 1e-3, 1e-15);
+    CHECK_NEAR(mx_lr_at(55, 100, 10, 1e-3, 0.1), 0.55e-3, 1e-12); /* half way down the cosine */
+    CHECK_NEAR(mx_lr_at(100, 100, 10, 1e-3, 0.1), 1e-4, 1e-15);
+    CHECK(mx_lr_at(99, 100, 10, 1e-3, 0.1) > 1e-4);
+}
+
+TEST(adamw_one_step_by_hand) {
+    mx_model_config c;
+    mx_model_preset("tiny", &c);
+    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
+    mx_recipe r;
+    REQUIRE(mx_recipe_parse("fp32", &r) == 0);
+    mx_llama m;
+    REQUIRE(mx_llama_create(&m, &c, &r, 0, 0, 1) == 0);
+    float* mm = calloc(m.n_params, 4);
+    float* vv = calloc(m.n_params, 4);
+    REQUIRE(mm && vv);
+    for (size_t i = 0; i < m.n_params; i++) { m.params[i] = 0.5f; m.grads[i] = 0.2f; }
+    mx_adamw_config ac = {0.9, 0.95, 1e-5, 0.1};
+    mx_adamw_update(&m, mm, vv, &ac, 1e-2, 0.5f, 1);
+    /* g = 0.1 after scaling; t = 1: mhat = g, vhat = g^2 -> step = lr * g/(|g| + eps) */
+    double step = 1e-2 * 0.1 / (0.1 + 1e-5);
+    size_t iw = m.info[MX_P_WQ].offset, in = m.info[MX_P_ATTN_NORM].offset;
+    CHECK_NEAR(m.params[iw], 0.5 * (1 - 1e-2 * 0.1) - step, 1e-7); /* matrix: decayed */
+    CHECK_NEAR(m.params[in], 0.5 - step, 1e-7);                    /* norm weight: no decay */
+    CHECK_NEAR(mm[iw], 0.1 * 0.1, 1e-8);
+    CHECK_NEAR(vv[iw], 0.05 * 0.01, 1e-9);
+    /* the global norm */
+    CHECK_NEAR(mx_sum_squares(m.grads, m.n_params), 0.04 * (double)m.n_params, 1e-6 * m.n_params);
+    free(mm);
+    free(vv);
+    mx_llama_free(&m);
+}
+
+TEST(checkpoint_roundtrip_and_refusals) {
+    mx_model_config c;
+    mx_model_preset("tiny", &c);
+    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
+    mx_recipe r;
+    REQUIRE(mx_recipe_parse("fp8-delayed", &r) == 0);
+    mx_llama a, b;
+    REQUIRE(mx_llama_create(&a, &c, &r, 0, 0, 1) == 0);
+    REQUIRE(mx_llama_create(&b, &c, &r, 0, 0, 1) == 0);
+    mx_llama_init_weights(&a, 5);
+    a.lstate[3].amax_hist[1][0][2] = 42.0f;
+    a.lstate[3].amax_n[1][0] = 3;
+    size_t n = a.n_params;
+    float *m1 = calloc(n, 4), *v1 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
+    REQUIRE(m1 && v1 && m2 && v2);
+    for (size_t i = 0; i < n; i++) { m1[i] = (float)i * 1e-3f; v1[i] = (float)i * 2e-3f; }
+    mx_ckpt_meta meta = {.step = 7, .sample = 99, .tokens = 1234, .val_loss0 = 3.5f, .tokens_to_target = -1}, got;
+    char path[512];
+    snprintf(path, sizeof path, "%s/ckpt-00000007.bin", test_tmpdir());
+    REQUIRE(mx_ckpt_save(path, &a, m1, v1, &meta, "lr = 1\n") == 0);
+    REQUIRE(mx_ckpt_load(path, &b, m2, v2, &got, "lr = 1\n") == 0);
+    CHECK(!memcmp(a.params, b.params, n * 4));
+    CHECK(!memcmp(m1, m2, n * 4) && !memcmp(v1, v2, n * 4));
+    CHECK_EQ_INT(got.step, 7);
+    CHECK_EQ_INT(got.sample, 99);
+    CHECK_SAME_F(b.lstate[3].amax_hist[1][0][2], 42.0f);
+    CHECK_EQ_INT(b.lstate[3].amax_n[1][0], 3);
+    char latest[600];
+    CHECK(mx_ckpt_latest(test_tmpdir(), latest, sizeof latest) == 1 && !strcmp(latest, path));
+    /* mismatched configuration: refused, naming the line */
+    b.params[0] = 123.0f;
+    CHECK(mx_ckpt_load(path, &b, m2, v2, &got, "lr = 2\n") == MX_EFORMAT);
+    CHECK(strstr(mx_last_error(), "lr = 1") != NULL);
+    CHECK_SAME_F(b.params[0], 123.0f); /* nothing modified */
+    /* one flipped byte in the weights: checksum refusal */
+    FILE* f = fopen(path, "r+b");
+    REQUIRE(f);
+    fseek(f, 200, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, 200, SEEK_SET);
+    fputc(ch ^ 0x10, f);
+    fclose(f);
+    CHECK(mx_ckpt_load(path, &b, m2, v2, &got, "lr = 1\n") == MX_EFORMAT);
+    CHECK(strstr(mx_last_error(), "checksum") != NULL);
+    /* truncated */
+    REQUIRE(truncate(path, 1000) == 0);
+    CHECK(mx_ckpt_load(path, &b, m2, v2, &got, "lr = 1\n") == MX_EFORMAT);
+    CHECK_SAME_F(b.params[0], 123.0f);
+    remove(path);
+    free(m1); free(v1); free(m2); free(v2);
+    mx_llama_free(&a);
+    mx_llama_free(&b);
+}
+
+/* ---- end to end ---------------------------------------------------------------- */
+
+/* Shards: documents drawn from 24 fixed random "sentences" of 12 tokens
+ * (vocab 256), so a model can learn them quickly. */
+static void make_shards(void) {
+    static int done;
+    /* The CLI runs in child processes: let idle OpenMP threads sleep instead of
+     * spinning, or a loaded 2-core machine makes every barrier cost a time slice. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    if (done) return;
+    done = 1;
+    uint32_t s = 12345;
+    uint32_t sent[24][12];
+    for (int i = 0; i < 24; i++)
+        for (int j = 0; j < 12; j++) { s = s * 1664525u + 1013904223u; sent[i][j] = (s >> 8) % 255; }
+    for (int f = 0; f < 2; f++) {
+        int64_t n = f == 0 ? 40000 : 6000;
+        uint32_t* t = malloc(sizeof(uint32_t) * n);
+        for (int64_t i = 0; i < n;) {
+            s = s * 1664525u + 1013904223u;
+            int k = (s >> 8) % 24;
+            for (int j = 0; j < 12 && i < n; j++) t[i++] = sent[k][j];
+            if (i < n && (s >> 20) % 4 == 0) t[i++] = 255; /* end of text */
+        }
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s.bin", test_tmpdir(), f == 0 ? "train" : "val");
+        mx_shard_write(p, t, n, 1);
+        free(t);
+    }
+}
+
+#define MICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --batch 4 " \
+              "--val-tokens 1024 --lr 1e-2 --log-every 1"
+
+static int train(const char* out, const char* extra) {
+    make_shards();
+    return test_sh("%s train " MICRO " --train %s/train.bin --val %s/val.bin --out %s/%s %s > %s/%s.log 2>&1",
+                   test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), out, extra, test_tmpdir(), out);
+}
+
+/* Values of `key` on the lines of DIR/metrics.jsonl that have it, as text. */
+static int metric_strings(const char* dir, const char* key, char vals[][32], int max) {
+    char p[512], line[4096], pat[64];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", test_tmpdir(), dir);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    FILE* f = fopen(p, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        char* s = strstr(line, pat);
+        if (!s) continue;
+        s += strlen(pat);
+        size_t k = strcspn(s, ",}");
+        snprintf(vals[n++], 32, "%.*s", (int)(k < 31 ? k : 31), s);
+    }
+    fclose(f);
+    return n;
+}
+
+static int log_has(const char* name, const char* needle) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s.log", test_tmpdir(), name);
+    FILE* f = fopen(p, "r");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    buf[k] = 0;
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+TEST(train_loss_falls) {
+    REQUIRE(train("falls", "--steps 30 --eval-every 10 --recipe mxfp4-fdw-h16 --telemetry-every 15 --target-loss 4") == 0);
+    char v[16][32];
+    int n = metric_strings("falls", "val_loss", v, 16);
+    REQUIRE(n >= 4);
+    double v0 = atof(v[0]), vl = atof(v[n - 1]);
+    CHECKF(vl < 0.6 * v0, "val loss %g -> %g", v0, vl);
+    char t[64][32];
+    CHECK(metric_strings("falls", "fprop_a_sqnr_db", t, 64) == 2 * 2 * 7); /* 2 telemetry steps x 14 linears */
+    CHECK(metric_strings("falls", "tok_per_s", t, 64) == 30);
+    char p[512];
+    snprintf(p, sizeof p, "%s/falls/summary.json", test_tmpdir());
+    struct stat st;
+    CHECK(stat(p, &st) == 0);
+    snprintf(p, sizeof p, "%s/falls/config.txt", test_tmpdir());
+    CHECK(stat(p, &st) == 0);
+    CHECK(log_has("falls", "done: step 30"));
+    /* the resolved config loads back with --config and reproduces step 1 */
+    char c1[8][32], c2[8][32];
+    REQUIRE(test_sh("%s train --config %s/falls/config.txt --steps 30 --halt-at 1 --out %s/cfg > /dev/null 2>&1",
+                    test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 0);
+    CHECK(metric_strings("falls", "loss", c1, 8) >= 1 && metric_strings("cfg", "loss", c2, 8) == 1);
+    CHECK(!strcmp(c1[0], c2[0]));
+}
+
+TEST(train_resume_bit_identical) {
+    const char* common = "--steps 20 --eval-every 5 --recipe mxfp4-fdw-h16";
+    char extra[256];
+    REQUIRE(train("straight", common) == 0);
+    snprintf(extra, sizeof extra, "%s --halt-at 10", common);
+    REQUIRE(train("split", extra) == 0);
+    CHECK(log_has("split", "halted: step 10"));
+    snprintf(extra, sizeof extra, "%s --resume", common);
+    REQUIRE(test_sh("%s train " MICRO " --train %s/train.bin --val %s/val.bin --out %s/split %s > %s/split2.log 2>&1",
+                    test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), extra, test_tmpdir()) == 0);
+    CHECK(log_has("split2", "resumed from"));
+    char a[64][32], b[64][32];
+    int na = metric_strings("straight", "loss", a, 64), nb = metric_strings("split", "loss", b, 64);
+    CHECK_EQ_INT(na, 20);
+    CHECK_EQ_INT(na, nb);
+    for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
+    na = metric_strings("straight", "val_loss", a, 64);
+    nb = metric_strings("split", "val_loss", b, 64);
+    CHECK_EQ_INT(na, 5); /* steps 0, 5, 10, 15, 20 */
+    CHECK_EQ_INT(na, nb);
+    for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "eval %d: %s vs %s", i, a[i], b[i]);
+    /* the printed losses too */
+    CHECK(test_sh("grep -h '^step 1[1-9]/20  loss\\|^step 20/20  loss' %s/straight.log > %s/a.txt && "
+                  "grep -h '^step 1[1-9]/20  loss\\|^step 20/20  loss' %s/split2.log > %s/b.txt && "
+                  "sed -i 's/tok.s.*//' %s/a.txt %s/b.txt && cmp -s %s/a.txt %s/b.txt && test $(wc -l < %s/a.txt) -eq 10",
+                  test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir(),
+                  test_tmpdir(), test_tmpdir(), test_tmpdir()) == 0);
+}
+
+TEST(train_same_bits_any_thread_count) {
+    REQUIRE(train("th1", "--steps 3 --eval-every 0 --threads 1 --recipe mxfp4-fdw-h16") == 0);
+    REQUIRE(train("th2", "--steps 3 --eval-every 0 --threads 2 --recipe mxfp4-fdw-h16") == 0);
+    char a[8][32], b[8][32];
+    int na = metric_strings("th1", "grad_norm", a, 8), nb = metric_strings("th2", "grad_norm", b, 8);
+    CHECK_EQ_INT(na, 3);
+    CHECK_EQ_INT(na, nb);
+    for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
+}
+
+TEST(train_nan_diverges) {
+    int rc = train("nan", "--steps 10 --debug-nan-at 4 --recipe mxfp4-fdw-h16");
+    CHECK_EQ_INT(rc, 3);
+    CHECK(log_has("nan", "diverged at step 4"));
+    CHECK(test_sh("grep -q '\"status\":\"diverged\",\"step\":4' %s/nan/metrics.jsonl", test_tmpdir()) == 0);
+    CHECK(test_sh("grep -q '\"status\":\"diverged\"' %s/nan/summary.json", test_tmpdir()) == 0);
+}
+
+TEST(train_refuses_corrupt_and_mismatched_checkpoints) {
+    REQUIRE(train("bad", "--steps 6 --halt-at 3 --recipe bf16") == 0);
+    /* mismatched: another learning rate */
+    CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") != 0);
+    CHECK(log_has("bad", "does not match"));
+    /* corrupt: one byte flipped; nothing overwritten */
+    REQUIRE(test_sh("cp %s/bad/metrics.jsonl %s/bad.m && printf '\\x55' | dd of=%s/bad/ckpt-00000003.bin bs=1 seek=5000 "
+                    "conv=notrunc 2>/dev/null", test_tmpdir(), test_tmpdir(), test_tmpdir()) == 0);
+    CHECK(train("bad", "--steps 6 --recipe bf16 --resume") != 0);
+    CHECK(log_has("bad", "checksum"));
+    CHECK(test_sh("cmp -s %s/bad/metrics.jsonl %s/bad.m", test_tmpdir(), test_tmpdir()) == 0);
+    /* a fresh run into a used directory is refused */
+    CHECK(train("bad", "--steps 6 --recipe bf16") != 0);
+    CHECK(log_has("bad", "already holds a run"));
+    /* --resume with nothing to resume */
+    CHECK(train("empty", "--steps 6 --recipe bf16 --resume") != 0);
+}
+
+TEST(train_refuses_bad_shards) {
+    make_shards();
+    /* truncated: the header promises more tokens than the file holds */
+    CHECK(test_sh("head -c 3000 %s/train.bin > %s/trunc.bin", test_tmpdir(), test_tmpdir()) == 0);
+    CHECK(test_sh("%s train " MICRO " --steps 2 --train %s/trunc.bin --val %s/val.bin --out %s/ts > %s/ts.log 2>&1",
+                  test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir()) == 1);
+    CHECK(log_has("ts", "trunc.bin"));
+    /* a token id beyond the model's vocabulary: named with its offset */
+    CHECK(test_sh("%s train " MICRO " --vocab 128 --steps 2 --train %s/train.bin --val %s/val.bin --out %s/tv "
+                  "> %s/tv.log 2>&1", test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir()) == 1);
+    CHECK(log_has("tv", "outside the model's vocabulary"));
+    CHECK(test_sh("%s train " MICRO " --steps 2 --train %s/nothing*.bin --out %s/tn > /dev/null 2>&1",
+                  test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 1);
+}
