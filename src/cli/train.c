@@ -50,7 +50,7 @@ static void on_event(const mx_train_event* e, void* user) {
 }
 
 /* Read a config file into argv-style tokens ("--key", "value"). */
-static int load_config(const char* path, const cli_opt* opts, int nopts, char*** out, int* nout) {
+static int load_config(const char* path, char*** out, int* nout) {
     FILE* f = fopen(path, "r");
     if (!f) { fprintf(stderr, "mxlm train: cannot open config %s\n", path); return 2; }
     char line[2048];
@@ -75,27 +75,25 @@ static int load_config(const char* path, const cli_opt* opts, int nopts, char***
         char* ve = val + strlen(val);
         while (ve > val && isspace((unsigned char)ve[-1])) ve--;
         *ve = 0;
-        const cli_opt* o = NULL;
-        for (int i = 0; i < nopts; i++)
-            if (!strcmp(opts[i].name, s)) o = &opts[i];
-        if (!o || !strcmp(s, "config")) {
-            fprintf(stderr, "mxlm train: %s:%d: unknown key '%s'\n", path, lineno, s);
+        if (!strcmp(s, "config")) {
+            fprintf(stderr, "mxlm train: %s:%d: a config file cannot include another\n", path, lineno);
             fclose(f);
             return 2;
         }
+        int is_flag = !strcmp(s, "resume") || !strcmp(s, "describe"); /* the OPT_FLAG options */
         if (n + 2 >= cap) {
             cap *= 2;
             char** v2 = realloc(v, sizeof(char*) * cap);
             if (!v2) break;
             v = v2;
         }
-        char key[2100];
-        snprintf(key, sizeof key, "--%s", s);
-        if (o->type == OPT_FLAG) {
+        char key[4200];
+        if (is_flag) {
+            snprintf(key, sizeof key, "--%s", s);
             if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes")) v[n++] = strdup(key);
         } else {
+            snprintf(key, sizeof key, "--%s=%s", s, val); /* unknown keys: cli_parse names them */
             v[n++] = strdup(key);
-            v[n++] = strdup(val);
         }
     }
     fclose(f);
@@ -104,10 +102,37 @@ static int load_config(const char* path, const cli_opt* opts, int nopts, char***
     return v ? 0 : 2;
 }
 
+static int train_main(int argc, char** argv, const char* config_path);
+
+/* --config first, then the command line over it */
 int cmd_train(int argc, char** argv) {
+    const char* config = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9)) config = argv[i] + 9;
+    }
+    if (!config) return train_main(argc, argv, NULL);
+    char** cf = NULL;
+    int ncf = 0;
+    int rc = load_config(config, &cf, &ncf);
+    if (rc) return rc;
+    char** all = malloc(sizeof(char*) * (size_t)(ncf + argc + 1));
+    if (!all) return 2;
+    int nall = 0;
+    all[nall++] = argv[0];
+    for (int i = 0; i < ncf; i++) all[nall++] = cf[i];
+    for (int i = 1; i < argc; i++) all[nall++] = argv[i];
+    rc = train_main(nall, all, config);
+    for (int i = 0; i < ncf; i++) free(cf[i]);
+    free(cf);
+    free(all);
+    return rc;
+}
+
+static int train_main(int argc, char** argv, const char* config_path) {
     mx_train_config c;
     mx_train_config_default(&c);
-    const char *config = NULL, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
+    const char *config = config_path, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
     int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
     int log_every = 0;
     double rope_theta = 0, norm_eps = 0;
@@ -160,27 +185,7 @@ int cmd_train(int argc, char** argv) {
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     const char* usage = "--preset P --recipe R --steps N --seed S --out DIR [options]";
 
-    /* --config first, then the command line over it */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
-        else if (!strncmp(argv[i], "--config=", 9)) config = argv[i] + 9;
-    }
-    char** all = NULL;
-    int nall = 0, rc;
-    if (config) {
-        char** cf = NULL;
-        int ncf = 0;
-        rc = load_config(config, opts, nopts, &cf, &ncf);
-        if (rc) return rc;
-        all = malloc(sizeof(char*) * (size_t)(ncf + argc + 1));
-        if (!all) return 2;
-        all[nall++] = argv[0];
-        for (int i = 0; i < ncf; i++) all[nall++] = cf[i];
-        for (int i = 1; i < argc; i++) all[nall++] = argv[i];
-        free(cf); /* the strings stay alive: options point into them */
-    }
-    rc = all ? cli_parse(nall, all, "train", usage, opts, nopts, NULL, NULL)
-             : cli_parse(argc, argv, "train", usage, opts, nopts, NULL, NULL);
+    int rc = cli_parse(argc, argv, "train", usage, opts, nopts, NULL, NULL);
     if (rc) return rc == 1 ? 0 : rc;
 
     if (mx_model_preset(preset, &c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
