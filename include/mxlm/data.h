@@ -33,12 +33,61 @@ int mx_reader_line(mx_reader* r, const char** line, size_t* len);
 int64_t mx_reader_line_no(const mx_reader* r);      /* lines returned so far */
 uint64_t mx_reader_bytes_read(const mx_reader* r);  /* bytes read from the file so far */
 const char* mx_reader_path(const mx_reader* r);
+/* The rest of the (decompressed) file; *out malloc'ed, NUL-terminated. */
+int mx_reader_read_all(mx_reader* r, char** out, size_t* len);
 void mx_reader_close(mx_reader* r);
 
 /* Strictly parse one JSON object and return its string field `key` decoded to UTF-8 (malloc'ed, NUL-terminated;
  * lone surrogate escapes become U+FFFD). Errors: malformed JSON (*err_col = 1-based column), no such string field
  * (*err_col = 0). */
 int mx_json_get_string(const char* line, size_t len, const char* key, char** out, size_t* out_len, size_t* err_col);
+
+/* ---- documents: JSON Lines ("text" field) or whole plain-text files, over several inputs ---- */
+typedef enum { MX_FMT_AUTO = 0, MX_FMT_JSONL = 1, MX_FMT_TEXT = 2 } mx_doc_format;
+typedef struct mx_docs mx_docs;
+/* MX_FMT_AUTO: JSON Lines when the name contains ".json" (".json", ".jsonl", ".json.gz", ".jsonl.zst"),
+ * else one document per file. */
+int mx_docs_open(mx_docs** d, const char* const* paths, int n_paths, int format, const char* field);
+/* Next document: 1 (text valid until the next call; *file, *line say where it came from), 0 at the end,
+ * or a negative mx_err: malformed JSON or a truncated stream, message "file:line: ...". Invalid UTF-8 is
+ * not checked here. */
+int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, int64_t* line);
+uint64_t mx_docs_bytes_read(const mx_docs* d);   /* compressed bytes read so far (all inputs) */
+void mx_docs_close(mx_docs* d);
+/* Count the documents (a full pass). */
+int mx_docs_count(const char* const* paths, int n_paths, int format, const char* field, int64_t* n_docs);
+
+/* ---- prep: documents -> token shards ---- */
+struct mx_tokenizer;
+typedef struct {
+    const char* const* inputs; int n_inputs;
+    int format; const char* field;           /* field: JSON key, default "text" */
+    const struct mx_tokenizer* tok;
+    const char* train_pattern;               /* printf pattern with one %d (shard index), or a plain name */
+    const char* val_pattern;                 /* needed when there is a validation split */
+    int64_t shard_tokens;                    /* tokens per shard (default 100M); the last one is shorter */
+    int64_t val_docs;                        /* the last val_docs documents go to validation */
+    double val_fraction;                     /* or this fraction of the documents (rounded up) */
+    int skip_bad;                            /* skip documents with invalid UTF-8 (counted) instead of failing */
+    int threads;                             /* 0: all cores */
+    void (*progress)(void* ctx, uint64_t bytes_in, uint64_t bytes_total, int64_t docs, int64_t tokens);
+    void* progress_ctx;
+} mx_prep_opts;
+typedef struct {
+    int64_t docs, train_docs, val_docs, skipped, train_tokens, val_tokens;
+    int train_shards, val_shards;
+    uint64_t text_bytes;
+} mx_prep_stats;
+/* All shards are written as "<name>.part" and renamed to their names only when every
+ * document has been read and encoded; on any error they are removed. */
+int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st);
+
+/* ---- the tiny tokenizer's BPE trainer ---- */
+/* Train a byte-level BPE on documents [0, n_docs) of the inputs (r50k pre-tokenization):
+ * ranks 0..255 are the bytes, then one rank per merge in order, up to vocab-1 ranks in all (the
+ * last id is left for <|endoftext|>). Ties in pair counts go to the smaller (left id, right id).
+ * Deterministic. Writes a tiktoken rank file atomically. */
+int mx_bpe_train(const char* const* inputs, int n_inputs, int64_t n_docs, int vocab, const char* out_path);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@ int cmd_info(int argc, char** argv);
 int cmd_quant(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_prep(int argc, char** argv);
+int cmd_bpe(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 #endif

@@ -11,6 +11,7 @@ static const command k_cmds[] = {
     {"quant", cmd_quant, "quantize a float32 matrix: rotate + MXFP4 (the numerics, black-box)"},
     {"tokenize", cmd_tokenize, "encode stdin to token ids (or --decode) with a BPE rank file"},
     {"prep", cmd_prep, "turn JSON Lines / text into llm.c token shards"},
+    {"bpe", cmd_bpe, "train the tiny byte-level BPE (rank file) on documents"},
     {"bench", cmd_bench, "benchmarks (CPU, and GPU in the CUDA build)"},
     {"info", cmd_info, "version and build features"},
 };

@@ -363,3 +363,19 @@ bad:
     if (err_col) *err_col = p.i + 1;
     return mx_fail(MX_EFORMAT, "malformed JSON at column %zu: %s", p.i + 1, p.err ? p.err : "syntax error");
 }
+
+int mx_reader_read_all(mx_reader* r, char** out, size_t* len) {
+    *out = NULL; *len = 0;
+    while (!r->out_eof) {
+        int rc = fill(r);
+        if (rc) return rc;
+    }
+    size_t n = r->len - r->pos;
+    char* b = malloc(n + 1);
+    if (!b) return mx_fail(MX_ENOMEM, "out of memory");
+    memcpy(b, r->buf + r->pos, n);
+    b[n] = 0;
+    r->pos = r->len;
+    *out = b; *len = n;
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* prep.c: documents (JSON Lines / text files, plain/gz/zst) -> llm.c token shards,
+ * tokenized in parallel over documents (OpenMP), written in document order. */
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mxlm/data.h"
+#include "mxlm/mx.h"
+#include "mxlm/shard.h"
+#include "mxlm/tokenizer.h"
+
+/* ---- documents ------------------------------------------------------------------ */
+struct mx_docs {
+    const char* const* paths; int n, cur;
+    int format; const char* field;
+    mx_reader* r; int cur_jsonl;
+    char* text; size_t text_len;     /* current document (owned) */
+    uint64_t bytes_done;             /* bytes of the inputs already finished */
+};
+
+static int is_jsonl_name(const char* p) {
+    const char* base = strrchr(p, '/');
+    return strstr(base ? base : p, ".json") != NULL;
+}
+
+int mx_docs_open(mx_docs** out, const char* const* paths, int n, int format, const char* field) {
+    mx_docs* d = calloc(1, sizeof *d);
+    if (!d) return mx_fail(MX_ENOMEM, "out of memory");
+    d->paths = paths; d->n = n; d->cur = -1; d->format = format; d->field = field ? field : "text";
+    *out = d;
+    return 0;
+}
+void mx_docs_close(mx_docs* d) {
+    if (!d) return;
+    mx_reader_close(d->r);
+    free(d->text);
+    free(d);
+}
+uint64_t mx_docs_bytes_read(const mx_docs* d) { return d->bytes_done + (d->r ? mx_reader_bytes_read(d->r) : 0); }
+
+int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, int64_t* line) {
+    free(d->text); d->text = NULL;
+    for (;;) {
+        if (!d->r) {
+            if (d->cur + 1 >= d->n) return 0;
+            d->cur++;
+            int rc = mx_reader_open(&d->r, d->paths[d->cur]);
+            if (rc) return rc;
+            d->cur_jsonl = d->format == MX_FMT_JSONL || (d->format == MX_FMT_AUTO && is_jsonl_name(d->paths[d->cur]));
+            if (!d->cur_jsonl) { /* the whole file is one document */
+                rc = mx_reader_read_all(d->r, &d->text, &d->text_len);
+                if (rc) return rc;
+                d->bytes_done += mx_reader_bytes_read(d->r);
+                mx_reader_close(d->r); d->r = NULL;
+                *text = d->text; *len = d->text_len; *file = d->paths[d->cur]; *line = 0;
+                return 1;
+            }
+        }
+        const char* ln; size_t ll;
+        int k = mx_reader_line(d->r, &ln, &ll);
+        if (k < 0) return k;
+        if (k == 0) {
+            d->bytes_done += mx_reader_bytes_read(d->r);
+            mx_reader_close(d->r); d->r = NULL;
+            continue;
+        }
+        while (ll && (ln[ll - 1] == '\r' || ln[ll - 1] == ' ' || ln[ll - 1] == '\t')) ll--;
+        size_t s = 0;
+        while (s < ll && (ln[s] == ' ' || ln[s] == '\t')) s++;
+        if (s == ll) continue; /* blank line */
+        size_t col;
+        int rc = mx_json_get_string(ln, ll, d->field, &d->text, &d->text_len, &col);
+        if (rc) return mx_fail(rc, "%s:%lld: %s", d->paths[d->cur], (long long)mx_reader_line_no(d->r), mx_last_error());
+        *text = d->text; *len = d->text_len; *file = d->paths[d->cur]; *line = mx_reader_line_no(d->r);
+        return 1;
+    }
+}
+
+int mx_docs_count(const char* const* paths, int n_paths, int format, const char* field, int64_t* n_docs) {
+    mx_docs* d = NULL;
+    *n_docs = 0;
+    int rc = mx_docs_open(&d, paths, n_paths, format, field);
+    if (rc) return rc;
+    const char* t; size_t l; const char* f; int64_t ln;
+    int k;
+    while ((k = mx_docs_next(d, &t, &l, &f, &ln)) == 1) (*n_docs)++;
+    mx_docs_close(d);
+    return k < 0 ? k : 0;
+}
+
+/* ---- prep ------------------------------------------------------------------------ */
+typedef struct {
+    const char* pattern; int split;      /* 0 train, 1 val */
+    uint32_t* buf; int64_t n, cap;
+    char** names; int n_names;           /* final names of the shards written (as .part) */
+    int64_t tokens;
+} sink;
+
+static int sink_name(const sink* s, int idx, char* out, size_t sz) {
+    if (strchr(s->pattern, '%')) snprintf(out, sz, s->pattern, idx);
+    else {
+        if (idx > 0)
+            return mx_fail(MX_EINVAL, "%s: more than one shard is needed: put %%d (or %%06d) in the output pattern",
+                           s->pattern);
+        snprintf(out, sz, "%s", s->pattern);
+    }
+    return 0;
+}
+static int sink_flush(sink* s, int64_t n, int version) {
+    char name[1200], part[1300];
+    int rc = sink_name(s, s->n_names, name, sizeof name);
+    if (rc) return rc;
+    snprintf(part, sizeof part, "%s.part", name);
+    rc = mx_shard_write(part, s->buf, n, version);
+    if (rc) return rc;
+    char** x = realloc(s->names, (size_t)(s->n_names + 1) * sizeof *x);
+    if (!x) { unlink(part); return mx_fail(MX_ENOMEM, "out of memory"); }
+    s->names = x;
+    s->names[s->n_names++] = strdup(name);
+    memmove(s->buf, s->buf + n, (size_t)(s->n - n) * sizeof *s->buf);
+    s->n -= n;
+    return 0;
+}
+static int sink_add(sink* s, const uint32_t* ids, size_t n, int64_t shard_tokens, int version) {
+    if (s->n + (int64_t)n > s->cap) {
+        int64_t cap = s->cap ? s->cap : 1 << 16;
+        while (cap < s->n + (int64_t)n) cap *= 2;
+        uint32_t* x = realloc(s->buf, (size_t)cap * sizeof *x);
+        if (!x) return mx_fail(MX_ENOMEM, "out of memory");
+        s->buf = x; s->cap = cap;
+    }
+    memcpy(s->buf + s->n, ids, n * sizeof *ids);
+    s->n += (int64_t)n;
+    s->tokens += (int64_t)n;
+    while (s->n >= shard_tokens) {
+        int rc = sink_flush(s, shard_tokens, version);
+        if (rc) return rc;
+    }
+    return 0;
+}
+static void sink_discard(sink* s) {
+    for (int i = 0; i < s->n_names; i++) {
+        char part[1300];
+        snprintf(part, sizeof part, "%s.part", s->names[i]);
+        unlink(part);
+        free(s->names[i]);
+    }
+    free(s->names); free(s->buf);
+}
+static int sink_commit(sink* s) {
+    for (int i = 0; i < s->n_names; i++) {
+        char part[1300];
+        snprintf(part, sizeof part, "%s.part", s->names[i]);
+        if (rename(part, s->names[i]) != 0) return mx_fail(MX_EIO, "%s: cannot rename: %s", part, strerror(errno));
+    }
+    return 0;
+}
+
+typedef struct { char* text; size_t len; const char* file; int64_t line; mx_ids ids; int bad; size_t bad_off; int rc; } pdoc;
+
+int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
+    memset(st, 0, sizeof *st);
+    if (!o->tok || !o->train_pattern || o->n_inputs < 1) return mx_fail(MX_EINVAL, "prep: tokenizer, inputs and output needed");
+    int64_t shard_tokens = o->shard_tokens > 0 ? o->shard_tokens : 100000000;
+    if (shard_tokens > INT32_MAX) return mx_fail(MX_EINVAL, "prep: shard size %lld over 2^31-1 tokens", (long long)shard_tokens);
+    uint32_t vocab = mx_tok_vocab_size(o->tok), doc_tok = mx_tok_doc_token(o->tok);
+    int version = vocab <= 65536 ? 1 : 2;
+    uint64_t total_bytes = 0;
+    for (int i = 0; i < o->n_inputs; i++) {
+        struct stat sb;
+        if (stat(o->inputs[i], &sb) != 0) return mx_fail(MX_EIO, "%s: %s", o->inputs[i], strerror(errno));
+        total_bytes += (uint64_t)sb.st_size;
+    }
+    int64_t n_val = 0, n_all = -1;
+    if (o->val_docs > 0 || o->val_fraction > 0) {
+        if (!o->val_pattern) return mx_fail(MX_EINVAL, "prep: a validation split needs a validation output");
+        int rc = mx_docs_count(o->inputs, o->n_inputs, o->format, o->field, &n_all);
+        if (rc) return rc;
+        n_val = o->val_docs > 0 ? o->val_docs : (int64_t)(o->val_fraction * (double)n_all + 0.999999);
+        if (n_val > n_all) n_val = n_all;
+    }
+    int64_t n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0}, {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0}};
+    mx_docs* d = NULL;
+    int rc = mx_docs_open(&d, o->inputs, o->n_inputs, o->format, o->field);
+    if (rc) return rc;
+    enum { MAXB = 4096 };
+    const size_t MAXBYTES = 64u << 20;
+    pdoc* batch = calloc(MAXB, sizeof *batch);
+    if (!batch) { mx_docs_close(d); return mx_fail(MX_ENOMEM, "out of memory"); }
+    int64_t doc_index = 0;
+    int eof = 0;
+    while (!eof && !rc) {
+        int nb = 0; size_t bytes = 0;
+        while (nb < MAXB && bytes < MAXBYTES) {
+            const char* t; size_t l; const char* f; int64_t ln;
+            int k = mx_docs_next(d, &t, &l, &f, &ln);
+            if (k < 0) { rc = k; break; }
+            if (k == 0) { eof = 1; break; }
+            pdoc* p = &batch[nb++];
+            p->text = malloc(l + 1);
+            if (!p->text) { rc = mx_fail(MX_ENOMEM, "out of memory"); break; }
+            memcpy(p->text, t, l); p->len = l; p->file = f; p->line = ln;
+            p->ids.n = 0; p->bad = 0; p->rc = 0;
+            bytes += l;
+        }
+        if (!rc) {
+#pragma omp parallel for schedule(dynamic, 4)
+            for (int i = 0; i < nb; i++) {
+                pdoc* p = &batch[i];
+                size_t v = mx_utf8_valid_prefix(p->text, p->len);
+                if (v != p->len) { p->bad = 1; p->bad_off = v; continue; }
+                p->rc = mx_ids_push(&p->ids, doc_tok);
+                if (!p->rc) p->rc = mx_tok_encode(o->tok, p->text, p->len, &p->ids);
+                if (p->rc) p->rc = mx_fail(p->rc, "%s: %s", p->file, mx_last_error());
+            }
+        }
+        for (int i = 0; i < nb; i++) {
+            pdoc* p = &batch[i];
+            if (!rc) {
+                if (p->bad) {
+                    if (o->skip_bad) st->skipped++;
+                    else if (p->line > 0)
+                        rc = mx_fail(MX_EFORMAT, "%s:%lld: invalid UTF-8 at byte %zu of the \"%s\" text (--skip-bad skips such documents)",
+                                     p->file, (long long)p->line, p->bad_off, o->field ? o->field : "text");
+                    else
+                        rc = mx_fail(MX_EFORMAT, "%s: invalid UTF-8 at byte %zu (--skip-bad skips such documents)", p->file, p->bad_off);
+                } else if (p->rc) rc = mx_fail(p->rc, "%s", "tokenizer failed");
+                if (!rc && !p->bad) {
+                    sink* s = &sk[doc_index >= n_train];
+                    rc = sink_add(s, p->ids.ids, p->ids.n, shard_tokens, version);
+                    st->text_bytes += p->len;
+                    if (doc_index >= n_train) st->val_docs++; else st->train_docs++;
+                }
+                if (!rc) doc_index++;
+            }
+            free(p->text); p->text = NULL;
+        }
+        st->docs = doc_index;
+        if (o->progress && !rc)
+            o->progress(o->progress_ctx, mx_docs_bytes_read(d), total_bytes, doc_index, sk[0].tokens + sk[1].tokens);
+    }
+    for (int i = 0; i < MAXB; i++) mx_ids_free(&batch[i].ids);
+    free(batch);
+    mx_docs_close(d);
+    if (!rc && sk[0].n) rc = sink_flush(&sk[0], sk[0].n, version);
+    if (!rc && sk[1].n) rc = sink_flush(&sk[1], sk[1].n, version);
+    if (!rc && sk[0].n_names == 0) rc = sink_flush(&sk[0], 0, version); /* an empty corpus still gives a shard */
+    if (!rc) rc = sink_commit(&sk[0]);
+    if (!rc) rc = sink_commit(&sk[1]);
+    st->train_tokens = sk[0].tokens; st->val_tokens = sk[1].tokens;
+    st->train_shards = sk[0].n_names; st->val_shards = sk[1].n_names;
+    if (rc) {
+        /* remove everything this run wrote (renamed shards too: nothing half-done is left) */
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < sk[s].n_names; i++) {
+                char part[1300];
+                snprintf(part, sizeof part, "%s.part", sk[s].names[i]);
+                if (access(part, F_OK) != 0) unlink(sk[s].names[i]);
+            }
+    }
+    sink_discard(&sk[0]); sink_discard(&sk[1]);
+    return rc;
+}
