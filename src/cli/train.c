@@ -144,7 +144,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"steps", OPT_I64, &c.steps, "optimizer steps (default 200)"},
         {"seed", OPT_U64, &c.seed, "run seed: init, data order, SR bits (default 1)"},
         {"out", OPT_STR, &out, "run directory (default runs/tiny)"},
-        {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 16)"},
+        {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 8)"},
         {"seq", OPT_INT, &c.seq, "tokens per sequence (default: the model's context)"},
         {"accum", OPT_INT, &c.accum, "micro-batches per step (gradient accumulation, default 1)"},
         {"lr", OPT_DOUBLE, &c.lr, "peak learning rate (default 3e-3)"},

@@ -23,7 +23,7 @@ void mx_train_config_default(mx_train_config* c) {
     memset(c, 0, sizeof *c);
     mx_model_preset("tiny", &c->model);
     snprintf(c->recipe, sizeof c->recipe, "mxfp4-fdw-h16");
-    c->batch = 16;
+    c->batch = 8;
     c->seq = 0; /* 0: the model's context */
     c->accum = 1;
     c->steps = 200;
