@@ -1,27 +1,47 @@
 # mk/cuda.mk: the CUDA build (make cuda, make test-gpu).
+# `make cuda` builds ./mxlm with the GPU path (sm_90a, cuBLASLt); it fails with a
+# clear message where nvcc is missing. `make test-gpu` builds and runs the GPU
+# test program (tests/gpu/*.cu) against the CPU library: it needs an H100/H200.
 # ---- CUDA ---------------------------------------------------------------------
-NVCCFLAGS := -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
+NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
+NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter -DMXLM_CUDA -lineinfo
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lrt
+# The quantizers must match the CPU bit for bit: no add/multiply contraction.
+NVCC_EXACT := --fmad=false
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -lrt
+GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))
+CU_OBJ := $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
 
+define need_nvcc
+	@if [ -z "$(NVCC)" ]; then echo "make $@: nvcc not found (set NVCC=/path/to/nvcc or install the CUDA toolkit)" >&2; exit 1; fi
+	@if [ -z "$(CU_SRC)" ]; then echo "make $@: no CUDA sources (src/cuda/*.cu)" >&2; exit 1; fi
+endef
+
+.PHONY: cuda mxlm-cuda gpu-test-bin
 cuda:
-ifeq ($(NVCC),)
-	@echo "make cuda: nvcc not found (set NVCC=/path/to/nvcc or install the CUDA toolkit)" >&2; exit 1
-else ifeq ($(CU_SRC),)
-	@echo "make cuda: no CUDA sources yet (src/cuda/*.cu); the GPU path is not built" >&2; exit 1
-else
+	$(need_nvcc)
 	@$(MAKE) --no-print-directory mxlm-cuda
 	cp $(B_CUDA)/mxlm mxlm
-endif
 
-.PHONY: mxlm-cuda
 mxlm-cuda: $(B_CUDA)/mxlm
-$(B_CUDA)/mxlm: $(call objs,$(B_CUDA),$(LIB_SRC) $(CLI_SRC)) $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
+$(B_CUDA)/mxlm: $(call objs,$(B_CUDA),$(LIB_SRC) $(CLI_SRC)) $(CU_OBJ)
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(B_CUDA)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CUDA) -c -o $@ $<
+$(B_CUDA)/src/cuda/quant.o: NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
+# GPU test program: the CUDA library + the CPU reference (src/mx) + tests/gpu.
+$(B_CUDA)/tests/gpu/run: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_TEST_SRC))
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+gpu-test-bin:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run
+
+test-gpu:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run
+	$(B_CUDA)/tests/gpu/run $(T)

@@ -1,13 +1,145 @@
-/* gpu.h: the GPU path (CUDA build only: compiled with -DMXLM_CUDA). */
+/*
+ * gpu.h: the GPU path (CUDA build only: compiled with -DMXLM_CUDA).
+ *
+ * Every pointer named "device" lives in GPU memory (cudaMalloc). Functions
+ * return 0 (MX_OK) or a negative mx_err code with a message readable through
+ * mx_last_error(); they never exit or print. `stream` is a cudaStream_t
+ * (NULL: the default stream). Work is asynchronous unless said otherwise.
+ *
+ * The quantizers reproduce the CPU library (mx.h) bit for bit: same codes,
+ * same E8M0 scales, same SR bits (mx_rand_u32 with index r*cols + c of the
+ * input), same Hadamard butterfly order and the single final normalization
+ * multiply. The GPU test (tests/gpu/) checks it.
+ */
 #ifndef MXLM_GPU_H
 #define MXLM_GPU_H
 #include <stddef.h>
+#include <stdint.h>
+#include "mxlm/mx.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
 /* Describe the GPU found (name, memory, compute capability, CUDA and cuBLASLt
  * versions) into buf; return 0 if a usable GPU is present, -1 otherwise. */
 int mxg_device_info(char* buf, size_t n);
+
+typedef enum { MXG_F32 = 0, MXG_BF16 = 1, MXG_E4M3 = 2, MXG_E5M2 = 3 } mxg_dtype;
+
+/* How one MXFP4 output of mxg_quantize is made. The rotation runs along the
+ * block axis: axis 1 (along a row) for 1x32, axis 0 (along a column) for
+ * 32x1; for 32x32 `had_axis` says which (1 or 0). */
+typedef struct {
+    mx_layout layout;
+    mx_scale_rule scale;
+    mx_round round;
+    uint64_t seed;        /* SR: mx_rand_u32(seed, MX_RNG_SR, tensor_id, r*cols + c) */
+    uint32_t tensor_id;
+    int had_n;            /* 0: no rotation; else 2..256, a power of two dividing the axis */
+    int had_axis;         /* 32x32 only: 1 rotate/fold along rows' direction (cols), 0 along columns */
+    int had_random;       /* rhN: sign mx_rh_sign(had_seed, rot_id, j) first */
+    uint64_t had_seed;
+    uint32_t rot_id;
+} mxg_qspec;
+
+/* E4M3 scale-tensor layouts of the folded form. */
+typedef enum { MXG_FOLD_VEC128 = 0, MXG_FOLD_OUTER = 1 } mxg_fold_mode;
+
+/* Where one output goes (device pointers; NULL: that part is not written).
+ * "Stored rows" are the rows of the TN operand: rows of x for 1x32 (and for
+ * 32x32 folded along axis 1), columns of x for 32x1 (and 32x32 along axis 0);
+ * the block axis K is contiguous in each.
+ *   codes   packed E2M1 in mx.h's layout (mx_fp4: 1x32 [rows, cols/2], 32x1
+ *           [cols, rows/2], 32x32 [rows, cols/2]), rows*cols/2 bytes
+ *   scales  E8M0 in mx.h's layout (rows*cols/32 or rows*cols/1024 bytes)
+ *   e4m3    the exponent-folded form [stored rows, K]: code q of a block with
+ *           exponent e written as E4M3(q * 2^(e - e_ref + 6)), e_ref the largest
+ *           block exponent of its 128 values along K (VEC128 only here; see
+ *           mxg_fold for OUTER). NaN blocks give E4M3 NaN.
+ *   fscale  float 2^(e_ref - 6), VEC128 layout [K/128, stored rows] (outer dim
+ *           contiguous), the layout cuBLASLt's VEC128_32F takes
+ *   counters  two uint64 added to: [0] clipped blocks (an element beyond +-6
+ *           after scaling), [1] blocks outside the fold window (exponent more
+ *           than 14 below e_ref and a nonzero code: they round in E4M3) */
+typedef struct {
+    uint8_t* codes;
+    uint8_t* scales;
+    uint8_t* e4m3;
+    float* fscale;
+    unsigned long long* counters;
+    mxg_fold_mode fold;   /* VEC128 (default), or OUTER: fscale [stored rows], e_ref the
+                             largest block exponent of the whole row (one pass; only for a
+                             lone 1x32 output with rotation <= 32 and cols <= 32768) */
+} mxg_qout;
+
+/* Quantize x[rows, cols] (row-major, device, MXG_F32 or MXG_BF16) into one
+ * or two outputs from a single read of x: a row-direction output (1x32, or
+ * 32x32 with had_axis 1) and/or a column-direction output (32x1, or 32x32
+ * with had_axis 0). Either spec may be NULL. When both are given and a
+ * rotation is larger than 32, x is read twice (two launches). */
+int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, const mxg_qspec* s0, const mxg_qout* o0,
+                 const mxg_qspec* s1, const mxg_qout* o1, void* stream);
+
+/* An MXFP4 tensor on the device (mx.h layouts). */
+typedef struct {
+    int rows, cols;
+    mx_layout layout;
+    uint8_t* codes;   /* device */
+    uint8_t* scales;  /* device */
+} mxg_fp4;
+
+/* Fold a packed MXFP4 tensor into E4M3 [stored rows, K] + float scales:
+ * VEC128 ([K/128, stored rows]) or OUTER (one per stored row: e_ref is the
+ * largest block exponent of the whole row). For 32x32 tensors `axis` says the
+ * orientation (1: stored rows = rows; 0: = cols); ignored otherwise.
+ * counters as in mxg_qout ([1] only). */
+int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,
+             unsigned long long* counters, void* stream);
+
+/* Dequantize an MXFP4 tensor exactly into BF16 [stored rows, K] (the operand
+ * of the exact-emulation GEMM). For 32x32, `axis` as in mxg_fold. */
+int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void* stream);
+
+/* FP8 per-tensor, current scaling: amax of x (device float, |x| max, NaN if
+ * any NaN), then scale = fmax/amax as mx_fp8_scale_for_amax (written to
+ * *scale, device), inv_scale = 1/scale (device, for the GEMM; may be NULL),
+ * codes[i] = encode(x[i] * scale). With `given_scale` (device, non-NULL) that
+ * scale is used instead (delayed scaling) and amax is still written. */
+int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
+                     float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream);
+
+/* Convert float -> BF16 (RNE, mx_bf16_from_f32) on the device. */
+int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream);
+
+/* ---- GEMM (cuBLASLt), TN: C[M,N] = A[M,K] B[N,K]^T, K contiguous --------- */
+typedef enum {
+    MXG_SCALE_NONE = 0,    /* BF16 operands */
+    MXG_SCALE_TENSOR = 1,  /* FP8, one float per operand (device pointer: the dequant multiplier) */
+    MXG_SCALE_VEC128 = 2,  /* FP8, float per 128 along K, [K/128, rows] */
+    MXG_SCALE_OUTER = 3    /* FP8, float per row */
+} mxg_scale_mode;
+
+/* a_type/b_type: MXG_BF16 (mode NONE) or MXG_E4M3/MXG_E5M2; c_type MXG_F32 or
+ * MXG_BF16. FP32 accumulation, FAST_ACCUM off. Scale pointers (device) must be
+ * 16-byte aligned. */
+int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale, const void* B,
+                mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K, void* stream);
+
+/* Exact emulation of an MXFP4 GEMM: dequantize both (mxg_dequant_bf16) into
+ * the BF16 workspaces wa [M,K], wb [N,K] (device), then a BF16 GEMM with FP32
+ * accumulation. A and B have K as their block axis (1x32: rows are M/N;
+ * 32x1: cols are M/N; 32x32: `axis` 1). */
+int mxg_gemm_mxfp4_exact(const mxg_fp4* A, const mxg_fp4* B, uint16_t* wa, uint16_t* wb, void* C, mxg_dtype c_type,
+                         void* stream);
+
+/* Release the cuBLASLt handle, plans and workspace (optional at exit). */
+void mxg_shutdown(void);
+
+/* ---- benchmarks (./mxlm bench in the CUDA build) ------------------------ */
+/* Each prints its table to stdout; returns 0 or an mx_err code. */
+int mxg_bench_quant(int rows, int cols, int iters);
+int mxg_bench_hadamard(int rows, int cols, int iters);
+int mxg_bench_gemm(int M, int N, int K, int iters);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,904 @@
+/*
+ * quant.cu: the GPU twin of src/mx/mx.c's quantizers. Fused Hadamard
+ * rotation (none, hN, rhN; n = 2..256) + MXFP4 block quantize (1x32, 32x1,
+ * 32x32; floor/even/ceil; rne/sr) with row- and column-direction outputs from
+ * one read of the input, the exponent-folded E4M3 form for Hopper's FP8
+ * GEMM, FP8 per-tensor quantize, and exact dequantization to BF16.
+ *
+ * Bit-exactness: every scalar step calls include/mxlm/mx_scalar.h (compiled
+ * for the device), the butterflies run in mx_fwht's stage order with one
+ * final multiply by mx_hadamard_norm(n), and this file is built with
+ * --fmad=false so no add/multiply is contracted into an FMA.
+ *
+ * Kernel shape: one CTA of 256 threads per TR x TC tile of x, staged in shared
+ * memory as float (row stride TC+1: conflict-free for both directions). In the
+ * row pass a thread owns one 32-element segment of one row (lanes = 32
+ * consecutive rows); in the column pass one 32-element segment of one column
+ * (lanes = 32 consecutive columns). Rotations up to 32 run in registers inside
+ * the segment; larger ones run in shared memory before the pass.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda/common.cuh"
+#include "mxlm/mx_scalar.h"
+
+namespace {
+
+constexpr int NT = 256;  // threads per CTA
+
+struct Slot {
+    int active, l32;           // l32: 32x32 layout
+    int rule, sr;
+    uint64_t seed;
+    uint32_t tid;
+    int had_n, rnd;
+    uint64_t hseed;
+    uint32_t rot;
+    uint8_t* codes;
+    uint8_t* scales;
+    uint8_t* e4m3;
+    float* fscale;
+    unsigned long long* counters;
+    int outer;                 // fold with OUTER scales (row kernel only)
+};
+
+struct QArgs {
+    const void* x;
+    int rows, cols;
+    Slot s[2];  // [0] row direction (blocks along a row), [1] column direction
+};
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<uint16_t>(uint16_t v) { return mx_bf16_to_f32(v); }
+
+/* mx_fwht on each n-group of 32 register values (n <= 32). */
+template <int N> __device__ __forceinline__ void fwht_reg(float (&v)[32]) {
+#pragma unroll
+    for (int h = 1; h < N; h <<= 1)
+#pragma unroll
+        for (int i = 0; i < 32; i += 2 * h)
+#pragma unroll
+            for (int j = i; j < i + h; j++) {
+                float a = v[j], b = v[j + h];
+                v[j] = a + b;
+                v[j + h] = a - b;
+            }
+    const float s = mx_hadamard_norm(N);
+#pragma unroll
+    for (int i = 0; i < 32; i++) v[i] *= s;
+}
+
+__device__ __forceinline__ void fwht_rt(float (&v)[32], int n) {
+    switch (n) {
+    case 2: fwht_reg<2>(v); break;
+    case 4: fwht_reg<4>(v); break;
+    case 8: fwht_reg<8>(v); break;
+    case 16: fwht_reg<16>(v); break;
+    case 32: fwht_reg<32>(v); break;
+    default: break;
+    }
+}
+
+/* Quantize 32 values (already rotated) into packed codes; returns the scale
+ * byte. l32: the 32 lanes of the warp form one 32x32 tile (amax and NaN
+ * shared). SR bits for element i come from index base + i*stride. */
+__device__ __forceinline__ uint8_t quant32(const float (&v)[32], int rule, int l32, int sr, uint64_t seed,
+                                           uint32_t tid, uint64_t base, uint64_t stride, uint32_t (&pk)[4],
+                                           int& clip) {
+    float amax = 0.0f;
+    int bad = 0;
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        float a = fabsf(v[i]);
+        if (!(a <= 3.4028235e38f)) bad = 1;
+        else amax = fmaxf(amax, a);
+    }
+    if (l32) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        bad = __any_sync(0xffffffffu, bad);
+    }
+    pk[0] = pk[1] = pk[2] = pk[3] = 0;
+    clip = 0;
+    if (bad) return (uint8_t)MX_E8M0_NAN;
+    uint8_t sb = mx_e8m0_for_amax(amax, (mx_scale_rule)rule);
+    float inv = mx_exp2i(127 - (int)sb);
+    if (sr) {
+        uint32_t rb[32];
+        if (stride == 1) {
+            /* base is a multiple of 4: one Philox call serves 4 elements (mx_rand_u32's rule) */
+#pragma unroll
+            for (int i = 0; i < 32; i += 4) {
+                uint64_t idx = base + (uint64_t)i;
+                uint32_t ctr[4] = {(uint32_t)(idx >> 2), (uint32_t)(idx >> 34), tid, (uint32_t)MX_RNG_SR};
+                uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+                uint32_t out[4];
+                mx_philox4x32_10(ctr, key, out);
+                rb[i] = out[0]; rb[i + 1] = out[1]; rb[i + 2] = out[2]; rb[i + 3] = out[3];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; i++) rb[i] = mx_rand_u32(seed, MX_RNG_SR, tid, base + (uint64_t)i * stride);
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            float q = v[i] * inv;
+            clip |= fabsf(q) > 6.0f;
+            pk[i >> 3] |= (uint32_t)mx_e2m1_sr(q, rb[i]) << (4 * (i & 7));
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            float q = v[i] * inv;
+            clip |= fabsf(q) > 6.0f;
+            pk[i >> 3] |= (uint32_t)mx_e2m1_rne(q) << (4 * (i & 7));
+        }
+    }
+    if (l32) clip = __any_sync(0xffffffffu, clip);
+    return sb;
+}
+
+/* Fold one block: codes pk with scale byte sb under reference exponent eref
+ * into 32 E4M3 bytes. Returns 1 if the block lies outside the window (and has
+ * a nonzero code). lut[(d+14)*16 + nib] = E4M3(decode(nib) * 2^(d+6)). */
+__device__ __forceinline__ int fold32(const uint32_t (&pk)[4], uint8_t sb, int eref, const uint8_t* lut,
+                                      uint32_t (&o)[8]) {
+    if (sb == MX_E8M0_NAN) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) o[i] = 0x7f7f7f7fu;
+        return 0;
+    }
+    int d = (int)sb - 127 - eref;
+    if (d >= -14) {
+        const uint8_t* t = lut + (d + 14) * 16;
+#pragma unroll
+        for (int w = 0; w < 8; w++) {
+            uint32_t src = pk[w >> 1] >> (16 * (w & 1));
+            o[w] = (uint32_t)t[src & 15] | ((uint32_t)t[(src >> 4) & 15] << 8) | ((uint32_t)t[(src >> 8) & 15] << 16) |
+                   ((uint32_t)t[(src >> 12) & 15] << 24);
+        }
+        return 0;
+    }
+    int e = d + 6 < -149 ? -149 : d + 6;
+    float m = mx_exp2i(e);
+    int nz = 0;
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+        uint32_t src = pk[w >> 1] >> (16 * (w & 1));
+        uint32_t acc = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint8_t nib = (uint8_t)((src >> (4 * k)) & 15);
+            nz |= nib & 7;
+            acc |= (uint32_t)mx_e4m3_encode(mx_e2m1_decode(nib) * m) << (8 * k);
+        }
+        o[w] = acc;
+    }
+    return nz != 0;
+}
+
+__device__ __forceinline__ int eref_of(const uint8_t* sc, int n) {
+    int m = -1;
+    for (int i = 0; i < n; i++)
+        if (sc[i] != MX_E8M0_NAN && (int)sc[i] > m) m = sc[i];
+    return m < 0 ? 0 : m - 127;
+}
+
+/* Block Hadamard of size n (> 32) along one axis of the shared tile, in place:
+ * signs first (rhN), then mx_fwht's stages, then the normalization multiply. */
+template <int TR, int TC>
+__device__ void had_smem(float* xs, int axis, int n, const float* sg, int rnd) {
+    constexpr int S = TC + 4;
+    if (rnd) {
+        for (int e = threadIdx.x; e < TR * TC; e += NT) {
+            int r = e / TC, c = e % TC;
+            xs[r * S + c] *= axis ? sg[c] : sg[r];
+        }
+        __syncthreads();
+    }
+    for (int h = 1; h < n; h <<= 1) {
+        for (int p = threadIdx.x; p < TR * TC / 2; p += NT) {
+            if (axis == 1) {
+                int r = p / (TC / 2), q = p % (TC / 2);
+                int j = (q / h) * 2 * h + (q % h);
+                float* a = &xs[r * S + j];
+                float x0 = a[0], x1 = a[h];
+                a[0] = x0 + x1;
+                a[h] = x0 - x1;
+            } else {
+                int c = p % TC, q = p / TC;
+                int j = (q / h) * 2 * h + (q % h);
+                float* a = &xs[j * S + c];
+                float x0 = a[0], x1 = a[h * S];
+                a[0] = x0 + x1;
+                a[h * S] = x0 - x1;
+            }
+        }
+        __syncthreads();
+    }
+    const float s = mx_hadamard_norm(n);
+    for (int e = threadIdx.x; e < TR * TC; e += NT) {
+        int r = e / TC, c = e % TC;
+        xs[r * S + c] *= s;
+    }
+    __syncthreads();
+}
+
+template <int TR, int TC> struct Smem {
+    static constexpr int S = TC + 4;  /* 16-byte rows; conflict-free float4 row reads, scalar column reads */
+    static constexpr size_t xs = 0;
+    static constexpr size_t scl_r = xs + sizeof(float) * TR * S;
+    static constexpr size_t scl_c = scl_r + TR * (TC / 32);
+    static constexpr size_t sg_r = scl_c + TC * (TR / 32);
+    static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
+    static constexpr size_t lut = sg_c + sizeof(float) * TR;
+    static constexpr size_t cnt = lut + 256;
+    static constexpr size_t total = cnt + 16;
+};
+
+template <typename T, int TR, int TC>
+__global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
+    extern __shared__ float4 smem_raw[];
+    using L = Smem<TR, TC>;
+    constexpr int S = L::S;
+    char* sm = (char*)smem_raw;
+    float* xs = (float*)(sm + L::xs);
+    uint8_t* scl_r = (uint8_t*)(sm + L::scl_r);  // [TR][TC/32]
+    uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);  // [TC][TR/32]
+    float* sg_r = (float*)(sm + L::sg_r);        // [TC]
+    float* sg_c = (float*)(sm + L::sg_c);        // [TR]
+    uint8_t* lut = (uint8_t*)(sm + L::lut);      // [15][16]
+    unsigned* cnt = (unsigned*)(sm + L::cnt);    // [4]
+
+    const int rows = a.rows, cols = a.cols;
+    const int r0 = blockIdx.y * TR, c0 = blockIdx.x * TC;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const T* x = (const T*)a.x;
+
+    if (tid < 4) cnt[tid] = 0;
+    if (tid < 240) lut[tid] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(tid & 15)) * mx_exp2i((tid >> 4) - 14 + 6));
+    if (a.s[0].active)
+        for (int j = tid; j < TC; j += NT)
+            sg_r[j] = (a.s[0].rnd && c0 + j < cols) ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
+    if (a.s[1].active)
+        for (int j = tid; j < TR; j += NT)
+            sg_c[j] = (a.s[1].rnd && r0 + j < rows) ? mx_rh_sign(a.s[1].hseed, a.s[1].rot, (uint64_t)(r0 + j)) : 1.0f;
+
+    /* ---- load the tile: all 16-byte loads in flight, then to shared ---- */
+    {
+        constexpr int V = 16 / sizeof(T);
+        constexpr int NV = TR * TC / V;
+        static_assert(NV % NT == 0, "tile");
+        constexpr int NL = NV / NT;
+        const bool vec_ok = (cols % V) == 0;
+        uint4 buf[NL];
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            int e = j * NT + tid;
+            int r = e / (TC / V), cv = e % (TC / V);
+            int gr = r0 + r, gc = c0 + cv * V;
+            if (gr < rows && gc + V <= cols && vec_ok) {
+                buf[j] = __ldg((const uint4*)(x + (size_t)gr * cols + gc));
+            } else {
+                T tmp[V];
+#pragma unroll
+                for (int k = 0; k < V; k++) tmp[k] = (gr < rows && gc + k < cols) ? x[(size_t)gr * cols + gc + k] : (T)0;
+                memcpy(&buf[j], tmp, 16);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            int e = j * NT + tid;
+            int r = e / (TC / V), cv = e % (TC / V);
+            T tmp[V];
+            memcpy(tmp, &buf[j], 16);
+            float f[8];
+#pragma unroll
+            for (int k = 0; k < V; k++) f[k] = to_f<T>(tmp[k]);
+            float4* dst = (float4*)&xs[r * S + cv * V];
+            if (V == 4) {
+                dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+            } else {
+                /* two 16-byte halves; the order alternates so 8 lanes hit 8 distinct bank quads */
+                float4 lo = make_float4(f[0], f[1], f[2], f[3]), hi = make_float4(f[4 % V], f[5 % V], f[6 % V], f[7 % V]);
+                int h = (cv >> 2) & 1;
+                dst[h] = h ? hi : lo;
+                dst[h ^ 1] = h ? lo : hi;
+            }
+        }
+    }
+    __syncthreads();
+
+    /* ---- row direction: blocks of 32 along a row ---- */
+    if (a.s[0].active) {
+        const Slot& s = a.s[0];
+        const int n = s.had_n;
+        if (n > 32) had_smem<TR, TC>(xs, 1, n, sg_r, s.rnd);
+        const int rn = n > 32 ? 0 : n;
+        const int use_sign = n <= 32 && s.rnd;
+        constexpr int NS = TC / 32, NG = (TR / 32) * NS, GPW = (NG + 7) / 8;
+        uint32_t pk[GPW][4];
+        uint8_t sbk[GPW];
+#pragma unroll
+        for (int k = 0; k < GPW; k++) {
+            int g = k * 8 + warp;
+            if (g >= NG) break;
+            int sg = g % NS, r = (g / NS) * 32 + lane;
+            int gr = r0 + r, gc = c0 + sg * 32;
+            bool valid = gr < rows && gc < cols;  // warp-uniform for 32x32 (rows % 32 == 0)
+            float v[32];
+#pragma unroll
+            for (int i = 0; i < 32; i += 4) {
+                float4 q4 = *(const float4*)&xs[r * S + sg * 32 + i];
+                v[i] = q4.x; v[i + 1] = q4.y; v[i + 2] = q4.z; v[i + 3] = q4.w;
+            }
+            if (use_sign)
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[i] *= sg_r[sg * 32 + i];
+            fwht_rt(v, rn);
+            int clip;
+            uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, 1, pk[k], clip);
+            sbk[k] = sb;
+            scl_r[r * NS + sg] = sb;
+            if (valid) {
+                if (clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[0], 1u);
+                if (s.codes) *(uint4*)(s.codes + ((size_t)gr * cols + gc) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
+            }
+        }
+        __syncthreads();
+        if (s.scales) {
+            if (!s.l32) {
+                for (int e = tid; e < TR * NS; e += NT) {
+                    int r = e / NS, sg = e % NS;
+                    if (r0 + r < rows && c0 + sg * 32 < cols) s.scales[(size_t)(r0 + r) * (cols / 32) + c0 / 32 + sg] = scl_r[e];
+                }
+            } else {
+                for (int e = tid; e < (TR / 32) * NS; e += NT) {
+                    int rg = e / NS, sg = e % NS;
+                    if (r0 + rg * 32 < rows && c0 + sg * 32 < cols)
+                        s.scales[(size_t)(r0 / 32 + rg) * (cols / 32) + c0 / 32 + sg] = scl_r[rg * 32 * NS + sg];
+                }
+            }
+        }
+        if (s.e4m3) {
+#pragma unroll
+            for (int k = 0; k < GPW; k++) {
+                int g = k * 8 + warp;
+                if (g >= NG) break;
+                int sg = g % NS, r = (g / NS) * 32 + lane;
+                int gr = r0 + r, gc = c0 + sg * 32;
+                if (gr < rows && gc < cols) {
+                    int eref = eref_of(&scl_r[r * NS + (sg & ~3)], 4);
+                    uint32_t o[8];
+                    if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[1], 1u);
+                    uint4* dst = (uint4*)(s.e4m3 + (size_t)gr * cols + gc);
+                    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+                    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+                    if ((sg & 3) == 0 && s.fscale) s.fscale[(size_t)(gc / 128) * rows + gr] = mx_exp2i(eref - 6);
+                }
+            }
+        }
+    }
+
+    /* ---- column direction: blocks of 32 along a column ---- */
+    if (a.s[1].active) {
+        const Slot& s = a.s[1];
+        const int n = s.had_n;
+        if (n > 32) {
+            __syncthreads();
+            had_smem<TR, TC>(xs, 0, n, sg_c, s.rnd);
+        }
+        const int rn = n > 32 ? 0 : n;
+        const int use_sign = n <= 32 && s.rnd;
+        constexpr int NTB = TR / 32, NG = (TC / 32) * NTB, GPW = (NG + 7) / 8;
+        uint32_t pk[GPW][4];
+        uint8_t sbk[GPW];
+#pragma unroll
+        for (int k = 0; k < GPW; k++) {
+            int g = k * 8 + warp;
+            if (g >= NG) break;
+            int tb = g % NTB, c = (g / NTB) * 32 + lane;
+            int gc = c0 + c, gr = r0 + tb * 32;
+            bool valid = gc < cols && gr < rows;
+            float v[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float f = xs[(tb * 32 + i) * S + c];
+                if (use_sign) f *= sg_c[tb * 32 + i];
+                v[i] = f;
+            }
+            fwht_rt(v, rn);
+            int clip;
+            uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, (uint64_t)cols, pk[k], clip);
+            sbk[k] = sb;
+            scl_c[c * NTB + tb] = sb;
+            if (valid && clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[2], 1u);
+            if (s.codes) {
+                if (!s.l32) {
+                    if (valid) *(uint4*)(s.codes + ((size_t)gc * rows + gr) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
+                } else if (valid) {  /* 32x32: row-major codes; lanes pair up into bytes */
+#pragma unroll
+                    for (int i = 0; i < 32; i++) {
+                        uint32_t nib = (pk[k][i >> 3] >> (4 * (i & 7))) & 15;
+                        uint32_t hi = __shfl_down_sync(0xffffffffu, nib, 1);
+                        if (!(lane & 1)) s.codes[((size_t)(gr + i) * cols + gc) / 2] = (uint8_t)(nib | (hi << 4));
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (s.scales) {
+            if (!s.l32) {
+                for (int e = tid; e < TC * NTB; e += NT) {
+                    int c = e / NTB, tb = e % NTB;
+                    if (c0 + c < cols && r0 + tb * 32 < rows) s.scales[(size_t)(c0 + c) * (rows / 32) + r0 / 32 + tb] = scl_c[e];
+                }
+            } else {
+                for (int e = tid; e < (TC / 32) * NTB; e += NT) {
+                    int cg = e / NTB, tb = e % NTB;
+                    if (c0 + cg * 32 < cols && r0 + tb * 32 < rows)
+                        s.scales[(size_t)(r0 / 32 + tb) * (cols / 32) + c0 / 32 + cg] = scl_c[cg * 32 * NTB + tb];
+                }
+            }
+        }
+        if (s.e4m3) {
+#pragma unroll
+            for (int k = 0; k < GPW; k++) {
+                int g = k * 8 + warp;
+                if (g >= NG) break;
+                int tb = g % NTB, c = (g / NTB) * 32 + lane;
+                int gc = c0 + c, gr = r0 + tb * 32;
+                if (gc < cols && gr < rows) {
+                    int eref = eref_of(&scl_c[c * NTB + (tb & ~3)], 4);
+                    uint32_t o[8];
+                    if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[3], 1u);
+                    uint4* dst = (uint4*)(s.e4m3 + (size_t)gc * rows + gr);
+                    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+                    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+                    if ((tb & 3) == 0 && s.fscale) s.fscale[(size_t)(gr / 128) * cols + gc] = mx_exp2i(eref - 6);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    /* constant indices only: a dynamic index into the parameter struct would copy it to local memory */
+    if (tid == 0 && a.s[0].counters) {
+        if (cnt[0]) atomicAdd(&a.s[0].counters[0], (unsigned long long)cnt[0]);
+        if (cnt[1]) atomicAdd(&a.s[0].counters[1], (unsigned long long)cnt[1]);
+    }
+    if (tid == 32 && a.s[1].counters) {
+        if (cnt[2]) atomicAdd(&a.s[1].counters[0], (unsigned long long)cnt[2]);
+        if (cnt[3]) atomicAdd(&a.s[1].counters[1], (unsigned long long)cnt[3]);
+    }
+}
+
+
+/* Row-direction 1x32 without staging: one CTA of 128 threads per row, one
+ * thread per 32-block (NB blocks per thread), rotation n <= 32 in registers.
+ * Supports the OUTER fold (e_ref = the row's largest block exponent) in one
+ * pass: the codes stay in registers until the row's maximum is known. */
+template <typename T, int NB>
+__global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
+    __shared__ uint8_t lut[240];
+    __shared__ int red[4];
+    __shared__ unsigned cnt[2];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int r = blockIdx.x, cols = a.cols, rows = a.rows, nb = cols / 32;
+    const int rule = a.s[0].rule, sr = a.s[0].sr, n = a.s[0].had_n, rnd = a.s[0].rnd;
+    const uint64_t seed = a.s[0].seed, hseed = a.s[0].hseed;
+    const uint32_t tsid = a.s[0].tid, rot = a.s[0].rot;
+    uint8_t* codes = a.s[0].codes;
+    uint8_t* scales = a.s[0].scales;
+    uint8_t* e4m3 = a.s[0].e4m3;
+    float* fscale = a.s[0].fscale;
+    if (tid < 240) lut[tid] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(tid & 15)) * mx_exp2i((tid >> 4) - 14 + 6));
+    if (tid < 2) cnt[tid] = 0;
+    __syncthreads();
+    const T* xr = (const T*)a.x + (size_t)r * cols;
+    uint32_t pk[NB][4];
+    uint8_t sbk[NB];
+    int emax = -1;
+#pragma unroll
+    for (int j = 0; j < NB; j++) {
+        int b = tid + 128 * j;
+        sbk[j] = 0;
+        pk[j][0] = pk[j][1] = pk[j][2] = pk[j][3] = 0;
+        if (b < nb) {
+            float v[32];
+            constexpr int V = 16 / sizeof(T);
+            uint4 u[32 / V];
+#pragma unroll
+            for (int q = 0; q < 32 / V; q++) u[q] = __ldg((const uint4*)(xr + b * 32) + q);
+#pragma unroll
+            for (int q = 0; q < 32 / V; q++) {
+                T tmp[V];
+                memcpy(tmp, &u[q], 16);
+#pragma unroll
+                for (int k = 0; k < V; k++) v[q * V + k] = to_f<T>(tmp[k]);
+            }
+            if (rnd) {
+                /* mx_rh_sign(hseed, rot, j): one Philox call serves 4 consecutive j */
+#pragma unroll
+                for (int i = 0; i < 32; i += 4) {
+                    uint64_t jj = (uint64_t)(b * 32 + i);
+                    uint32_t ctr[4] = {(uint32_t)(jj >> 2), (uint32_t)(jj >> 34), rot, (uint32_t)MX_RNG_SIGN};
+                    uint32_t key[2] = {(uint32_t)hseed, (uint32_t)(hseed >> 32)};
+                    uint32_t o[4];
+                    mx_philox4x32_10(ctr, key, o);
+#pragma unroll
+                    for (int k = 0; k < 4; k++) v[i + k] *= (o[k] >> 31) ? -1.0f : 1.0f;
+                }
+            }
+            fwht_rt(v, n);
+            int clip;
+            uint8_t sb = quant32(v, rule, 0, sr, seed, tsid, (uint64_t)r * cols + (uint64_t)b * 32, 1, pk[j], clip);
+            sbk[j] = sb;
+            if (clip) atomicAdd(&cnt[0], 1u);
+            if (codes) *(uint4*)(codes + ((size_t)r * cols + (size_t)b * 32) / 2) = make_uint4(pk[j][0], pk[j][1], pk[j][2], pk[j][3]);
+            if (scales) scales[(size_t)r * nb + b] = sb;
+            if (sb != MX_E8M0_NAN && (int)sb > emax) emax = sb;
+        }
+    }
+    if (e4m3) {
+        int erow = 0;
+        if (outer) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+            if (lane == 0) red[warp] = emax;
+            __syncthreads();
+            int m = max(max(red[0], red[1]), max(red[2], red[3]));
+            erow = m < 0 ? 0 : m - 127;
+            if (tid == 0) fscale[r] = mx_exp2i(erow - 6);
+        }
+        unsigned oow = 0;
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            int b = tid + 128 * j;
+            int eref = erow;
+            if (!outer) {
+                /* the 4 blocks of a 128-chunk sit in 4 consecutive lanes */
+                int m = (b < nb && sbk[j] != MX_E8M0_NAN) ? (int)sbk[j] : -1;
+                m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+                eref = m < 0 ? 0 : m - 127;
+            }
+            if (b < nb) {
+                uint32_t o[8];
+                oow += fold32(pk[j], sbk[j], eref, lut, o);
+                uint4* dst = (uint4*)(e4m3 + (size_t)r * cols + (size_t)b * 32);
+                dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+                dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+                if (!outer && (b & 3) == 0 && fscale) fscale[(size_t)(b / 4) * rows + r] = mx_exp2i(eref - 6);
+            }
+        }
+        if (oow) atomicAdd(&cnt[1], oow);
+    }
+    __syncthreads();
+    if (tid == 0 && a.s[0].counters) {
+        if (cnt[0]) atomicAdd(&a.s[0].counters[0], (unsigned long long)cnt[0]);
+        if (cnt[1]) atomicAdd(&a.s[0].counters[1], (unsigned long long)cnt[1]);
+    }
+}
+
+template <typename T> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
+    int nb = a.cols / 32;
+    dim3 grid(a.rows);
+    if (nb <= 128) k_qrow<T, 1><<<grid, 128, 0, st>>>(a, outer);
+    else if (nb <= 256) k_qrow<T, 2><<<grid, 128, 0, st>>>(a, outer);
+    else if (nb <= 512) k_qrow<T, 4><<<grid, 128, 0, st>>>(a, outer);
+    else k_qrow<T, 8><<<grid, 128, 0, st>>>(a, outer);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+template <typename T, int TR, int TC> int launch_quant(const QArgs& a, cudaStream_t st) {
+    using L = Smem<TR, TC>;
+    static bool attr_set = false;
+    if (!attr_set) {
+        CU_TRY(cudaFuncSetAttribute(k_quant<T, TR, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
+        attr_set = true;
+    }
+    dim3 grid((a.cols + TC - 1) / TC, (a.rows + TR - 1) / TR);
+    k_quant<T, TR, TC><<<grid, NT, L::total, st>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+template <typename T> int launch_cfg(const QArgs& a, cudaStream_t st) {
+    int n0 = a.s[0].active ? a.s[0].had_n : 0, n1 = a.s[1].active ? a.s[1].had_n : 0;
+    if (a.s[0].active && a.s[1].active) return launch_quant<T, 128, 128>(a, st);
+    if (a.s[0].active) return n0 > 128 ? launch_quant<T, 64, 256>(a, st) : launch_quant<T, 64, 128>(a, st);
+    return n1 > 128 ? launch_quant<T, 256, 64>(a, st) : launch_quant<T, 128, 64>(a, st);
+}
+
+/* Validate one spec for a direction (dir 0: along rows' direction, 1: along columns). */
+int make_slot(const mxg_qspec* sp, const mxg_qout* o, int dir, int rows, int cols, Slot* s) {
+    memset(s, 0, sizeof *s);
+    int rc = mx_check_shape(rows, cols, sp->layout);
+    if (rc) return rc;
+    if ((unsigned)sp->scale > MX_SCALE_CEIL || (unsigned)sp->round > MX_ROUND_SR)
+        return mx_fail(MX_EINVAL, "mxg_quantize: bad scale rule or rounding");
+    int len = dir == 0 ? cols : rows;
+    if (sp->had_n && (!mx_hadamard_valid(sp->had_n) || len % sp->had_n))
+        return mx_fail(MX_EINVAL, "mxg_quantize: Hadamard h%d along a dimension of %d", sp->had_n, len);
+    if (o->e4m3 && len % 128)
+        return mx_fail(MX_EINVAL, "mxg_quantize: the folded E4M3 form needs the block axis (%d) a multiple of 128", len);
+    s->active = 1;
+    s->l32 = sp->layout == MX_LAYOUT_32x32;
+    s->rule = sp->scale;
+    s->sr = sp->round == MX_ROUND_SR;
+    s->seed = sp->seed;
+    s->tid = sp->tensor_id;
+    s->had_n = sp->had_n;
+    s->rnd = sp->had_n ? sp->had_random : 0;
+    s->hseed = sp->had_seed;
+    s->rot = sp->rot_id;
+    s->codes = o->codes;
+    s->scales = o->scales;
+    s->e4m3 = o->e4m3;
+    s->fscale = o->fscale;
+    s->counters = o->counters;
+    s->outer = o->e4m3 && o->fold == MXG_FOLD_OUTER;
+    return MX_OK;
+}
+
+int spec_dir(const mxg_qspec* sp) {
+    if (sp->layout == MX_LAYOUT_1x32) return 0;
+    if (sp->layout == MX_LAYOUT_32x1) return 1;
+    return sp->had_axis == 0 ? 1 : 0;
+}
+
+/* ---- fold / dequant from a packed tensor ---- */
+
+/* Byte offset of stored row i, block kb of t (orientation `dir`), and its scale index. */
+struct View {
+    const uint8_t* codes;
+    const uint8_t* scales;
+    int R, K;       // stored rows, block-axis length
+    int mode;       // 0: 1x32 / 32x1 (contiguous blocks), 1: 32x32 row-major along rows (dir 0), 2: 32x32 dir 1
+    int rows, cols; // original shape
+};
+
+__device__ __forceinline__ void load_block(const View& v, int i, int kb, uint32_t (&pk)[4], uint8_t& sb) {
+    if (v.mode == 0) {
+        uint4 u = *(const uint4*)(v.codes + ((size_t)i * v.K + (size_t)kb * 32) / 2);
+        pk[0] = u.x; pk[1] = u.y; pk[2] = u.z; pk[3] = u.w;
+        sb = v.scales[(size_t)i * (v.K / 32) + kb];
+    } else if (v.mode == 1) {  // stored row i = row i of the 32x32 tensor
+        uint4 u = *(const uint4*)(v.codes + ((size_t)i * v.cols + (size_t)kb * 32) / 2);
+        pk[0] = u.x; pk[1] = u.y; pk[2] = u.z; pk[3] = u.w;
+        sb = v.scales[(size_t)(i / 32) * (v.cols / 32) + kb];
+    } else {  // stored row i = column i; element kb*32+j at row kb*32+j
+        pk[0] = pk[1] = pk[2] = pk[3] = 0;
+        for (int j = 0; j < 32; j++) {
+            size_t e = (size_t)(kb * 32 + j) * v.cols + i;
+            uint32_t nib = (v.codes[e >> 1] >> ((e & 1) * 4)) & 15;
+            pk[j >> 3] |= nib << (4 * (j & 7));
+        }
+        sb = v.scales[(size_t)kb * (v.cols / 32) + i / 32];
+    }
+}
+
+/* One warp per stored row. */
+__global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned long long* counters) {
+    __shared__ uint8_t lut[240];
+    if (threadIdx.x < 240)
+        lut[threadIdx.x] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(threadIdx.x & 15)) * mx_exp2i((int)(threadIdx.x >> 4) - 14 + 6));
+    __syncthreads();
+    int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i >= v.R) return;
+    int nb = v.K / 32;
+    int erow = -1;
+    if (outer) {
+        for (int kb = lane; kb < nb; kb += 32) {
+            uint32_t pk[4]; uint8_t sb;
+            if (v.mode == 0) sb = v.scales[(size_t)i * nb + kb];
+            else if (v.mode == 1) sb = v.scales[(size_t)(i / 32) * (v.cols / 32) + kb];
+            else sb = v.scales[(size_t)kb * (v.cols / 32) + i / 32];
+            (void)pk;
+            if (sb != MX_E8M0_NAN && (int)sb > erow) erow = sb;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) erow = max(erow, __shfl_xor_sync(0xffffffffu, erow, o));
+        erow = erow < 0 ? 0 : erow - 127;
+        if (lane == 0) fscale[i] = mx_exp2i(erow - 6);
+    }
+    unsigned oow = 0;
+    for (int kb = lane; kb < nb; kb += 32) {
+        uint32_t pk[4]; uint8_t sb;
+        load_block(v, i, kb, pk, sb);
+        int eref = erow;
+        if (!outer) {
+            int m = -1;
+            for (int q = kb & ~3; q < (kb & ~3) + 4; q++) {
+                uint32_t p2[4]; uint8_t s2;
+                if (v.mode == 0) s2 = v.scales[(size_t)i * nb + q];
+                else if (v.mode == 1) s2 = v.scales[(size_t)(i / 32) * (v.cols / 32) + q];
+                else s2 = v.scales[(size_t)q * (v.cols / 32) + i / 32];
+                (void)p2;
+                if (s2 != MX_E8M0_NAN && (int)s2 > m) m = s2;
+            }
+            eref = m < 0 ? 0 : m - 127;
+            if ((kb & 3) == 0) fscale[(size_t)(kb / 4) * v.R + i] = mx_exp2i(eref - 6);
+        }
+        uint32_t o[8];
+        oow += fold32(pk, sb, eref, lut, o);
+        uint4* dst = (uint4*)(e4m3 + (size_t)i * v.K + (size_t)kb * 32);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+    if (counters && oow) atomicAdd(&counters[1], (unsigned long long)oow);
+}
+
+__global__ void k_dequant_bf16(View v, uint16_t* out) {
+    int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (i >= v.R) return;
+    for (int kb = lane; kb < v.K / 32; kb += 32) {
+        uint32_t pk[4]; uint8_t sb;
+        load_block(v, i, kb, pk, sb);
+        float sc = mx_e8m0_decode(sb);
+        uint32_t w[16];
+#pragma unroll
+        for (int j = 0; j < 32; j += 2) {
+            uint16_t lo = mx_bf16_from_f32(mx_e2m1_decode((uint8_t)((pk[j >> 3] >> (4 * (j & 7))) & 15)) * sc);
+            uint16_t hi = mx_bf16_from_f32(mx_e2m1_decode((uint8_t)((pk[(j + 1) >> 3] >> (4 * ((j + 1) & 7))) & 15)) * sc);
+            w[j / 2] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+        uint4* dst = (uint4*)(out + (size_t)i * v.K + (size_t)kb * 32);
+#pragma unroll
+        for (int q = 0; q < 4; q++) dst[q] = make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+    }
+}
+
+int make_view(const mxg_fp4* t, int axis, View* v) {
+    if (!t || !t->codes || !t->scales) return mx_fail(MX_EINVAL, "mxg: empty MXFP4 tensor");
+    int rc = mx_check_shape(t->rows, t->cols, t->layout);
+    if (rc) return rc;
+    v->codes = t->codes; v->scales = t->scales; v->rows = t->rows; v->cols = t->cols;
+    if (t->layout == MX_LAYOUT_1x32) { v->mode = 0; v->R = t->rows; v->K = t->cols; }
+    else if (t->layout == MX_LAYOUT_32x1) { v->mode = 0; v->R = t->cols; v->K = t->rows; }
+    else if (axis) { v->mode = 1; v->R = t->rows; v->K = t->cols; }
+    else { v->mode = 2; v->R = t->cols; v->K = t->rows; }
+    return MX_OK;
+}
+
+/* ---- FP8 per-tensor ---- */
+template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits) {
+    unsigned m = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned b = mx_f2u(to_f<T>(x[i])) & 0x7fffffffu;  // |x| bits: order of uint = order of magnitude; NaN above Inf
+        m = max(m, b);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(amax_bits, m);
+}
+
+__global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv) {
+    float am = mx_u2f(*amax_bits);
+    if (amax) *amax = am;
+    float s;
+    if (given) s = *given;
+    else {
+        /* mx_fp8_scale_for_amax */
+        float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
+        if (!(am > 0.0f) || !(am <= 3.4028235e38f)) s = 1.0f;
+        else {
+            s = fmax / am;
+            if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
+        }
+    }
+    if (scale) *scale = s;
+    if (inv) *inv = 1.0f / s;
+}
+
+template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given, uint8_t* codes) {
+    float scale = given ? *given : *scale_p;
+    size_t i0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4;
+    for (size_t i = i0; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+        uint32_t w = 0;
+        int m = n - i < 4 ? (int)(n - i) : 4;
+        for (int k = 0; k < m; k++) {
+            float v = to_f<T>(x[i + k]) * scale;
+            uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
+            w |= (uint32_t)c << (8 * k);
+        }
+        if (m == 4 && ((uintptr_t)(codes + i) & 3) == 0) *(uint32_t*)(codes + i) = w;
+        else for (int k = 0; k < m; k++) codes[i + k] = (uint8_t)(w >> (8 * k));
+    }
+}
+
+__global__ void k_to_bf16(const float* x, size_t n, uint16_t* out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = mx_bf16_from_f32(x[i]);
+}
+
+}  // namespace
+
+extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, const mxg_qspec* s0, const mxg_qout* o0,
+                            const mxg_qspec* s1, const mxg_qout* o1, void* stream) {
+    if (!x) return mx_fail(MX_EINVAL, "mxg_quantize: null input");
+    if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_quantize: input must be f32 or bf16");
+    if ((s0 && !o0) || (s1 && !o1)) return mx_fail(MX_EINVAL, "mxg_quantize: a spec without an output");
+    QArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x; a.rows = rows; a.cols = cols;
+    const mxg_qspec* sp[2] = {s0, s1};
+    const mxg_qout* op[2] = {o0, o1};
+    for (int k = 0; k < 2; k++) {
+        if (!sp[k]) continue;
+        int d = spec_dir(sp[k]);
+        if (a.s[d].active) return mx_fail(MX_EINVAL, "mxg_quantize: two outputs in the same direction");
+        int rc = make_slot(sp[k], op[k], d, rows, cols, &a.s[d]);
+        if (rc) return rc;
+    }
+    if (!a.s[0].active && !a.s[1].active) return MX_OK;
+    cudaStream_t st = MXG_STREAM(stream);
+    /* one row-direction 1x32 output with a register-sized rotation: the unstaged row kernel */
+    const bool row_kernel = a.s[0].active && !a.s[1].active && !a.s[0].l32 && a.s[0].had_n <= 32 && cols / 32 <= 1024;
+    if ((a.s[0].active && a.s[0].outer && !row_kernel) || (a.s[1].active && a.s[1].outer))
+        return mx_fail(MX_EINVAL, "mxg_quantize: the OUTER fold is made in one pass only for a lone 1x32 output with "
+                                  "rotation <= 32 and cols <= 32768; use MXG_FOLD_VEC128 or mxg_fold");
+    if (row_kernel) return dt == MXG_BF16 ? launch_qrow<uint16_t>(a, a.s[0].outer, st) : launch_qrow<float>(a, a.s[0].outer, st);
+    if (a.s[0].active && a.s[1].active && (a.s[0].had_n > 32 || a.s[1].had_n > 32)) {
+        QArgs b = a;
+        b.s[1].active = 0;
+        a.s[0].active = 0;
+        int rc = dt == MXG_BF16 ? launch_cfg<uint16_t>(b, st) : launch_cfg<float>(b, st);
+        if (rc) return rc;
+    }
+    return dt == MXG_BF16 ? launch_cfg<uint16_t>(a, st) : launch_cfg<float>(a, st);
+}
+
+extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,
+                        unsigned long long* counters, void* stream) {
+    View v;
+    int rc = make_view(t, axis, &v);
+    if (rc) return rc;
+    if (!e4m3 || !fscale) return mx_fail(MX_EINVAL, "mxg_fold: null output");
+    if (mode == MXG_FOLD_VEC128 && v.K % 128) return mx_fail(MX_EINVAL, "mxg_fold: VEC128 needs K (%d) a multiple of 128", v.K);
+    k_fold<<<(v.R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(v, mode == MXG_FOLD_OUTER, e4m3, fscale, counters);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void* stream) {
+    View v;
+    int rc = make_view(t, axis, &v);
+    if (rc) return rc;
+    if (!out) return mx_fail(MX_EINVAL, "mxg_dequant_bf16: null output");
+    k_dequant_bf16<<<(v.R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(v, out);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
+                                float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
+    static unsigned* d_bits = NULL;  // one word of scratch, kept
+    if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
+    if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
+    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
+    cudaStream_t st = MXG_STREAM(stream);
+    CU_TRY(cudaMemsetAsync(d_bits, 0, sizeof(unsigned), st));
+    int grid = 132 * 8;
+    if (dt == MXG_BF16) k_amax<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, d_bits);
+    else k_amax<float><<<grid, 256, 0, st>>>((const float*)x, n, d_bits);
+    CU_LAUNCHED();
+    k_fp8_scale<<<1, 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale);
+    CU_LAUNCHED();
+    if (codes) {
+        if (dt == MXG_BF16) k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, codes);
+        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes);
+        CU_LAUNCHED();
+    }
+    return MX_OK;
+}
+
+extern "C" int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream) {
+    k_to_bf16<<<132 * 8, 256, 0, MXG_STREAM(stream)>>>(x, n, out);
+    CU_LAUNCHED();
+    return MX_OK;
+}
