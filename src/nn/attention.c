@@ -7,6 +7,30 @@
 
 #include "mxlm/model.h"
 
+/* 8-wide vectors (two SSE registers on x86-64-v2), unaligned. Sums run in a
+ * fixed order (8 lanes, then lanes combined pairwise), so the bits do not
+ * depend on the thread count. */
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+static inline float dotf(const float* a, const float* b, int n) {
+    int i = 0;
+    float s = 0.0f;
+    if (n >= 8) {
+        v8u acc = {0};
+        for (; i + 8 <= n; i += 8) acc += *(const v8u*)(a + i) * *(const v8u*)(b + i);
+        s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y += a x */
+static inline void axpyf(float* y, float a, const float* x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) *(v8u*)(y + i) += a * *(const v8u*)(x + i);
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
 void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
                           int H, int KV, int hd) {
     /* out [B*T, H*hd], att [B, H, T, T], q [B*T, H*hd], k, v [B*T, KV*hd] */
@@ -22,9 +46,7 @@ void mx_attention_forward(float* out, float* att, const float* q, const float* k
             float mx = -INFINITY;
             for (int j = 0; j <= t; j++) {
                 const float* kj = k + (size_t)(b * T + j) * ks + kh * hd;
-                float s = 0.0f;
-                for (int i = 0; i < hd; i++) s += qt[i] * kj[i];
-                s *= scale;
+                float s = dotf(qt, kj, hd) * scale;
                 row[j] = s;
                 mx = s > mx ? s : mx;
             }
@@ -40,9 +62,7 @@ void mx_attention_forward(float* out, float* att, const float* q, const float* k
             float* ot = out + (size_t)(b * T + t) * qs + h * hd;
             for (int i = 0; i < hd; i++) ot[i] = 0.0f;
             for (int j = 0; j <= t; j++) {
-                const float* vj = v + (size_t)(b * T + j) * ks + kh * hd;
-                float p = row[j];
-                for (int i = 0; i < hd; i++) ot[i] += p * vj[i];
+                axpyf(ot, row[j], v + (size_t)(b * T + j) * ks + kh * hd, hd);
             }
         }
     }
@@ -74,11 +94,8 @@ void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, c
                     for (int j = 0; j <= t; j++) {
                         const float* vj = v + (size_t)(b * T + j) * ks + kh * hd;
                         float* dvj = dv + (size_t)(b * T + j) * ks + kh * hd;
-                        float s = 0.0f, p = row[j];
-                        for (int i = 0; i < hd; i++) {
-                            s += go[i] * vj[i];
-                            dvj[i] += p * go[i];
-                        }
+                        float s = dotf(go, vj, hd), p = row[j];
+                        axpyf(dvj, p, go, hd);
                         dp[j] = s;
                         dot += p * s;
                     }
@@ -87,10 +104,8 @@ void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, c
                         float ds = row[j] * (dp[j] - dot) * scale;
                         const float* kj = k + (size_t)(b * T + j) * ks + kh * hd;
                         float* dkj = dk + (size_t)(b * T + j) * ks + kh * hd;
-                        for (int i = 0; i < hd; i++) {
-                            dqt[i] += ds * kj[i];
-                            dkj[i] += ds * qt[i];
-                        }
+                        axpyf(dqt, ds, kj, hd);
+                        axpyf(dkj, ds, qt, hd);
                     }
                 }
             }

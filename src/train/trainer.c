@@ -35,8 +35,8 @@ void mx_train_config_default(mx_train_config* c) {
     c->clip = 1.0;
     snprintf(c->train, sizeof c->train, "%s", MX_TINY_TRAIN);
     snprintf(c->val, sizeof c->val, "%s", MX_TINY_VAL);
-    c->val_tokens = 16384;
-    c->eval_every = 20;
+    c->val_tokens = 8192;
+    c->eval_every = 25;
     c->ckpt_every = 0;
     c->telemetry_every = 0;
     c->target_loss = 0;
