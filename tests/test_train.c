@@ -193,6 +193,9 @@ TEST(train_loss_falls) {
     snprintf(p, sizeof p, "%s/falls/config.txt", test_tmpdir());
     CHECK(stat(p, &st) == 0);
     CHECK(log_has("falls", "done: step 30"));
+    /* --target-loss 4: tokens-to-target recorded at the first evaluation at or below 4 */
+    CHECK(test_sh("grep -q '\"event\":\"target\"' %s/falls/metrics.jsonl", test_tmpdir()) == 0);
+    CHECK(test_sh("grep -q '\"tokens_to_target\":[1-9]' %s/falls/summary.json", test_tmpdir()) == 0);
     /* the resolved config loads back with --config and reproduces step 1 */
     char c1[8][32], c2[8][32];
     REQUIRE(test_sh("%s train --config %s/falls/config.txt --steps 30 --halt-at 1 --out %s/cfg > /dev/null 2>&1",
@@ -240,6 +243,20 @@ TEST(train_same_bits_any_thread_count) {
     for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
 }
 
+/* 2 micro-batches of 2 sequences == 1 batch of 4 (the same windows in the
+ * same order; fp32 so only the summation order differs). */
+TEST(train_gradient_accumulation) {
+    REQUIRE(train("acc1", "--steps 3 --eval-every 0 --recipe fp32 --batch 4 --accum 1") == 0);
+    REQUIRE(train("acc2", "--steps 3 --eval-every 0 --recipe fp32 --batch 2 --accum 2") == 0);
+    char a[8][32], b[8][32];
+    REQUIRE(metric_strings("acc1", "loss", a, 8) == 3 && metric_strings("acc2", "loss", b, 8) == 3);
+    for (int i = 0; i < 3; i++) CHECK_NEAR(atof(a[i]), atof(b[i]), 2e-5 * atof(a[i]));
+    REQUIRE(metric_strings("acc1", "grad_norm", a, 8) == 3 && metric_strings("acc2", "grad_norm", b, 8) == 3);
+    for (int i = 0; i < 3; i++) CHECK_NEAR(atof(a[i]), atof(b[i]), 1e-4 * atof(a[i]));
+    REQUIRE(metric_strings("acc2", "tokens", a, 8) >= 2);
+    CHECK(!strcmp(a[1], "128")); /* step 1: 2 x 32 x 2 tokens */
+}
+
 TEST(train_nan_diverges) {
     int rc = train("nan", "--steps 10 --debug-nan-at 4 --recipe mxfp4-fdw-h16");
     CHECK_EQ_INT(rc, 3);
@@ -279,4 +296,16 @@ TEST(train_refuses_bad_shards) {
     CHECK(log_has("tv", "outside the model's vocabulary"));
     CHECK(test_sh("%s train " MICRO " --steps 2 --train %s/nothing*.bin --out %s/tn > /dev/null 2>&1",
                   test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 1);
+}
+
+/* No data flags: the tiny preset on the embedded corpus (build/data, made by `make`). */
+TEST(train_default_corpus) {
+    make_shards(); /* for the environment */
+    REQUIRE(test_sh("test -f build/data/tiny_train.bin && test -f build/data/tiny_val.bin") == 0);
+    REQUIRE(test_sh("%s train --preset tiny --recipe mxfp4-fdw-h16 --steps 2 --batch 2 --val-tokens 512 --out %s/dflt "
+                    "> %s/dflt.log 2>&1", test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 0);
+    CHECK(log_has("dflt", "tiny mxfp4-fdw-h16: 1836160 parameters"));
+    char v[4][32];
+    REQUIRE(metric_strings("dflt", "val_loss", v, 4) == 2);
+    CHECK_NEAR(atof(v[0]), log(4096.0), 0.1); /* the initial model is close to uniform */
 }
