@@ -44,6 +44,15 @@ void mx_train_config_default(mx_train_config* c) {
     snprintf(c->out, sizeof c->out, "runs/tiny");
 }
 
+/* The shortest of %.15g / %.16g / %.17g that reads back to x exactly. */
+static const char* dbl(char* b, double x) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(b, 32, "%.*g", prec, x);
+        if (strtod(b, NULL) == x) break;
+    }
+    return b;
+}
+
 #define ADD(...) do { int k_ = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, __VA_ARGS__); \
                       if (k_ > 0) len += (size_t)k_; } while (0)
 
@@ -58,15 +67,16 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", c->recipe, c->bf16_first, c->bf16_last);
     ADD("batch = %d\nseq = %d\naccum = %d\nsteps = %lld\nseed = %llu\n", c->batch, c->seq, c->accum,
         (long long)c->steps, (unsigned long long)c->seed);
-    ADD("lr = %.17g\nmin-lr-frac = %.17g\nwarmup = %lld\n", c->lr, c->min_lr_frac, (long long)c->warmup);
-    ADD("beta1 = %.17g\nbeta2 = %.17g\nadam-eps = %.17g\nweight-decay = %.17g\nclip = %.17g\n", c->adamw.beta1,
-        c->adamw.beta2, c->adamw.eps, c->adamw.weight_decay, c->clip);
+    char d[7][32];
+    ADD("lr = %s\nmin-lr-frac = %s\nwarmup = %lld\n", dbl(d[0], c->lr), dbl(d[1], c->min_lr_frac), (long long)c->warmup);
+    ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
+        dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
     ADD("train = %s\n", c->train);
     if (!trajectory_only) {
         ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
-        ADD("target-loss = %.9g\nkeep-ckpts = %d\n", c->target_loss, c->keep_ckpts);
+        ADD("target-loss = %s\nkeep-ckpts = %d\n", dbl(d[0], c->target_loss), c->keep_ckpts);
     }
     return (int)len;
 }
