@@ -302,7 +302,7 @@ TEST(train_refuses_bad_shards) {
 TEST(train_default_corpus) {
     make_shards(); /* for the environment */
     REQUIRE(test_sh("test -f build/data/tiny_train.bin && test -f build/data/tiny_val.bin") == 0);
-    REQUIRE(test_sh("%s train --preset tiny --recipe mxfp4-fdw-h16 --steps 2 --batch 2 --val-tokens 512 --out %s/dflt "
+    REQUIRE(test_sh("%s train --preset tiny --recipe mxfp4-fdw-h16 --steps 1 --batch 2 --seq 64 --val-tokens 128 --out %s/dflt "
                     "> %s/dflt.log 2>&1", test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 0);
     CHECK(log_has("dflt", "tiny mxfp4-fdw-h16: 1836160 parameters"));
     char v[4][32];
