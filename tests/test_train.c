@@ -207,7 +207,11 @@ TEST(train_loss_falls) {
 TEST(train_resume_bit_identical) {
     const char* common = "--steps 20 --eval-every 5 --recipe mxfp4-fdw-h16";
     char extra[256];
-    REQUIRE(train("straight", common) == 0);
+    snprintf(extra, sizeof extra, "%s --ckpt-every 5", common); /* not part of the trajectory */
+    REQUIRE(train("straight", extra) == 0);
+    /* checkpoints every 5 steps, the newest 2 kept */
+    CHECK(test_sh("cd %s/straight && test \"$(ls ckpt-*)\" = \"$(printf 'ckpt-00000015.bin\\nckpt-00000020.bin')\"",
+                  test_tmpdir()) == 0);
     snprintf(extra, sizeof extra, "%s --halt-at 10", common);
     REQUIRE(train("split", extra) == 0);
     CHECK(log_has("split", "halted: step 10"));
