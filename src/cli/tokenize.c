@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "mxlm/data.h"
@@ -41,13 +42,14 @@ static char* read_all(FILE* f, size_t* n) {
 int cmd_tokenize(int argc, char** argv) {
     const char* ranks = NULL; const char* pattern = NULL; const char* encoding = NULL;
     const char* jsonl = NULL;
-    int decode = 0, count = 0;
+    int decode = 0, count = 0, timing = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "named encoding (r50k_base cl100k_base o200k_base llama3 tiny)"},
         {"ranks", OPT_STR, &ranks, "tiktoken rank file (base64 token, rank per line)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern: r50k | cl100k | o200k | llama3"},
         {"decode", OPT_FLAG, &decode, "ids on stdin -> bytes on stdout"},
         {"count", OPT_FLAG, &count, "print only the number of tokens"},
+        {"time", OPT_FLAG, &timing, "report the encode time and MB/s on stderr (one thread; loading excluded)"},
         {"jsonl", OPT_STR, &jsonl, "encode each \"text\" of this JSON Lines file (plain/.gz/.zst): one line of ids each"},
     };
     int rc = cli_parse(argc, argv, "tokenize", k_usage, opts, sizeof opts / sizeof opts[0], NULL, NULL);
@@ -102,7 +104,16 @@ int cmd_tokenize(int argc, char** argv) {
     int ret = 0;
     if (!decode) {
         mx_ids ids = {0};
-        if (mx_tok_encode(t, in, n, &ids)) { fprintf(stderr, "mxlm tokenize: %s\n", mx_last_error()); ret = 1; }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int erc = mx_tok_encode(t, in, n, &ids);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (timing && !erc) {
+            double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            fprintf(stderr, "{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.2f}\n", n, ids.n, s,
+                    (double)n / 1e6 / s);
+        }
+        if (erc) { fprintf(stderr, "mxlm tokenize: %s\n", mx_last_error()); ret = 1; }
         else if (count) printf("%zu\n", ids.n);
         else {
             for (size_t i = 0; i < ids.n; i++) printf(i ? " %u" : "%u", ids.ids[i]);
