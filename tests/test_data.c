@@ -110,6 +110,24 @@ TEST(shard_write_failure_leaves_nothing) {
 }
 
 /* ---- the embedded corpus and the tiny tokenizer (built by `make`) ---- */
+static uint64_t fnv_file(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return 0;
+    uint64_t h = 1469598103934665603ull;
+    int c;
+    while ((c = fgetc(f)) != EOF) { h ^= (uint8_t)c; h *= 1099511628211ull; }
+    fclose(f);
+    return h;
+}
+/* Reproducibility: the tiny rank file and shards are the same bytes on every machine and run
+ * (FNV-1a 64 of the files; sha256 in docs/data.md). A change to the corpus, the BPE trainer, the
+ * tokenizer or prep that alters them must update these on purpose. */
+TEST(tiny_outputs_golden_hash) {
+    uint64_t h1 = fnv_file(MX_TINY_RANKS), h2 = fnv_file(MX_TINY_TRAIN), h3 = fnv_file(MX_TINY_VAL);
+    CHECKF(h1 == 0x92acecd067491f73ull, "tiny.tiktoken fnv 0x%016llx", (unsigned long long)h1);
+    CHECKF(h2 == 0x61de627a2ff2bfe2ull, "tiny_train.bin fnv 0x%016llx", (unsigned long long)h2);
+    CHECKF(h3 == 0x6043196977cf23f1ull, "tiny_val.bin fnv 0x%016llx", (unsigned long long)h3);
+}
 TEST(tiny_shards_from_make) {
     mx_shard tr, va;
     REQUIRE(mx_shard_open(&tr, MX_TINY_TRAIN) == 0);
