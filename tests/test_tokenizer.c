@@ -128,6 +128,16 @@ TEST(tok_pretokenize_patterns) {
     check_split(MX_PAT_O200K, "\xc3\x89t\xc3\xa9 \xc7\x85ungla", "\xc3\x89t\xc3\xa9| \xc7\x85ungla");
 }
 
+/* The committed tables are Unicode 17.0 (the references' regex engine): letters assigned in 15.1-17.0
+ * and U+0295 (Ll -> Lo in 17.0) must classify as the references classify them. */
+TEST(tok_unicode_17_tables) {
+    check_split(MX_PAT_R50K, "a\xe0\xa2\x8f" "b", "a\xe0\xa2\x8f" "b");          /* U+088F: letter (17.0) */
+    check_split(MX_PAT_R50K, "a\xf0\xae\xaf\xb0" "b", "a\xf0\xae\xaf\xb0" "b");  /* U+2EBF0: CJK Ext. I (15.1) */
+    check_split(MX_PAT_R50K, "a\xe2\x82\xac" "b", "a|\xe2\x82\xac|b");             /* U+20AC euro: not a letter */
+    check_split(MX_PAT_R50K, "1\xd9\xa3" "2", "1\xd9\xa3" "2");                      /* U+0663: a digit */
+    check_split(MX_PAT_O200K, "\xca\x95" "A", "\xca\x95|A");   /* as the reference regex splits it */
+}
+
 TEST(tok_utf8_repair_whatwg) {
     struct { const char* in; size_t n; const char* out; } c[] = {
         {"a\xf0\x9f\x98" "b", 5, "a\xef\xbf\xbd" "b"},                   /* truncated 4-byte: one U+FFFD */
