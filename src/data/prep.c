@@ -42,7 +42,8 @@ void mx_docs_close(mx_docs* d) {
 }
 uint64_t mx_docs_bytes_read(const mx_docs* d) { return d->bytes_done + (d->r ? mx_reader_bytes_read(d->r) : 0); }
 
-int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, int64_t* line) {
+/* The next document unparsed: a JSON line (*is_json = 1; valid until the next call) or a whole text file. */
+static int docs_next_raw(mx_docs* d, const char** raw, size_t* len, const char** file, int64_t* line, int* is_json) {
     free(d->text); d->text = NULL;
     for (;;) {
         if (!d->r) {
@@ -56,7 +57,7 @@ int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, 
                 if (rc) return rc;
                 d->bytes_done += mx_reader_bytes_read(d->r);
                 mx_reader_close(d->r); d->r = NULL;
-                *text = d->text; *len = d->text_len; *file = d->paths[d->cur]; *line = 0;
+                *raw = d->text; *len = d->text_len; *file = d->paths[d->cur]; *line = 0; *is_json = 0;
                 return 1;
             }
         }
@@ -72,12 +73,22 @@ int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, 
         size_t s = 0;
         while (s < ll && (ln[s] == ' ' || ln[s] == '\t')) s++;
         if (s == ll) continue; /* blank line */
-        size_t col;
-        int rc = mx_json_get_string(ln, ll, d->field, &d->text, &d->text_len, &col);
-        if (rc) return mx_fail(rc, "%s:%lld: %s", d->paths[d->cur], (long long)mx_reader_line_no(d->r), mx_last_error());
-        *text = d->text; *len = d->text_len; *file = d->paths[d->cur]; *line = mx_reader_line_no(d->r);
+        *raw = ln; *len = ll; *file = d->paths[d->cur]; *line = mx_reader_line_no(d->r); *is_json = 1;
         return 1;
     }
+}
+
+int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, int64_t* line) {
+    const char* raw; size_t rl; int js;
+    int k = docs_next_raw(d, &raw, &rl, file, line, &js);
+    if (k <= 0 || !js) { if (k == 1) { *text = raw; *len = rl; } return k; }
+    size_t col;
+    char* t; size_t tl;
+    int rc = mx_json_get_string(raw, rl, d->field, &t, &tl, &col);
+    if (rc) return mx_fail(rc, "%s:%lld: %s", *file, (long long)*line, mx_last_error());
+    d->text = t; d->text_len = tl;
+    *text = t; *len = tl;
+    return 1;
 }
 
 int mx_docs_count(const char* const* paths, int n_paths, int format, const char* field, int64_t* n_docs) {
@@ -85,9 +96,9 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
     *n_docs = 0;
     int rc = mx_docs_open(&d, paths, n_paths, format, field);
     if (rc) return rc;
-    const char* t; size_t l; const char* f; int64_t ln;
+    const char* t; size_t l; const char* f; int64_t ln; int js;
     int k;
-    while ((k = mx_docs_next(d, &t, &l, &f, &ln)) == 1) (*n_docs)++;
+    while ((k = docs_next_raw(d, &t, &l, &f, &ln, &js)) == 1) (*n_docs)++;
     mx_docs_close(d);
     return k < 0 ? k : 0;
 }
@@ -160,7 +171,12 @@ static int sink_commit(sink* s) {
     return 0;
 }
 
-typedef struct { char* text; size_t len; const char* file; int64_t line; mx_ids ids; int bad; size_t bad_off; int rc; } pdoc;
+typedef struct {
+    char* raw; size_t raw_len; int is_json;   /* the JSON line or the whole text file */
+    char* text; size_t len;                   /* the document text (== raw for text files) */
+    const char* file; int64_t line; mx_ids ids;
+    int bad; size_t bad_off; int rc; char err[400];
+} pdoc;
 
 int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     memset(st, 0, sizeof *st);
@@ -198,39 +214,46 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     while (!eof && !rc) {
         int nb = 0; size_t bytes = 0;
         while (nb < MAXB && bytes < MAXBYTES) {
-            const char* t; size_t l; const char* f; int64_t ln;
-            int k = mx_docs_next(d, &t, &l, &f, &ln);
+            const char* t; size_t l; const char* f; int64_t ln; int js;
+            int k = docs_next_raw(d, &t, &l, &f, &ln, &js);
             if (k < 0) { rc = k; break; }
             if (k == 0) { eof = 1; break; }
             pdoc* p = &batch[nb++];
-            p->text = malloc(l + 1);
-            if (!p->text) { rc = mx_fail(MX_ENOMEM, "out of memory"); break; }
-            memcpy(p->text, t, l); p->len = l; p->file = f; p->line = ln;
-            p->ids.n = 0; p->bad = 0; p->rc = 0;
+            p->raw = malloc(l + 1);
+            if (!p->raw) { rc = mx_fail(MX_ENOMEM, "out of memory"); break; }
+            memcpy(p->raw, t, l); p->raw[l] = 0; p->raw_len = l; p->is_json = js; p->file = f; p->line = ln;
+            p->text = NULL; p->len = 0;
+            p->ids.n = 0; p->bad = 0; p->rc = 0; p->err[0] = 0;
             bytes += l;
         }
         if (!rc) {
 #pragma omp parallel for schedule(dynamic, 4)
             for (int i = 0; i < nb; i++) {
                 pdoc* p = &batch[i];
+                if (p->is_json) {
+                    size_t col;
+                    p->rc = mx_json_get_string(p->raw, p->raw_len, o->field ? o->field : "text", &p->text, &p->len, &col);
+                    if (p->rc) { snprintf(p->err, sizeof p->err, "%s:%lld: %s", p->file, (long long)p->line, mx_last_error()); continue; }
+                } else { p->text = p->raw; p->len = p->raw_len; }
                 size_t v = mx_utf8_valid_prefix(p->text, p->len);
                 if (v != p->len) { p->bad = 1; p->bad_off = v; continue; }
                 p->rc = mx_ids_push(&p->ids, doc_tok);
                 if (!p->rc) p->rc = mx_tok_encode(o->tok, p->text, p->len, &p->ids);
-                if (p->rc) p->rc = mx_fail(p->rc, "%s: %s", p->file, mx_last_error());
+                if (p->rc) snprintf(p->err, sizeof p->err, "%s: %s", p->file, mx_last_error());
             }
         }
         for (int i = 0; i < nb; i++) {
             pdoc* p = &batch[i];
             if (!rc) {
-                if (p->bad) {
+                if (p->rc) rc = mx_fail(p->rc, "%s", p->err);
+                else if (p->bad) {
                     if (o->skip_bad) st->skipped++;
                     else if (p->line > 0)
                         rc = mx_fail(MX_EFORMAT, "%s:%lld: invalid UTF-8 at byte %zu of the \"%s\" text (--skip-bad skips such documents)",
                                      p->file, (long long)p->line, p->bad_off, o->field ? o->field : "text");
                     else
                         rc = mx_fail(MX_EFORMAT, "%s: invalid UTF-8 at byte %zu (--skip-bad skips such documents)", p->file, p->bad_off);
-                } else if (p->rc) rc = mx_fail(p->rc, "%s", "tokenizer failed");
+                }
                 if (!rc && !p->bad) {
                     sink* s = &sk[doc_index >= n_train];
                     rc = sink_add(s, p->ids.ids, p->ids.n, shard_tokens, version);
@@ -239,7 +262,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
                 }
                 if (!rc) doc_index++;
             }
-            free(p->text); p->text = NULL;
+            if (p->text != p->raw) free(p->text);
+            free(p->raw); p->raw = NULL; p->text = NULL;
         }
         st->docs = doc_index;
         if (o->progress && !rc)
