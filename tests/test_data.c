@@ -280,6 +280,13 @@ TEST(prep_bad_inputs) {
     CHECK_EQ_INT(sh.n_tokens, (int64_t)ids.n + 1);
     for (size_t i = 0; i < ids.n && (int64_t)i + 1 < sh.n_tokens; i++) CHECK_EQ_INT(mx_shard_token(&sh, (int64_t)i + 1), ids.ids[i]);
     mx_ids_free(&ids); mx_tok_free(t); mx_shard_close(&sh);
+    /* a zstd-compressed text file gives the same shard; tokenize --jsonl gives one line of ids per document */
+    CHECK_EQ_INT(test_sh("cd %s && zstd -q -f doc.txt -o doc.txt.zst && cp q_train_000000.bin plain.bin && rm -f q_* && "
+                         "%s doc.txt.zst && cmp q_train_000000.bin plain.bin", d, cmd), 0);
+    CHECK_EQ_INT(test_sh("cd %s && printf '{\"text\": \"plain text\\\\n\\\\nfile\"}\n\n{\"text\": \"x\"}\n' | gzip -c > two.jsonl.gz && "
+                         "%s/%s tokenize --ranks %s/tests/fixtures/tokenizer/r50k_base.trim.tiktoken --pattern r50k --jsonl two.jsonl.gz > ids.txt && "
+                         "test $(wc -l < ids.txt) = 2 && head -1 ids.txt | %s/%s tokenize --decode --ranks %s/tests/fixtures/tokenizer/r50k_base.trim.tiktoken "
+                         "--pattern r50k | cmp - doc.txt", d, pwd, bin, pwd, pwd, bin, pwd), 0);
 }
 
 TEST(json_field_parser) {
