@@ -118,7 +118,8 @@ int mx_bpe_train(const char* const* inputs, int n_inputs, int64_t n_docs, int vo
     sym = calloc(nw ? nw : 1, sizeof *sym); slen = calloc(nw ? nw : 1, sizeof *slen); wc = calloc(nw ? nw : 1, sizeof *wc);
     tb = calloc((size_t)n_tok, sizeof *tb); tl = calloc((size_t)n_tok, sizeof *tl);
     if (!sym || !slen || !wc || !tb || !tl) { rc = mx_fail(MX_ENOMEM, "out of memory"); goto done; }
-    /* words in a fixed order (by their bytes) so nothing depends on hash layout */
+    /* words in table order: the counts are sums and ties go to the smaller pair key, so the result does not
+     * depend on the order (and FNV-1a + fixed growth make the order itself the same everywhere) */
     {
         uint64_t w = 0;
         wslot** order = malloc((nw ? nw : 1) * sizeof *order);
