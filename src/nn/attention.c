@@ -3,6 +3,7 @@
  * Query head h uses KV head h / (H / KV). Parallel over (batch, KV head): each
  * task owns its dk/dv rows, so the sums run in a fixed order. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mxlm/model.h"
@@ -31,44 +32,66 @@ static inline void axpyf(float* y, float a, const float* x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
+/* dst[hd, T] = the KV head's rows of src [B*T, ks], transposed, for batch b */
+static void gather_t(float* dst, const float* src, int b, int T, int ks, int off, int hd) {
+    for (int j = 0; j < T; j++) {
+        const float* r = src + (size_t)(b * T + j) * ks + off;
+        for (int i = 0; i < hd; i++) dst[(size_t)i * T + j] = r[i];
+    }
+}
+
+/* AVX2 clones where the CPU has it: the same elementwise operations in the
+ * same order as the baseline build (C11 mode: no FMA contraction), so the
+ * bits do not depend on which clone runs. */
+#define MX_CLONES __attribute__((target_clones("avx2", "default")))
+
+MX_CLONES void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
                           int H, int KV, int hd) {
     /* out [B*T, H*hd], att [B, H, T, T], q [B*T, H*hd], k, v [B*T, KV*hd] */
     const int G = H / KV, qs = H * hd, ks = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H, kh = h / G;
-        float* A = att + (size_t)bh * T * T; /* [T, T] */
-        for (int t = 0; t < T; t++) {
-            const float* qt = q + (size_t)(b * T + t) * qs + h * hd;
-            float* row = A + (size_t)t * T;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                const float* kj = k + (size_t)(b * T + j) * ks + kh * hd;
-                float s = dotf(qt, kj, hd) * scale;
-                row[j] = s;
-                mx = s > mx ? s : mx;
-            }
-            float sum = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                float e = expf(row[j] - mx);
-                row[j] = e;
-                sum += e;
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++) row[j] *= inv;
-            for (int j = t + 1; j < T; j++) row[j] = 0.0f;
-            float* ot = out + (size_t)(b * T + t) * qs + h * hd;
-            for (int i = 0; i < hd; i++) ot[i] = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                axpyf(ot, row[j], v + (size_t)(b * T + j) * ks + kh * hd, hd);
+#pragma omp parallel
+    {
+        float* Kt = malloc(sizeof(float) * hd * T); /* [hd, T] this head's keys, transposed */
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H, kh = h / G;
+            float* A = att + (size_t)bh * T * T; /* [T, T] */
+            if (Kt) gather_t(Kt, k, b, T, ks, kh * hd, hd);
+            for (int t = 0; t < T; t++) {
+                const float* qt = q + (size_t)(b * T + t) * qs + h * hd;
+                float* row = A + (size_t)t * T;
+                /* scores s_j = q_t . k_j for j <= t: hd axpys along j (no horizontal sums) */
+                if (Kt) {
+                    for (int j = 0; j <= t; j++) row[j] = 0.0f;
+                    for (int i = 0; i < hd; i++) axpyf(row, qt[i], Kt + (size_t)i * T, t + 1);
+                } else {
+                    for (int j = 0; j <= t; j++) row[j] = dotf(qt, k + (size_t)(b * T + j) * ks + kh * hd, hd);
+                }
+                float mx = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    row[j] *= scale;
+                    mx = row[j] > mx ? row[j] : mx;
+                }
+                float sum = 0.0f;
+                for (int j = 0; j <= t; j++) {
+                    float e = expf(row[j] - mx);
+                    row[j] = e;
+                    sum += e;
+                }
+                float inv = 1.0f / sum;
+                for (int j = 0; j <= t; j++) row[j] *= inv;
+                for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+                float* ot = out + (size_t)(b * T + t) * qs + h * hd;
+                for (int i = 0; i < hd; i++) ot[i] = 0.0f;
+                for (int j = 0; j <= t; j++) axpyf(ot, row[j], v + (size_t)(b * T + j) * ks + kh * hd, hd);
             }
         }
+        free(Kt);
     }
 }
 
-void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
+MX_CLONES void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
                            const float* k, const float* v, int B, int T, int H, int KV, int hd) {
     /* dq [B*T, H*hd], dk, dv [B*T, KV*hd] (overwritten); dout [B*T, H*hd] */
     const int G = H / KV, qs = H * hd, ks = KV * hd;
@@ -76,9 +99,11 @@ void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, c
 #pragma omp parallel
     {
         float dp[8192]; /* [T]; T <= 8192 on the CPU */
+        float* Vt = malloc(sizeof(float) * hd * T); /* [hd, T] this KV head's values, transposed */
 #pragma omp for schedule(static)
         for (int bk = 0; bk < B * KV; bk++) {
             int b = bk / KV, kh = bk % KV;
+            if (Vt) gather_t(Vt, v, b, T, ks, kh * hd, hd);
             for (int t = 0; t < T; t++) {
                 memset(dk + (size_t)(b * T + t) * ks + kh * hd, 0, sizeof(float) * hd);
                 memset(dv + (size_t)(b * T + t) * ks + kh * hd, 0, sizeof(float) * hd);
@@ -90,14 +115,17 @@ void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, c
                     const float* go = dout + (size_t)(b * T + t) * qs + h * hd;
                     const float* qt = q + (size_t)(b * T + t) * qs + h * hd;
                     float* dqt = dq + (size_t)(b * T + t) * qs + h * hd;
+                    /* dp_j = dout_t . v_j (hd axpys along j), dv_j += p_tj dout_t */
+                    if (Vt) {
+                        for (int j = 0; j <= t; j++) dp[j] = 0.0f;
+                        for (int i = 0; i < hd; i++) axpyf(dp, go[i], Vt + (size_t)i * T, t + 1);
+                    } else {
+                        for (int j = 0; j <= t; j++) dp[j] = dotf(go, v + (size_t)(b * T + j) * ks + kh * hd, hd);
+                    }
                     float dot = 0.0f;
                     for (int j = 0; j <= t; j++) {
-                        const float* vj = v + (size_t)(b * T + j) * ks + kh * hd;
-                        float* dvj = dv + (size_t)(b * T + j) * ks + kh * hd;
-                        float s = dotf(go, vj, hd), p = row[j];
-                        axpyf(dvj, p, go, hd);
-                        dp[j] = s;
-                        dot += p * s;
+                        axpyf(dv + (size_t)(b * T + j) * ks + kh * hd, row[j], go, hd);
+                        dot += row[j] * dp[j];
                     }
                     for (int i = 0; i < hd; i++) dqt[i] = 0.0f;
                     for (int j = 0; j <= t; j++) {
@@ -110,5 +138,6 @@ void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, c
                 }
             }
         }
+        free(Vt);
     }
 }
