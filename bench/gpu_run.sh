@@ -24,6 +24,13 @@ if has bench; then
     { $b info; echo; $b bench hadamard; echo; $b bench quant; echo; $b bench gemm; echo; $b bench gemm --M 8192 --N 8192 --K 8192; } > "$out/bench.log" 2>&1
     cat "$out/bench.log"
 fi
+if has ncu; then
+    echo "== ncu (hardware counters; clocks left alone)"
+    secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats"
+    ncu --clock-control none -k regex:k_qrow --launch-skip 2 --launch-count 1 $secs build/cuda/mxlm bench quant --iters 1 > "$out/ncu_row.txt" 2>&1
+    ncu --clock-control none -k regex:k_quant --launch-skip 2 --launch-count 1 $secs build/cuda/mxlm bench hadamard --iters 1 > "$out/ncu_tile.txt" 2>&1
+    grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Executed Ipc A|Issue Slots Busy|Stall|No Eligible|Block Limit|Executed Instructions  |Dynamic Shared" "$out/ncu_row.txt" "$out/ncu_tile.txt" | head -60
+fi
 if has sanitize; then
     echo "== compute-sanitizer"
     flt=("quant[0] " "quant[3] " "quant[4] " "quant[6] " "quant[8] " "quant[13] " "quant-edge" "fp8")

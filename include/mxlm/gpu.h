@@ -131,6 +131,10 @@ int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const floa
 int mxg_gemm_mxfp4_exact(const mxg_fp4* A, const mxg_fp4* B, uint16_t* wa, uint16_t* wb, void* C, mxg_dtype c_type,
                          void* stream);
 
+/* Test hook: count the float inputs (all 2^32) on which the quantizers'
+ * branch-free E2M1 rounding differs from mx_e2m1_rne (must be 0). Synchronous. */
+int mxg_selftest_e2m1(unsigned long long* mismatches);
+
 /* Release the cuBLASLt handle, plans and workspace (optional at exit). */
 void mxg_shutdown(void);
 

@@ -19,4 +19,7 @@
 
 #define MXG_STREAM(s) ((cudaStream_t)(s))
 
+/* Free quant.cu's scratch (called by mxg_shutdown). */
+void mxg_quant_release(void);
+
 #endif

@@ -39,6 +39,7 @@ struct Plan {
     cublasLtMatmulAlgo_t algo;
 };
 Plan g_plans[32];
+float* g_dummy_scale = NULL;  // placeholder scale vector for the heuristic query
 int g_nplans = 0;
 
 int lt_init(void) {
@@ -73,10 +74,9 @@ int make_plan(Plan* p, int mode, int at, int bt, int ct, int M, int N, int K) {
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &sm, sizeof sm));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &sm, sizeof sm));
         /* the pointers are set per call; set placeholders so the heuristic knows scaling is on */
-        static float* dummy = NULL;
-        if (!dummy) CU_TRY(cudaMalloc(&dummy, 4096 * sizeof(float)));
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy));
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy));
+        if (!g_dummy_scale) CU_TRY(cudaMalloc(&g_dummy_scale, 4096 * sizeof(float)));
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g_dummy_scale, sizeof g_dummy_scale));
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g_dummy_scale, sizeof g_dummy_scale));
     }
     /* cuBLASLt A = our B (K x N col-major, ld K), B = our A (K x M, ld K), D = N x M (ld N) */
     LT_TRY(cublasLtMatrixLayoutCreate(&p->la, cuda_type(bt), K, N, K));
@@ -167,6 +167,9 @@ extern "C" void mxg_shutdown(void) {
         cublasLtMatrixLayoutDestroy(p->la); cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->lc);
     }
     g_nplans = 0;
+    if (g_dummy_scale) cudaFree(g_dummy_scale);
+    g_dummy_scale = NULL;
+    mxg_quant_release();
     if (g_ws) cudaFree(g_ws);
     g_ws = NULL;
     if (g_lt) cublasLtDestroy(g_lt);

@@ -82,6 +82,28 @@ __device__ __forceinline__ void fwht_rt(float (&v)[32], int n) {
     }
 }
 
+/* mx_e2m1_rne without branches (a divergent if-chain per element costs the
+ * warp every path its lanes take): the code is the number of RNE thresholds
+ * that |v| passes, ties as in mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1,
+ * 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4); NaN -> 0. Equal to mx_e2m1_rne on all
+ * 2^32 inputs: checked exhaustively by mxg_selftest_e2m1 (tests/gpu). */
+__device__ __forceinline__ uint32_t e2m1_rne_fast(float v) {
+    float a = fabsf(v);
+    uint32_t c = (uint32_t)(a > 0.25f) + (uint32_t)(a >= 0.75f) + (uint32_t)(a > 1.25f) + (uint32_t)(a >= 1.75f) +
+                 (uint32_t)(a > 2.5f) + (uint32_t)(a >= 3.5f) + (uint32_t)(a > 5.0f);
+    c |= (mx_f2u(v) >> 28) & 8u;
+    return a == a ? c : 0u;
+}
+
+__global__ void k_selftest_e2m1(unsigned long long* bad) {
+    unsigned long long nb = 0;
+    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < (1ull << 32); u += (uint64_t)gridDim.x * blockDim.x) {
+        float v = mx_u2f((uint32_t)u);
+        nb += e2m1_rne_fast(v) != (uint32_t)mx_e2m1_rne(v);
+    }
+    if (nb) atomicAdd(bad, nb);
+}
+
 /* Quantize 32 values (already rotated) into packed codes; returns the scale
  * byte. l32: the 32 lanes of the warp form one 32x32 tile (amax and NaN
  * shared). SR bits for element i come from index base + i*stride. */
@@ -124,19 +146,13 @@ __device__ __forceinline__ uint8_t quant32(const float (&v)[32], int rule, int l
             for (int i = 0; i < 32; i++) rb[i] = mx_rand_u32(seed, MX_RNG_SR, tid, base + (uint64_t)i * stride);
         }
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-            float q = v[i] * inv;
-            clip |= fabsf(q) > 6.0f;
-            pk[i >> 3] |= (uint32_t)mx_e2m1_sr(q, rb[i]) << (4 * (i & 7));
-        }
+        for (int i = 0; i < 32; i++) pk[i >> 3] |= (uint32_t)mx_e2m1_sr(v[i] * inv, rb[i]) << (4 * (i & 7));
     } else {
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-            float q = v[i] * inv;
-            clip |= fabsf(q) > 6.0f;
-            pk[i >> 3] |= (uint32_t)mx_e2m1_rne(q) << (4 * (i & 7));
-        }
+        for (int i = 0; i < 32; i++) pk[i >> 3] |= e2m1_rne_fast(v[i] * inv) << (4 * (i & 7));
     }
+    /* an element beyond 6 after scaling <=> amax * inv > 6 (scaling by a power of two is monotone) */
+    clip = amax * inv > 6.0f;
     if (l32) clip = __any_sync(0xffffffffu, clip);
     return sb;
 }
@@ -494,7 +510,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     uint8_t* scales = a.s[0].scales;
     uint8_t* e4m3 = a.s[0].e4m3;
     float* fscale = a.s[0].fscale;
-    if (tid < 240) lut[tid] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(tid & 15)) * mx_exp2i((tid >> 4) - 14 + 6));
+    for (int i = tid; i < 240; i += 128) lut[i] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(i & 15)) * mx_exp2i((i >> 4) - 14 + 6));
     if (tid < 2) cnt[tid] = 0;
     __syncthreads();
     const T* xr = (const T*)a.x + (size_t)r * cols;
@@ -875,9 +891,15 @@ extern "C" int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void*
     return MX_OK;
 }
 
+static unsigned* d_bits = NULL;  // one word of scratch for the amax, kept until mxg_shutdown
+
+void mxg_quant_release(void) {
+    if (d_bits) cudaFree(d_bits);
+    d_bits = NULL;
+}
+
 extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
                                 float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
-    static unsigned* d_bits = NULL;  // one word of scratch, kept
     if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
     if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
     if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
@@ -894,6 +916,17 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
         else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes);
         CU_LAUNCHED();
     }
+    return MX_OK;
+}
+
+extern "C" int mxg_selftest_e2m1(unsigned long long* mismatches) {
+    unsigned long long* d;
+    CU_TRY(cudaMalloc(&d, sizeof *d));
+    CU_TRY(cudaMemset(d, 0, sizeof *d));
+    k_selftest_e2m1<<<132 * 16, 256>>>(d);
+    CU_LAUNCHED();
+    CU_TRY(cudaMemcpy(mismatches, d, sizeof *d, cudaMemcpyDeviceToHost));
+    CU_TRY(cudaFree(d));
     return MX_OK;
 }
 

@@ -55,6 +55,12 @@ static void fail(const char* fmt, ...) {
         if (r_) { fail("%s:%d: %s -> %d: %s", __FILE__, __LINE__, #call, r_, mx_last_error()); return; } \
     } while (0)
 
+#define MXC(call)                                                                                    \
+    do {                                                                                             \
+        int r_ = (call);                                                                             \
+        if (r_) fail("%s:%d: %s -> %d: %s", __FILE__, __LINE__, #call, r_, mx_last_error());         \
+    } while (0)
+
 /* ---- random inputs ---- */
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd64(void) {
@@ -517,6 +523,7 @@ static void gemm_case(int M, int N, int K, int had, int oow_row, const char* fil
     C = getC();
     e = compare_gemm(C, qa, qb, M, N, K);
     printf("    fast path FP8 VEC128_32F: max |err|/sum|ab| %.3g, norm rel %.3g, NaN %d\n", e.max_rel_bound, e.nrm_rel, e.nan);
+    /* measured: <= 6.1e-5 of sum|ab| (FP8 tensor-core accumulation, FAST_ACCUM off); bound 2^-12 */
     double fast_bound = oow_row ? 1e-2 : ldexp(1.0, -12);
     if (e.nan || e.max_rel_bound > fast_bound) fail("%s fast vec128: %d NaN, max rel %.3g", name, e.nan, e.max_rel_bound);
     if (g_fail_case) g_fail++; else g_pass++;
@@ -558,7 +565,10 @@ static void gemm_case(int M, int N, int K, int had, int oow_row, const char* fil
             for (size_t i = 0; i < rb.size(); i++) rb[i] = mx_e4m3_decode(h8b[i]) * (double)hs[12];
             e = compare_gemm(C, ra, rb, M, N, K);
             printf("    FP8 per-tensor %s x E4M3: max |err|/sum|ab| %.3g, norm rel %.3g, NaN %d\n", k5 ? "E5M2" : "E4M3", e.max_rel_bound, e.nrm_rel, e.nan);
-            if (e.nan || e.max_rel_bound > ldexp(1.0, -12)) fail("%s fp8 per-tensor: max rel %.3g", name, e.max_rel_bound);
+            /* measured on the H200 with cuBLASLt 13.1: up to 4.2e-4 of sum|ab| (FAST_ACCUM off), far above the
+             * VEC128/OUTER kernels' <= 6e-5: the per-tensor kernels promote the FP8 tensor-core partial sums
+             * to FP32 less often. Bound 2^-10. */
+            if (e.nan || e.max_rel_bound > ldexp(1.0, -10)) fail("%s fp8 per-tensor: max rel %.3g", name, e.max_rel_bound);
         }
         CK(cudaFree(qa8)); CK(cudaFree(qb8)); CK(cudaFree(sc));
         if (g_fail_case) g_fail++; else g_pass++;
@@ -590,6 +600,14 @@ int main(int argc, char** argv) {
     if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
     else g_rng ^= (uint64_t)time(NULL);  /* fresh inputs each run; the seed is printed */
     printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
+    if (wanted("e2m1-exhaustive", "e2m1")) {
+        unsigned long long bad = 1;
+        g_fail_case = 0;
+        MXC(mxg_selftest_e2m1(&bad));
+        printf("  e2m1 RNE, all 2^32 floats: %llu mismatches with mx_e2m1_rne\n", bad);
+        if (bad) fail("branch-free E2M1 rounding differs from mx_e2m1_rne on %llu inputs", bad);
+        if (g_fail_case) g_fail++; else g_pass++;
+    }
     test_quant(filter);
     test_fp8(filter);
     gemm_case(256, 384, 512, 16, 0, filter);
