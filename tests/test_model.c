@@ -95,10 +95,12 @@ static void att_loss(const float* q, const float* k, const float* v, const float
     free(att);
 }
 
-TEST(attention_grad_fd) {
-    enum { B = 2, T = 6, H = 4, KV = 2, HD = 8 };
-    enum { NQ = B * T * H * HD, NK = B * T * KV * HD };
-    float q[NQ], k[NK], v[NK], R[NQ], out[NQ], att[B * H * T * T], dq[NQ], dk[NK], dv[NK];
+/* FD check of attention for one shape (hd >= 8 and T > 8 exercise the
+ * 8-wide paths). */
+static void attention_fd(int B, int T, int H, int KV, int HD, int stride) {
+    size_t NQ = (size_t)B * T * H * HD, NK = (size_t)B * T * KV * HD;
+    float *q = malloc(NQ * 4), *k = malloc(NK * 4), *v = malloc(NK * 4), *R = malloc(NQ * 4), *out = malloc(NQ * 4);
+    float *att = malloc((size_t)B * H * T * T * 4), *dq = malloc(NQ * 4), *dk = malloc(NK * 4), *dv = malloc(NK * 4);
     fill(q, NQ, 11, 1.0f);
     fill(k, NK, 12, 1.0f);
     fill(v, NK, 13, 1.0f);
@@ -109,15 +111,15 @@ TEST(attention_grad_fd) {
     for (int j = 0; j < T; j++) s += att[3 * T + j];
     CHECK_NEAR(s, 1.0, 1e-6);
     CHECK_SAME_F(att[3 * T + 4], 0.0f);
-    /* position 0 attends only to itself: out = v of its KV head (h=3 -> kv 1) */
-    CHECK_NEAR(out[3 * HD + 2], v[1 * HD + 2], 1e-6);
+    /* position 0 attends only to itself: out = v of its KV head (h = H-1 -> kv KV-1) */
+    CHECK_NEAR(out[(H - 1) * HD + 2], v[(KV - 1) * HD + 2], 1e-6);
     mx_attention_backward(dq, dk, dv, R, att, q, k, v, B, T, H, KV, HD);
     const float eps = 1e-2f;
     float* arrs[3] = {q, k, v};
     float* grads[3] = {dq, dk, dv};
-    int ns[3] = {NQ, NK, NK};
+    size_t ns[3] = {NQ, NK, NK};
     for (int a = 0; a < 3; a++)
-        for (int i = 0; i < ns[a]; i += 13) {
+        for (size_t i = 0; i < ns[a]; i += (size_t)stride) {
             float sv = arrs[a][i];
             double lp, lm;
             arrs[a][i] = sv + eps; att_loss(q, k, v, R, &lp, B, T, H, KV, HD);
@@ -125,6 +127,12 @@ TEST(attention_grad_fd) {
             arrs[a][i] = sv;
             CHECK_GRAD((lp - lm) / (2 * eps), grads[a][i]);
         }
+    free(q); free(k); free(v); free(R); free(out); free(att); free(dq); free(dk); free(dv);
+}
+
+TEST(attention_grad_fd) {
+    attention_fd(2, 6, 4, 2, 8, 13);    /* short rows: scalar tails */
+    attention_fd(1, 12, 2, 1, 32, 41);  /* head dim 32, rows past 8: the vector paths */
 }
 
 TEST(swiglu_grad_fd) {
