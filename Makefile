@@ -47,9 +47,9 @@ $(B_ASAN)/mxlm: $(call objs,$(B_ASAN),$(LIB_SRC) $(CLI_SRC))
 test: mxlm $(B_CPU)/tests/run $(B_ASAN)/tests/run $(B_ASAN)/mxlm
 	@bash tests/run.sh
 test-cpu: mxlm $(B_CPU)/tests/run
-	MXLM_BIN=./mxlm $(B_CPU)/tests/run $(T)
+	OMP_WAIT_POLICY=passive MXLM_BIN=./mxlm $(B_CPU)/tests/run $(T)
 test-asan: $(B_ASAN)/tests/run $(B_ASAN)/mxlm
-	MXLM_BIN=$(B_ASAN)/mxlm $(B_ASAN)/tests/run $(T)
+	OMP_WAIT_POLICY=passive MXLM_BIN=$(B_ASAN)/mxlm $(B_ASAN)/tests/run $(T)
 
 # Fragments owned by parts of the project (data preparation, CUDA build).
 include $(sort $(wildcard mk/*.mk))

@@ -489,3 +489,31 @@ TEST(fakequant_equals_quantize_dequantize) {
 out:
     free(x); free(a); free(b);
 }
+
+/* The fast 1x32 fake-quant path computes RNE in the value domain; it must
+ * equal the code-domain reference at and around every midpoint of the grid
+ * (10^5 consecutive floats on each side) and everywhere in between. */
+TEST(fakequant_rne_fast_path_at_every_midpoint) {
+    const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.0f, 2.5f, 3.5f, 4.0f, 5.0f, 6.0f, 0.5f, 1.0f, 3.0f};
+    float x[32], y[32];
+    int64_t clipped;
+    mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
+    for (size_t m = 0; m < sizeof mids / sizeof mids[0]; m++)
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float v = mids[m];
+            for (int k = 0; k < 100000; k++) v = nextafterf(v, 0);
+            for (int k = 0; k < 200000; k += 31) {
+                /* element 0 fixes the scale at 2^0 (amax 4 -> floor e = 0); 31 values probed */
+                x[0] = 4.0f;
+                for (int i = 1; i < 32; i++) {
+                    x[i] = sgn ? -v : v;
+                    v = nextafterf(v, 8);
+                }
+                mx_fakequant_fp4(x, y, 1, 32, &o, &clipped);
+                for (int i = 1; i < 32; i++) {
+                    float want = mx_e2m1_decode(mx_e2m1_rne(x[i]));
+                    if (memcmp(&y[i], &want, 4)) { CHECKF(0, "Q(%.9g) = %.9g, expected %.9g", x[i], y[i], want); return; }
+                }
+            }
+        }
+}

@@ -211,6 +211,45 @@ int mx_dequantize_fp4(const mx_fp4* t, float* y) {
     return MX_OK;
 }
 
+/* decode(mx_e2m1_rne(v)) computed in the value domain, without branches on
+ * the grid: below 2 the grid is k/2, in [2,4) it is k, in [4,6] it is 2k, and
+ * in each range the code's parity is k's, so rintf (ties to even) gives the
+ * tie-to-even-code rule. Equal to the reference for every float (tested at
+ * every midpoint and on random values). */
+static inline float e2m1_rne_value(float v) {
+    float a = fabsf(v), q;
+    if (a < 2.0f) q = rintf(a * 2.0f) * 0.5f;
+    else if (a < 4.0f) q = rintf(a);
+    else q = fminf(rintf(a * 0.5f) * 2.0f, 6.0f);
+    return copysignf(q, v);
+}
+
+/* y = Q(x) for one 1x32 block with RNE (the same scale and values as
+ * mx_quantize_block + decode). */
+static void fakequant_block_rne(const float* x, float* y, mx_scale_rule rule, int* clipped) {
+    float amax = 0.0f;
+    int bad = 0;
+    for (int i = 0; i < MX_BLOCK; i++) {
+        float a = fabsf(x[i]);
+        bad |= !(a <= 3.4028235e38f);
+        amax = a > amax ? a : amax;
+    }
+    *clipped = 0;
+    if (bad) {
+        for (int i = 0; i < MX_BLOCK; i++) y[i] = mx_e8m0_decode(MX_E8M0_NAN);
+        return;
+    }
+    uint8_t sb = mx_e8m0_for_amax(amax, rule);
+    float inv = mx_exp2i(127 - (int)sb), sc = mx_e8m0_decode(sb);
+    int clip = 0;
+    for (int i = 0; i < MX_BLOCK; i++) {
+        float v = x[i] * inv;
+        clip |= fabsf(v) > 6.0f;
+        y[i] = e2m1_rne_value(v) * sc;
+    }
+    *clipped = clip;
+}
+
 int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopts* o, int64_t* n_clipped_blocks) {
     if (o->layout != MX_LAYOUT_1x32) {
         mx_fp4 t;
@@ -237,9 +276,13 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
             if (o->round == MX_ROUND_SR)
                 for (int i = 0; i < MX_BLOCK; i++) rb[i] = mx_rand_u32(o->seed, MX_RNG_SR, o->tensor_id, base + i);
             int clip;
-            uint8_t sb = mx_quantize_block(x + base, 1, o->scale, o->round == MX_ROUND_SR ? rb : NULL, codes, &clip);
-            float sc = mx_e8m0_decode(sb);
-            for (int i = 0; i < MX_BLOCK; i++) y[base + i] = mx_e2m1_decode(codes[i]) * sc;
+            if (o->round == MX_ROUND_RNE) {
+                fakequant_block_rne(x + base, y + base, o->scale, &clip);
+            } else {
+                uint8_t sb = mx_quantize_block(x + base, 1, o->scale, rb, codes, &clip);
+                float sc = mx_e8m0_decode(sb);
+                for (int i = 0; i < MX_BLOCK; i++) y[base + i] = mx_e2m1_decode(codes[i]) * sc;
+            }
             clipped += clip;
         }
     }

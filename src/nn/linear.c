@@ -132,13 +132,18 @@ int mx_gemm_recipe_tn(const mx_linear_ctx* c, mx_gemm_id g, const float* A, cons
     return rc;
 }
 
-/* dst[cols, rows] = src[rows, cols]^T */
+/* dst[cols, rows] = src[rows, cols]^T, in 32x32 tiles (both sides stay in cache). */
 static float* transpose(const float* src, int rows, int cols) {
     float* d = malloc((size_t)rows * cols * sizeof(float));
     if (!d) return NULL;
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++)
-        for (int cc = 0; cc < cols; cc++) d[(size_t)cc * rows + r] = src[(size_t)r * cols + cc];
+    int tr = (rows + 31) / 32, tc = (cols + 31) / 32;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int bi = 0; bi < tr; bi++)
+        for (int bj = 0; bj < tc; bj++) {
+            int r1 = bi * 32 + 32 < rows ? bi * 32 + 32 : rows, c1 = bj * 32 + 32 < cols ? bj * 32 + 32 : cols;
+            for (int cc = bj * 32; cc < c1; cc++)
+                for (int r = bi * 32; r < r1; r++) d[(size_t)cc * rows + r] = src[(size_t)r * cols + cc];
+        }
     return d;
 }
 
