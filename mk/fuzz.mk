@@ -8,7 +8,7 @@ FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(B_FUZZ)/%,$(FUZZ_SRC))
 CFLAGS_FUZZ  := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc -g -O1 -fopenmp \
                 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Wall -Wextra -Werror \
-                -Wno-unused-parameter -Wno-unused-function
+                -Wno-unused-parameter -Wno-unused-function -MMD -MP
 
 .PHONY: fuzz fuzz-run
 fuzz: $(FUZZ_BINS)
@@ -16,11 +16,12 @@ fuzz: $(FUZZ_BINS)
 $(B_FUZZ)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CFLAGS_FUZZ) -c -o $@ $<
-$(B_FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c $(patsubst %.c,$(B_FUZZ)/obj/%.o,$(LIB_SRC))
-	$(FUZZ_CC) $(CFLAGS_FUZZ) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+$(B_FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(patsubst %.c,$(B_FUZZ)/obj/%.o,$(LIB_SRC))
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -fsanitize=fuzzer -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 # Each harness: its seed corpus (read-only) plus a scratch corpus; exits non-zero on a crash.
-fuzz-run: fuzz
+# The tokenizer harness reads the tiny rank file (built by `make`).
+fuzz-run: fuzz build/data/tiny.tiktoken
 	@set -e; for b in $(FUZZ_BINS); do n=$${b##*/fuzz_}; mkdir -p $(B_FUZZ)/corpus/$$n; \
 	  echo "== fuzz $$n ($(FUZZ_SECONDS) s)"; \
 	  OMP_NUM_THREADS=1 $$b -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \

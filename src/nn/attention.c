@@ -44,8 +44,10 @@ static void gather_t(float* dst, const float* src, int b, int T, int ks, int off
  * same order as the baseline build (C11 mode: no FMA contraction), so the
  * bits do not depend on which clone runs. */
 #define MX_CLONES __attribute__((target_clones("avx2", "default")))
+/* The clones are static (clang 14 names the ifunc of an exported clone
+ * "<name>.ifunc", which nothing links against); the API functions call them. */
 
-MX_CLONES void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
+MX_CLONES static void attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
                           int H, int KV, int hd) {
     /* out [B*T, H*hd], att [B, H, T, T], q [B*T, H*hd], k, v [B*T, KV*hd] */
     const int G = H / KV, qs = H * hd, ks = KV * hd;
@@ -91,7 +93,7 @@ MX_CLONES void mx_attention_forward(float* out, float* att, const float* q, cons
     }
 }
 
-MX_CLONES void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
+MX_CLONES static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
                            const float* k, const float* v, int B, int T, int H, int KV, int hd) {
     /* dq [B*T, H*hd], dk, dv [B*T, KV*hd] (overwritten); dout [B*T, H*hd] */
     const int G = H / KV, qs = H * hd, ks = KV * hd;
@@ -140,4 +142,14 @@ MX_CLONES void mx_attention_backward(float* dq, float* dk, float* dv, const floa
         }
         free(Vt);
     }
+}
+
+void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T, int H,
+                          int KV, int hd) {
+    attention_forward(out, att, q, k, v, B, T, H, KV, hd);
+}
+
+void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
+                           const float* k, const float* v, int B, int T, int H, int KV, int hd) {
+    attention_backward(dq, dk, dv, dout, att, q, k, v, B, T, H, KV, hd);
 }
