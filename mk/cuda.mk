@@ -1,7 +1,9 @@
 # mk/cuda.mk: the CUDA build (make cuda, make test-gpu).
 # `make cuda` builds ./mxlm with the GPU path (sm_90a, cuBLASLt); it fails with a
 # clear message where nvcc is missing. `make test-gpu` builds and runs the GPU
-# test program (tests/gpu/*.cu) against the CPU library: it needs an H100/H200.
+# test programs against the CPU library: build/cuda/tests/gpu/run (quantizers,
+# GEMMs: tests/gpu/test_gpu.cu) and build/cuda/tests/gpu/layers (the model
+# layers, tests/gpu/test_layers.cu). They need an H100/H200.
 # ---- CUDA ---------------------------------------------------------------------
 NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
@@ -9,7 +11,8 @@ NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
 # The quantizers must match the CPU bit for bit: no add/multiply contraction.
 NVCC_EXACT := --fmad=false
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -lrt
-GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.cu))
+GPU_TEST_SRC := tests/gpu/test_gpu.cu
+GPU_LAYER_TEST_SRC := tests/gpu/test_layers.cu
 CU_OBJ := $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
 
 define need_nvcc
@@ -17,7 +20,7 @@ define need_nvcc
 	@if [ -z "$(CU_SRC)" ]; then echo "make $@: no CUDA sources (src/cuda/*.cu)" >&2; exit 1; fi
 endef
 
-.PHONY: cuda mxlm-cuda gpu-test-bin
+.PHONY: cuda mxlm-cuda gpu-test-bin gpu-layers-bin test-gpu-layers
 cuda:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory mxlm-cuda
@@ -30,6 +33,7 @@ $(B_CUDA)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CUDA) -c -o $@ $<
 $(B_CUDA)/src/cuda/quant.o: NVCCFLAGS += $(NVCC_EXACT)
+$(B_CUDA)/src/cuda/layers.o: NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
@@ -37,11 +41,23 @@ $(B_CUDA)/%.o: %.cu
 # GPU test program: the CUDA library + the CPU reference (src/mx) + tests/gpu.
 $(B_CUDA)/tests/gpu/run: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_TEST_SRC))
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+# GPU layer tests: the CUDA library + the whole CPU library (src/nn, src/train) + test_layers.cu.
+$(B_CUDA)/tests/gpu/layers: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_LAYER_TEST_SRC))
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 gpu-test-bin:
 	$(need_nvcc)
-	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers
+gpu-layers-bin:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers
 
+# Both programs; the exit status fails if either fails.
 test-gpu:
 	$(need_nvcc)
-	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run
-	$(B_CUDA)/tests/gpu/run $(T)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers
+	@rc=0; $(B_CUDA)/tests/gpu/run $(T) || rc=1; \
+	 OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T) || rc=1; exit $$rc
+test-gpu-layers:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers
+	OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T)

@@ -1,0 +1,497 @@
+/*
+ * test_layers.cu: the GPU model layers (src/cuda/layers.cu) against the CPU
+ * layers of the same name (src/nn/, src/train/adamw.c, linked in), on an
+ * H100/H200. Run: make test-gpu-layers [T=substring] (make test-gpu runs it
+ * after the quantizer tests). Ends with "N passed, N failed".
+ *
+ * Every case: random inputs (fixed seed, MXG_SEED to change it), the CPU
+ * function and the GPU function on the same inputs, a comparison with a
+ * stated tolerance, and a determinism check (the GPU call run twice from the
+ * same state gives the same bytes). Comparisons:
+ *   exact  bit-identical (layers built to match the CPU op for op)
+ *   elem   |gpu - cpu| <= tol * (|cpu| + 1e-3 * max|cpu|)  per element
+ *   norm   max |gpu - cpu| <= tol * max |cpu|               over the tensor
+ * Measured figures are printed so that the tolerances can be tightened.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "mxlm/gpu.h"
+#include "mxlm/gpu_model.h"
+#include "mxlm/model.h"
+#include "mxlm/train.h"
+
+typedef std::vector<float> vecf;
+
+static int g_pass = 0, g_fail = 0, g_case_fail = 0;
+static int g_nfilt = 0;
+static char** g_filt = NULL;
+
+static int wanted(const char* name) {
+    if (!g_nfilt) return 1;
+    for (int i = 0; i < g_nfilt; i++)
+        if (strstr(name, g_filt[i])) return 1;
+    return 0;
+}
+static void fail(const char* fmt, ...) {
+    g_case_fail = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+static void begin(const char* name) {
+    g_case_fail = 0;
+    printf("[%s]\n", name);
+}
+static void end(void) {
+    if (g_case_fail) g_fail++;
+    else g_pass++;
+}
+
+#define CK(call)                                                                                            \
+    do {                                                                                                    \
+        cudaError_t e_ = (call);                                                                            \
+        if (e_ != cudaSuccess) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));          \
+            exit(1);                                                                                        \
+        }                                                                                                   \
+    } while (0)
+#define MXC(call)                                                                                           \
+    do {                                                                                                    \
+        int r_ = (call);                                                                                    \
+        if (r_) fail("%s:%d: %s -> %d: %s", __FILE__, __LINE__, #call, r_, mx_last_error());                \
+    } while (0)
+
+/* ---- random inputs ---- */
+static uint64_t g_rng = 0x5EED5EED12345678ull;
+static uint64_t rnd64(void) {
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rndu(void) { return (rnd64() >> 11) * (1.0 / 9007199254740992.0); }
+static float rndn(void) {
+    double u = rndu() + 1e-300, v = rndu();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+static vecf randn(size_t n, float s) {
+    vecf x(n);
+    for (auto& e : x) e = s * rndn();
+    return x;
+}
+
+/* ---- device buffers ---- */
+struct Dev {
+    void* p = NULL;
+    size_t bytes = 0;
+    explicit Dev(size_t b) : bytes(b) { CK(cudaMalloc(&p, b ? b : 4)); }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+    ~Dev() { cudaFree(p); }
+    float* f() { return (float*)p; }
+    int32_t* i() { return (int32_t*)p; }
+    double* d() { return (double*)p; }
+};
+template <class T>
+static void up(Dev& d, const std::vector<T>& h) { CK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+template <class T>
+static std::vector<T> down(const Dev& d, size_t n) {
+    std::vector<T> h(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+static vecf downf(const Dev& d, size_t n) { return down<float>(d, n); }
+
+/* ---- comparisons ---- */
+enum { EXACT = 0, ELEM = 1, NORM = 2 };
+static void compare(const char* what, const vecf& g, const vecf& c, int mode, double tol) {
+    size_t n = c.size(), same = 0, bad = 0, worst_i = 0;
+    double amax = 0, emax = 0, worst = 0;
+    int nan = 0;
+    for (size_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)c[i]));
+    for (size_t i = 0; i < n; i++) {
+        double a = g[i], b = c[i], e = fabs(a - b);
+        if (memcmp(&g[i], &c[i], 4) == 0) { same++; continue; }
+        if (a != a || b != b) { nan = 1; bad++; continue; }
+        emax = fmax(emax, e);
+        double r = mode == ELEM ? e / (fabs(b) + 1e-3 * amax) : e / (amax > 0 ? amax : 1.0);
+        if (r > worst) { worst = r; worst_i = i; }
+        if (mode == EXACT || (mode != EXACT && r > tol)) bad++;
+    }
+    printf("    %-22s %s: %zu/%zu bit-identical, max |d| %.3g, max |ref| %.3g, worst %s %.3g (tol %.1g)\n", what,
+           mode == EXACT ? "exact" : mode == ELEM ? "elem" : "norm", same, n, emax, amax,
+           mode == ELEM ? "elem rel" : "rel to max", worst, mode == EXACT ? 0.0 : tol);
+    if (bad)
+        fail("%s: %zu of %zu elements out of tolerance%s (worst at %zu: gpu %.9g cpu %.9g)", what, bad, n,
+             nan ? " (NaN)" : "", worst_i, (double)g[worst_i], (double)c[worst_i]);
+}
+static void same_bytes(const char* what, const void* a, const void* b, size_t bytes) {
+    if (memcmp(a, b, bytes)) fail("%s: two GPU runs differ (not deterministic)", what);
+    else printf("    %-22s deterministic (two runs, identical bytes)\n", what);
+}
+
+/* ---- embedding: forward and backward bit-identical ---- */
+static void test_embedding(int N, int D, int V) {
+    char name[96];
+    snprintf(name, sizeof name, "embedding N%d D%d V%d", N, D, V);
+    if (!wanted(name)) return;
+    begin(name);
+    std::vector<int32_t> tok(N);
+    for (int n = 0; n < N; n++) tok[n] = rndu() < 0.3 ? 7 % V : (int32_t)(rnd64() % V); /* a hot token */
+    vecf table = randn((size_t)V * D, 1.0f), dout = randn((size_t)N * D, 1.0f), dtab0 = randn((size_t)V * D, 0.1f);
+    vecf out_c((size_t)N * D), dtab_c = dtab0;
+    mx_embedding_forward(out_c.data(), tok.data(), table.data(), N, D);
+    mx_embedding_backward(dtab_c.data(), dout.data(), tok.data(), N, D);
+
+    Dev dtok(N * 4), dtable(table.size() * 4), dout_d(dout.size() * 4), dout_f(out_c.size() * 4), ddt(dtab0.size() * 4);
+    size_t wsb = mxg_embedding_backward_workspace(N, V);
+    Dev ws(wsb);
+    up(dtok, tok); up(dtable, table); up(dout_d, dout); up(ddt, dtab0);
+    MXC(mxg_embedding_forward(dout_f.f(), dtok.i(), dtable.f(), N, D, NULL));
+    compare("forward out", downf(dout_f, out_c.size()), out_c, EXACT, 0);
+    vecf runs[2];
+    for (int r = 0; r < 2; r++) {
+        up(ddt, dtab0);
+        MXC(mxg_embedding_backward(ddt.f(), dout_d.f(), dtok.i(), N, D, V, ws.p, wsb, NULL));
+        runs[r] = downf(ddt, dtab0.size());
+    }
+    compare("backward dtable", runs[0], dtab_c, EXACT, 0);
+    same_bytes("backward dtable", runs[0].data(), runs[1].data(), runs[0].size() * 4);
+    end();
+}
+
+/* ---- RMSNorm ---- */
+static void test_rmsnorm(int N, int D) {
+    char name[96];
+    snprintf(name, sizeof name, "rmsnorm N%d D%d", N, D);
+    if (!wanted(name)) return;
+    begin(name);
+    const float eps = 1e-5f;
+    vecf x = randn((size_t)N * D, 1.0f), w = randn(D, 0.3f), dout = randn((size_t)N * D, 1.0f);
+    for (auto& e : w) e += 1.0f;
+    for (int n = 0; n < N; n += 7) for (int i = 0; i < D; i++) x[(size_t)n * D + i] *= 40.0f; /* varied scales */
+    vecf out_c((size_t)N * D), rstd_c(N), dx0 = randn((size_t)N * D, 0.1f), dw0 = randn(D, 0.1f);
+    mx_rmsnorm_forward(out_c.data(), rstd_c.data(), x.data(), w.data(), N, D, eps);
+    vecf dx_c = dx0, dw_c = dw0;
+    mx_rmsnorm_backward(dx_c.data(), dw_c.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, D);
+
+    Dev dxin(x.size() * 4), dwt(D * 4), dout_d(dout.size() * 4), dout_f(x.size() * 4), drstd(N * 4);
+    Dev ddx(x.size() * 4), ddw(D * 4), ws(mxg_rmsnorm_backward_workspace(N, D) * 4);
+    up(dxin, x); up(dwt, w); up(dout_d, dout);
+    MXC(mxg_rmsnorm_forward(dout_f.f(), drstd.f(), dxin.f(), dwt.f(), N, D, eps, NULL));
+    vecf rstd_g = downf(drstd, N);
+    compare("forward rstd", rstd_g, rstd_c, ELEM, 1e-6);
+    compare("forward out", downf(dout_f, x.size()), out_c, ELEM, 1e-6);
+    /* the backward from the CPU's rstd, so that dw can be checked bit for bit */
+    up(drstd, rstd_c);
+    vecf rdx[2], rdw[2];
+    for (int r = 0; r < 2; r++) {
+        up(ddx, dx0); up(ddw, dw0);
+        MXC(mxg_rmsnorm_backward(ddx.f(), ddw.f(), dout_d.f(), dxin.f(), dwt.f(), drstd.f(), N, D, ws.f(), NULL));
+        rdx[r] = downf(ddx, x.size());
+        rdw[r] = downf(ddw, D);
+    }
+    compare("backward dx", rdx[0], dx_c, ELEM, 1e-5);
+    compare("backward dw", rdw[0], dw_c, EXACT, 0);
+    same_bytes("backward dx", rdx[0].data(), rdx[1].data(), rdx[0].size() * 4);
+    same_bytes("backward dw", rdw[0].data(), rdw[1].data(), rdw[0].size() * 4);
+    end();
+}
+
+/* ---- RoPE: bit-identical both ways ---- */
+static void test_rope(int B, int T, int nh, int hd) {
+    char name[96];
+    snprintf(name, sizeof name, "rope B%d T%d heads%d hd%d", B, T, nh, hd);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t n = (size_t)B * T * nh * hd;
+    vecf cs((size_t)T * hd / 2), sn((size_t)T * hd / 2);
+    mx_rope_tables(cs.data(), sn.data(), T, hd, 500000.0f);
+    vecf x = randn(n, 1.0f), g = randn(n, 1.0f), x_c = x, g_c = g;
+    mx_rope_forward(x_c.data(), cs.data(), sn.data(), B, T, nh, hd);
+    mx_rope_backward(g_c.data(), cs.data(), sn.data(), B, T, nh, hd);
+    Dev dc(cs.size() * 4), ds(sn.size() * 4), dx(n * 4), dg(n * 4);
+    up(dc, cs); up(ds, sn); up(dx, x); up(dg, g);
+    MXC(mxg_rope_forward(dx.f(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+    MXC(mxg_rope_backward(dg.f(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+    compare("forward", downf(dx, n), x_c, EXACT, 0);
+    compare("backward", downf(dg, n), g_c, EXACT, 0);
+    end();
+}
+
+/* ---- attention ---- */
+static void test_attention(int B, int T, int H, int KV, int hd) {
+    char name[96];
+    snprintf(name, sizeof name, "attention B%d T%d H%d/%d hd%d", B, T, H, KV, hd);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    /* scores of a few units: peaked and flat rows both occur */
+    vecf q = randn(nq, 1.5f), k = randn(nk, 1.5f), v = randn(nk, 1.0f), dout = randn(nq, 1.0f);
+    vecf out_c(nq), att((size_t)B * H * T * T), dq_c(nq), dk_c(nk), dv_c(nk);
+    mx_attention_forward(out_c.data(), att.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd);
+    mx_attention_backward(dq_c.data(), dk_c.data(), dv_c.data(), dout.data(), att.data(), q.data(), k.data(),
+                          v.data(), B, T, H, KV, hd);
+    Dev dq_(nq * 4), dk_(nk * 4), dv_(nk * 4), dgo(nq * 4), dout_(nq * 4), dlse((size_t)B * H * T * 4);
+    Dev ddq(nq * 4), ddk(nk * 4), ddv(nk * 4), ddelta((size_t)B * H * T * 4);
+    up(dq_, q); up(dk_, k); up(dv_, v); up(dgo, dout);
+    vecf o[2], gq[2], gk[2], gv[2];
+    for (int r = 0; r < 2; r++) {
+        CK(cudaMemset(dout_.p, 0xff, nq * 4)); /* NaN poison: every element must be written */
+        CK(cudaMemset(ddq.p, 0xff, nq * 4)); CK(cudaMemset(ddk.p, 0xff, nk * 4)); CK(cudaMemset(ddv.p, 0xff, nk * 4));
+        MXC(mxg_attention_forward(dout_.f(), dlse.f(), dq_.f(), dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+        MXC(mxg_attention_backward(ddq.f(), ddk.f(), ddv.f(), ddelta.f(), dgo.f(), dout_.f(), dlse.f(), dq_.f(),
+                                   dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+        o[r] = downf(dout_, nq); gq[r] = downf(ddq, nq); gk[r] = downf(ddk, nk); gv[r] = downf(ddv, nk);
+    }
+    /* forward: online softmax and CUDA's expf against the CPU's two-pass softmax */
+    compare("forward out", o[0], out_c, NORM, 2e-5);
+    /* backward: p recomputed from the log-sum-exp, sums over T (and the group) in another order */
+    compare("backward dq", gq[0], dq_c, NORM, 1e-4);
+    compare("backward dk", gk[0], dk_c, NORM, 1e-4);
+    compare("backward dv", gv[0], dv_c, NORM, 1e-4);
+    same_bytes("forward out", o[0].data(), o[1].data(), nq * 4);
+    same_bytes("backward dq", gq[0].data(), gq[1].data(), nq * 4);
+    same_bytes("backward dk", gk[0].data(), gk[1].data(), nk * 4);
+    same_bytes("backward dv", gv[0].data(), gv[1].data(), nk * 4);
+    /* the log-sum-exp against the CPU's probabilities: p[t][t] = exp(s_tt - lse_t) */
+    vecf lse = downf(dlse, (size_t)B * H * T), pd((size_t)B * H * T), pc((size_t)B * H * T);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float* qt = &q[((size_t)(b * T + t) * H + h) * hd];
+                const float* kt = &k[((size_t)(b * T + t) * KV + h / (H / KV)) * hd];
+                double s = 0;
+                for (int i = 0; i < hd; i++) s += (double)qt[i] * kt[i];
+                size_t row = ((size_t)b * H + h) * T + t;
+                pd[row] = (float)exp(s * scale - lse[row]);
+                pc[row] = att[row * T + t];
+            }
+    compare("lse (diagonal p)", pd, pc, NORM, 2e-5);
+    end();
+}
+
+/* ---- SwiGLU ---- */
+static void test_swiglu(size_t n) {
+    char name[96];
+    snprintf(name, sizeof name, "swiglu n%zu", n);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf g = randn(n, 3.0f), u = randn(n, 1.0f), dh = randn(n, 1.0f), h_c(n), dg_c(n), du_c(n);
+    mx_swiglu_forward(h_c.data(), g.data(), u.data(), n);
+    mx_swiglu_backward(dg_c.data(), du_c.data(), dh.data(), g.data(), u.data(), n);
+    Dev dg(n * 4), du(n * 4), ddh(n * 4), dhh(n * 4), ddg(n * 4), ddu(n * 4);
+    up(dg, g); up(du, u); up(ddh, dh);
+    MXC(mxg_swiglu_forward(dhh.f(), dg.f(), du.f(), n, NULL));
+    MXC(mxg_swiglu_backward(ddg.f(), ddu.f(), ddh.f(), dg.f(), du.f(), n, NULL));
+    /* CUDA's expf is within 2 ulp of the CPU's: elementwise 1e-5 (the floor covers silu' ~ 0) */
+    compare("forward h", downf(dhh, n), h_c, ELEM, 1e-5);
+    compare("backward dgate", downf(ddg, n), dg_c, ELEM, 1e-5);
+    compare("backward dup", downf(ddu, n), du_c, ELEM, 1e-5);
+    Dev dsum(n * 4);
+    MXC(mxg_add(dsum.f(), dg.f(), du.f(), n, NULL));
+    vecf s_c(n);
+    for (size_t i = 0; i < n; i++) s_c[i] = g[i] + u[i];
+    compare("add", downf(dsum, n), s_c, EXACT, 0);
+    end();
+}
+
+/* ---- cross-entropy ---- */
+static void test_xent(int N, int V) {
+    char name[96];
+    snprintf(name, sizeof name, "xent N%d V%d", N, V);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf z = randn((size_t)N * V, 3.0f);
+    std::vector<int32_t> tgt(N);
+    for (auto& t : tgt) t = (int32_t)(rnd64() % V);
+    const float scale = 1.0f / N;
+    vecf p_c = z, loss_c(N);
+    const float mean_c = mx_xent_forward(p_c.data(), loss_c.data(), tgt.data(), N, V);
+    vecf dl_c = p_c;
+    mx_xent_backward(dl_c.data(), tgt.data(), N, V, scale);
+    Dev dz(z.size() * 4), dt(N * 4), dloss(N * 4), dmean(4);
+    up(dt, tgt);
+    up(dz, z);
+    MXC(mxg_xent_forward(dz.f(), dloss.f(), dt.i(), N, V, NULL));
+    MXC(mxg_mean(dloss.f(), N, dmean.f(), NULL));
+    compare("forward probs", downf(dz, z.size()), p_c, ELEM, 1e-5);
+    compare("forward losses", downf(dloss, N), loss_c, ELEM, 1e-5);
+    compare("mean loss", downf(dmean, 1), vecf(1, mean_c), ELEM, 1e-5);
+    MXC(mxg_xent_backward(dz.f(), dt.i(), N, V, scale, NULL));
+    compare("backward dlogits", downf(dz, z.size()), dl_c, ELEM, 1e-5);
+    vecf fused[2];
+    for (int r = 0; r < 2; r++) {
+        up(dz, z);
+        MXC(mxg_xent_fused(dz.f(), dloss.f(), dt.i(), N, V, scale, NULL));
+        fused[r] = downf(dz, z.size());
+    }
+    compare("fused dlogits", fused[0], dl_c, ELEM, 1e-5);
+    compare("fused losses", downf(dloss, N), loss_c, ELEM, 1e-5);
+    same_bytes("fused dlogits", fused[0].data(), fused[1].data(), z.size() * 4);
+    end();
+}
+
+/* ---- LM head + loss over row chunks (cuBLASLt FP32 GEMMs) ---- */
+static void test_lm_head(int N, int D, int V, int Nc) {
+    char name[96];
+    snprintf(name, sizeof name, "lm-head N%d D%d V%d chunk%d", N, D, V, Nc);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf x = randn((size_t)N * D, 1.0f), w = randn((size_t)V * D, 0.2f), dw0 = randn((size_t)V * D, 0.01f);
+    std::vector<int32_t> tgt(N);
+    for (auto& t : tgt) t = (int32_t)(rnd64() % V);
+    const float scale = 1.0f / N;
+    /* CPU: logits in FP64 rounded to float, the CPU loss layer, products in FP64 */
+    vecf z((size_t)N * V), loss_c(N), dx_c((size_t)N * D), dw_c = dw0;
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < V; j++) {
+            double s = 0;
+            for (int i = 0; i < D; i++) s += (double)x[(size_t)n * D + i] * w[(size_t)j * D + i];
+            z[(size_t)n * V + j] = (float)s;
+        }
+    mx_xent_forward(z.data(), loss_c.data(), tgt.data(), N, V);
+    mx_xent_backward(z.data(), tgt.data(), N, V, scale);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < D; i++) {
+            double s = 0;
+            for (int j = 0; j < V; j++) s += (double)z[(size_t)n * V + j] * w[(size_t)j * D + i];
+            dx_c[(size_t)n * D + i] = (float)s;
+        }
+    for (int j = 0; j < V; j++)
+        for (int i = 0; i < D; i++) {
+            double s = dw0[(size_t)j * D + i];
+            for (int n = 0; n < N; n++) s += (double)z[(size_t)n * V + j] * x[(size_t)n * D + i];
+            dw_c[(size_t)j * D + i] = (float)s;
+        }
+    Dev dx(x.size() * 4), dw(w.size() * 4), dt(N * 4), dloss(N * 4), ddx(x.size() * 4), ddw(w.size() * 4),
+        chunk((size_t)Nc * V * 4);
+    up(dx, x); up(dw, w); up(dt, tgt);
+    vecf rl[2], rdx[2], rdw[2];
+    for (int r = 0; r < 2; r++) {
+        up(ddw, dw0);
+        MXC(mxg_lm_head_xent(dx.f(), dw.f(), dt.i(), N, D, V, scale, dloss.f(), ddx.f(), ddw.f(), chunk.f(), Nc, NULL));
+        rl[r] = downf(dloss, N); rdx[r] = downf(ddx, x.size()); rdw[r] = downf(ddw, w.size());
+    }
+    /* FP32 GEMMs (K = D, V or the chunk) against FP64 products */
+    compare("losses", rl[0], loss_c, NORM, 1e-5);
+    compare("dxnf", rdx[0], dx_c, NORM, 1e-5);
+    compare("dhead", rdw[0], dw_c, NORM, 1e-5);
+    same_bytes("losses", rl[0].data(), rl[1].data(), N * 4);
+    same_bytes("dxnf", rdx[0].data(), rdx[1].data(), x.size() * 4);
+    same_bytes("dhead", rdw[0].data(), rdw[1].data(), w.size() * 4);
+    /* loss only (evaluation): the same losses, dhead untouched */
+    up(ddw, dw0);
+    MXC(mxg_lm_head_xent(dx.f(), dw.f(), dt.i(), N, D, V, scale, dloss.f(), NULL, ddw.f(), chunk.f(), Nc, NULL));
+    same_bytes("losses (loss only)", rl[0].data(), downf(dloss, N).data(), N * 4);
+    compare("dhead (loss only)", downf(ddw, w.size()), dw0, EXACT, 0);
+    end();
+}
+
+/* ---- global norm ---- */
+static void test_sum_squares(size_t n) {
+    char name[96];
+    snprintf(name, sizeof name, "sum-squares n%zu", n);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf g = randn(n, 1e-3f);
+    for (size_t i = 0; i < n; i += 997) g[i] *= 1000.0f;
+    const double ref = mx_sum_squares(g.data(), n);
+    const size_t nch = mxg_sum_squares_workspace(n);
+    std::vector<double> part_c(nch);
+    for (size_t c = 0; c < nch; c++) { /* mx_sum_squares's partials */
+        double s = 0;
+        for (size_t i = c * 4096; i < n && i < (c + 1) * 4096; i++) s += (double)g[i] * g[i];
+        part_c[c] = s;
+    }
+    Dev dg(n * 4), ws(nch * 8), out(8);
+    up(dg, g);
+    double res[2];
+    for (int r = 0; r < 2; r++) {
+        MXC(mxg_sum_squares(dg.f(), n, out.d(), ws.d(), NULL));
+        res[r] = down<double>(out, 1)[0];
+    }
+    std::vector<double> part_g = down<double>(ws, nch);
+    if (memcmp(part_g.data(), part_c.data(), nch * 8)) fail("chunk partials differ from the CPU's");
+    else printf("    chunk partials         exact: %zu/%zu bit-identical\n", nch, nch);
+    const double rel = fabs(res[0] - ref) / ref;
+    printf("    total                  %.17g vs CPU %.17g: rel %.3g (tol 1e-13)\n", res[0], ref, rel);
+    if (!(rel <= 1e-13)) fail("sum of squares off by %.3g relative", rel);
+    same_bytes("total", &res[0], &res[1], 8);
+    end();
+}
+
+/* ---- AdamW on the tiny preset's layout: bit-identical ---- */
+static void test_adamw(void) {
+    const char* name = "adamw tiny";
+    if (!wanted(name)) return;
+    begin(name);
+    mx_llama m;
+    memset(&m, 0, sizeof m);
+    if (mx_model_preset("tiny", &m.cfg)) { fail("preset: %s", mx_last_error()); end(); return; }
+    m.n_params = mx_param_layout(&m.cfg, m.info);
+    const size_t n = m.n_params;
+    vecf p = randn(n, 0.02f), g = randn(n, 1e-3f), mm = randn(n, 1e-4f), vv(n);
+    for (auto& e : vv) e = 1e-7f * fabsf(rndn());
+    mx_adamw_config c = {0.9, 0.95, 1e-5, 0.1};
+    vecf pc = p, mc = mm, vc = vv;
+    m.params = pc.data();
+    m.grads = g.data();
+    Dev dp(n * 4), dgr(n * 4), dm(n * 4), dv(n * 4);
+    up(dp, p); up(dgr, g); up(dm, mm); up(dv, vv);
+    for (int64_t t = 3; t <= 4; t++) { /* two updates: bias corrections of steps 3 and 4 */
+        mx_adamw_update(&m, mc.data(), vc.data(), &c, 1e-3 * t, 0.7f, t);
+        MXC(mxg_adamw_update(m.info, dp.f(), dgr.f(), dm.f(), dv.f(), &c, 1e-3 * t, 0.7f, t, NULL));
+    }
+    compare("params", downf(dp, n), pc, EXACT, 0);
+    compare("m", downf(dm, n), mc, EXACT, 0);
+    compare("v", downf(dv, n), vc, EXACT, 0);
+    end();
+}
+
+int main(int argc, char** argv) {
+    g_nfilt = argc - 1;
+    g_filt = argv + 1;
+    char info[512];
+    if (mxg_device_info(info, sizeof info)) {
+        fprintf(stderr, "no usable GPU: %s\n", info);
+        return 1;
+    }
+    printf("GPU: %s\n", info);
+    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
+
+    test_embedding(128, 96, 50);          /* B=2 x T=64; D not a multiple of the column tile */
+    test_embedding(1000, 128, 4096);
+    test_rmsnorm(128, 128);               /* 2 chunks of 64 */
+    test_rmsnorm(100, 96);                /* a partial chunk */
+    test_rope(2, 64, 4, 32);
+    test_rope(2, 64, 2, 64);
+    test_attention(2, 64, 4, 2, 32);      /* the brief's shape */
+    test_attention(1, 77, 4, 1, 64);      /* partial tiles, 4 query heads per KV head */
+    test_attention(2, 40, 2, 2, 128);     /* largest head dim, no grouping */
+    test_attention(1, 130, 4, 2, 96);
+    test_swiglu((size_t)128 * 384);
+    test_xent(128, 1000);
+    test_xent(16, 4096);
+    test_lm_head(128, 64, 1000, 48);      /* chunks of 48 rows: 48, 48, 32 */
+    test_sum_squares(3 * 4096 + 123);
+    test_sum_squares((size_t)5 << 20);
+    test_adamw();
+    mxg_layers_shutdown();
+    mxg_shutdown();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
