@@ -192,7 +192,7 @@ TEST(train_loss_falls) {
     CHECK(stat(p, &st) == 0);
     snprintf(p, sizeof p, "%s/falls/config.txt", test_tmpdir());
     CHECK(stat(p, &st) == 0);
-    CHECK(log_has("falls", "done: step 30"));
+    CHECK(log_has("falls", "converged: step 30")); /* --target-loss 4 reached */
     /* --target-loss 4: tokens-to-target recorded at the first evaluation at or below 4 */
     CHECK(test_sh("grep -q '\"event\":\"target\"' %s/falls/metrics.jsonl", test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"tokens_to_target\":[1-9]' %s/falls/summary.json", test_tmpdir()) == 0);

@@ -23,8 +23,15 @@
 extern "C" {
 #endif
 
-/* Returned by mx_train_run when the loss or a gradient became NaN/Inf. */
-#define MX_DIVERGED 3
+/* Positive returns of mx_train_run (negative ones are mx_err). */
+#define MX_DIVERGED 3     /* NaN/Inf loss, gradient or validation loss, or too many skipped updates */
+#define MX_NOT_CONVERGED 4 /* the step budget ran out before --target-loss was reached */
+#define MX_LIMITS 5       /* refused up front: the run does not fit the memory or the disk */
+
+/* --on-nonfinite */
+enum { MX_NONFINITE_ABORT = 0, MX_NONFINITE_SKIP = 1 };
+/* Longest loss window of the spike detector (checkpointed). */
+#define MX_SPIKE_WINDOW_MAX 1024
 
 /* ---- schedule and optimizer ------------------------------------------------ */
 
@@ -101,6 +108,17 @@ typedef struct {
     int keep_ckpts;       /* checkpoints kept in the run directory (>= 1) */
     char out[1024];       /* run directory */
     int64_t debug_nan_at; /* test hook: poison a weight before this step (0: off) */
+    /* Divergence policies (not part of the fingerprint: a resume may change them). */
+    int on_nonfinite;     /* MX_NONFINITE_ABORT or MX_NONFINITE_SKIP */
+    int64_t max_skips;    /* skipped updates (non-finite + spikes) allowed; one more ends the run as diverged */
+    int spike_window;     /* training losses in the z-score window (0: detector off; <= MX_SPIKE_WINDOW_MAX) */
+    double spike_z;       /* a loss with z = (loss - mean) / std above this is a spike */
+    int skip_spikes;      /* 1: a spike's update is skipped (counted like a non-finite skip) */
+    int64_t debug_nan_grad_at; /* test hook: one NaN gradient element at this step (0: off) */
+    int64_t debug_spike_at;    /* test hook: this step's targets scrambled (a real loss spike; 0: off) */
+    /* Limits checked before anything is allocated. */
+    int ignore_limits;    /* 1: warn instead of refusing (memory, disk space) */
+    int64_t mem_limit;    /* bytes treated as available (0: MemAvailable of /proc/meminfo) */
 } mx_train_config;
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
@@ -120,16 +138,22 @@ typedef struct {
 typedef void (*mx_train_cb)(const mx_train_event* e, void* user);
 
 typedef struct {
-    const char* status;   /* "done", "halted", "diverged" */
+    /* "converged" (--target-loss reached), "budget" (all steps done, target not
+     * reached or none), "halted" (--halt-at), "diverged", "error" */
+    const char* status;
+    const char* reason;   /* why it diverged ("" otherwise) */
     int64_t step, tokens;
+    int64_t skipped_nonfinite, skipped_spikes, spikes; /* over the whole run, resumes included */
     float val_loss0, val_loss;  /* first (step 0) and last evaluation */
     int64_t tokens_to_target;   /* -1: not reached */
     double seconds, tok_per_s;
 } mx_train_result;
 
-/* Train as configured. Returns 0 (done or halted), MX_DIVERGED, or a negative
- * mx_err (bad config, data, checkpoint: nothing in the run directory is
- * overwritten when a resume is refused). */
+/* Train as configured. Returns 0 (converged, budget without a target, or
+ * halted), MX_DIVERGED, MX_NOT_CONVERGED, MX_LIMITS (refused before
+ * allocating: mx_last_error says why), or a negative mx_err (bad config,
+ * data, checkpoint, I/O: nothing in the run directory is overwritten when a
+ * resume is refused; a failed checkpoint write leaves the previous one). */
 int mx_train_run(const mx_train_config* c, mx_train_result* res, mx_train_cb cb, void* user);
 
 /* ---- checkpoints --------------------------------------------------------------- */
@@ -138,6 +162,10 @@ typedef struct {
     int64_t step, sample, tokens;   /* updates done, training samples drawn, tokens seen */
     float val_loss0;                /* step-0 validation loss */
     int64_t tokens_to_target;       /* -1: not yet */
+    /* version 2 (version 1 files load with these zero) */
+    int64_t skipped_nonfinite, skipped_spikes, spikes;
+    int32_t n_window;               /* losses in window[] (oldest first) */
+    float window[MX_SPIKE_WINDOW_MAX]; /* the spike detector's recent training losses */
 } mx_ckpt_meta;
 
 /* Write params, AdamW moments, linear states (FP8 amax history), meta and the
@@ -153,6 +181,30 @@ int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_me
 /* The checkpoint with the highest step in `dir` ("ckpt-%08lld.bin"), into
  * path; returns 1 if found, 0 if none. */
 int mx_ckpt_latest(const char* dir, char* path, size_t n);
+
+/* ---- limits ------------------------------------------------------------------- */
+
+/* Bytes a run needs in RAM, by part (what mx_llama_create, mx_llama_alloc_acts,
+ * the trainer and the linear layers' scratch allocate). Token shards are
+ * mmap'ed (page cache) and not counted. */
+typedef struct {
+    int64_t params, grads, adam, acts, scratch, resume; /* resume: the checkpoint read on --resume */
+    int64_t total;
+    int64_t ckpt_bytes;   /* one checkpoint file on disk */
+} mx_mem_estimate;
+void mx_train_estimate(const mx_train_config* c, mx_mem_estimate* e);
+/* MemAvailable of /proc/meminfo in bytes (-1: unknown). */
+int64_t mx_mem_available(void);
+
+/* ---- test hooks ------------------------------------------------------------------ */
+
+/* Crash points for the kill-and-resume tests. With MXLM_TEST_CRASH set to
+ * "POINT@STEP[:ACTION]" (STEP a number or *), reaching POINT at STEP does
+ * ACTION: kill (default: SIGKILL to itself), pause (a line on stderr, then
+ * wait for a signal: the test kills it from outside), sleep=MS (slows it).
+ * Points: start, step, update, metrics, eval, ckpt-open, ckpt-mid,
+ * ckpt-written, ckpt-synced, ckpt-renamed, ckpt-pruned. */
+void mx_crash_point(const char* point, int64_t step);
 
 /* ---- telemetry ------------------------------------------------------------------ */
 

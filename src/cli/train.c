@@ -80,7 +80,8 @@ static int load_config(const char* path, char*** out, int* nout) {
             fclose(f);
             return 2;
         }
-        int is_flag = !strcmp(s, "resume") || !strcmp(s, "describe"); /* the OPT_FLAG options */
+        int is_flag = !strcmp(s, "resume") || !strcmp(s, "describe") || !strcmp(s, "skip-spikes") ||
+                      !strcmp(s, "ignore-limits"); /* the OPT_FLAG options */
         if (n + 2 >= cap) {
             cap *= 2;
             char** v2 = realloc(v, sizeof(char*) * cap);
@@ -135,6 +136,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
     const char *config = config_path, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
     int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
     int log_every = 0;
+    const char* on_nonfinite = NULL;
+    int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
     const cli_opt opts[] = {
@@ -161,7 +164,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"eval-every", OPT_I64, &c.eval_every, "evaluate every N steps (default 25; always at 0 and the end)"},
         {"eval-every-tokens", OPT_I64, &eval_every_tokens, "evaluate every N tokens (rounded up to whole steps)"},
         {"ckpt-every", OPT_I64, &c.ckpt_every, "checkpoint every N steps (default: only at the end / --halt-at)"},
-        {"keep-ckpts", OPT_INT, &c.keep_ckpts, "checkpoints kept in the run directory (default 2)"},
+        {"keep-ckpts", OPT_INT, &c.keep_ckpts, "checkpoints kept in the run directory (default 2, at least 1)"},
+        {"keep", OPT_INT, &c.keep_ckpts, "the same as --keep-ckpts"},
         {"telemetry-every", OPT_I64, &c.telemetry_every, "per-GEMM quantization telemetry every N steps (0 = off)"},
         {"target-loss", OPT_DOUBLE, &c.target_loss, "record tokens-to-target at the first eval <= X"},
         {"halt-at", OPT_I64, &c.halt_at, "stop after step K with a checkpoint (a pre-empted job)"},
@@ -180,7 +184,21 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
         {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
+        {"on-nonfinite", OPT_STR, &on_nonfinite, "abort (default): a NaN/Inf loss or gradient ends the run; skip: "
+                                                   "skip that update and go on"},
+        {"max-skips", OPT_I64, &c.max_skips, "skipped updates allowed (non-finite + spikes, default 10); one more "
+                                             "ends the run as diverged"},
+        {"spike-window", OPT_INT, &c.spike_window, "loss-spike detector: z-score over the last N losses (default 50, "
+                                                   "0 = off)"},
+        {"spike-z", OPT_DOUBLE, &c.spike_z, "a training loss this many standard deviations above the window's mean "
+                                            "is a spike (default 6)"},
+        {"skip-spikes", OPT_FLAG, &c.skip_spikes, "skip the update of a spike step (default: log it only)"},
+        {"ignore-limits", OPT_FLAG, &c.ignore_limits, "start even when the memory estimate exceeds the available RAM "
+                                                      "or the disk cannot hold a checkpoint"},
+        {"mem-limit-mib", OPT_I64, &mem_limit_mib, "treat this much memory as available instead of MemAvailable"},
         {"debug-nan-at", OPT_I64, &c.debug_nan_at, "(testing) poison a weight with NaN before step K"},
+        {"debug-nan-grad-at", OPT_I64, &c.debug_nan_grad_at, "(testing) one NaN gradient element at step K"},
+        {"debug-spike-at", OPT_I64, &c.debug_spike_at, "(testing) scramble step K's targets (a loss spike)"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     const char* usage = "--preset P --recipe R --steps N --seed S --out DIR [options]";
@@ -211,6 +229,13 @@ static int train_main(int argc, char** argv, const char* config_path) {
     }
     mx_recipe r;
     if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
+    if (on_nonfinite) {
+        if (!strcmp(on_nonfinite, "abort")) c.on_nonfinite = MX_NONFINITE_ABORT;
+        else if (!strcmp(on_nonfinite, "skip")) c.on_nonfinite = MX_NONFINITE_SKIP;
+        else { fprintf(stderr, "mxlm train: --on-nonfinite: 'abort' or 'skip', not '%s'\n", on_nonfinite); return 2; }
+    }
+    if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
+    c.mem_limit = mem_limit_mib * 1024 * 1024;
 
     if (describe) {
         char d[512], rd[1024];
@@ -222,6 +247,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf("recipe  %s: %s\n", c.recipe, rd);
         printf("batch   %d x %d x %d = %lld tokens per step\n", c.batch, c.seq, c.accum,
                (long long)c.batch * c.seq * c.accum);
+        mx_mem_estimate e;
+        mx_train_estimate(&c, &e);
+        const double M = 1024.0 * 1024.0;
+        printf("memory  %.1f MiB estimated: parameters %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
+               "scratch %.1f; a checkpoint is %.1f MiB\n", e.total / M, e.params / M, e.grads / M, e.adam / M,
+               e.acts / M, e.scratch / M, e.ckpt_bytes / M);
         return 0;
     }
 
@@ -229,19 +260,28 @@ static int train_main(int argc, char** argv, const char* config_path) {
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);
     if (p.tty && p.last_step) printf("\n");
+    /* exit status (docs/reliability.md): 0 converged / budget without a target / halted, 1 error,
+     * 2 usage, 3 diverged, 4 budget spent without reaching --target-loss, 5 refused by the limits */
     if (rc < 0) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 1;
     }
+    if (rc == MX_LIMITS) {
+        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+        return 5;
+    }
     if (rc == MX_DIVERGED) {
-        fprintf(stderr, "mxlm train: diverged at step %lld (NaN/Inf loss or gradient); status in %s/metrics.jsonl\n",
-                (long long)res.step, c.out);
+        fprintf(stderr, "mxlm train: diverged at step %lld (%s); status in %s/metrics.jsonl\n", (long long)res.step,
+                res.reason, c.out);
         return 3;
     }
     printf("%s: step %lld, %lld tokens, val loss %.4f -> %.4f (%.3fx), %.1f s, %.0f tok/s", res.status,
            (long long)res.step, (long long)res.tokens, (double)res.val_loss0, (double)res.val_loss,
            (double)(res.val_loss / res.val_loss0), res.seconds, res.tok_per_s);
     if (c.target_loss > 0) printf(", tokens to target %lld", (long long)res.tokens_to_target);
+    if (res.skipped_nonfinite || res.skipped_spikes || res.spikes)
+        printf(", %lld spikes, %lld updates skipped (%lld non-finite)", (long long)res.spikes,
+               (long long)(res.skipped_nonfinite + res.skipped_spikes), (long long)res.skipped_nonfinite);
     printf("\nrun directory: %s\n", c.out);
-    return 0;
+    return rc == MX_NOT_CONVERGED ? 4 : 0;
 }

@@ -1,14 +1,19 @@
 /* checkpoint.c: training state on disk.
  *
  * File "ckpt-%08lld.bin" (little-endian, as the machine writes it):
- *   "MXLMCKP1"  u32 version (1)  u32 fingerprint length  fingerprint text
+ *   "MXLMCKP1"  u32 version (2; 1 is read too)  u32 fingerprint length  fingerprint text
  *   i64 step, sample, tokens   f32 val_loss0   i64 tokens_to_target
+ *   version 2 only: i64 skipped_nonfinite, skipped_spikes, spikes
+ *                   i32 n_window (<= MX_SPIKE_WINDOW_MAX)  f32 window[n_window]
  *   u64 n_params   u64 n_linear_states
  *   f32 params[n_params]  f32 adam_m[n_params]  f32 adam_v[n_params]
  *   per linear: f32 amax_hist[3][2][4]  i32 amax_n[3][2]
  *   u32 crc32 (zlib) of every byte above   "MXLMEND1"
- * Written to a temporary file in the same folder, fsync'ed, renamed, and the
- * folder fsync'ed: a reader sees the old file or the new one, never half. */
+ * Written to a temporary file in the same folder ("ckpt-N.bin.tmp.PID", a
+ * name mx_ckpt_latest never takes), fsync'ed, renamed, and the folder
+ * fsync'ed: a reader sees the old file or the new one, never half.
+ * Read in two passes (the checksum first, then the tensors straight into the
+ * model), so a load needs no second copy of the state in memory. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,8 +54,10 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     wr w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .crc = crc32(0L, Z_NULL, 0), .path = tmp};
     if (w.fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    uint32_t ver = 1, flen = (uint32_t)strlen(fingerprint);
+    mx_crash_point("ckpt-open", meta->step);
+    uint32_t ver = 2, flen = (uint32_t)strlen(fingerprint);
     uint64_t np = mdl->n_params, nl = (uint64_t)mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
+    int32_t nw = meta->n_window < 0 ? 0 : meta->n_window > MX_SPIKE_WINDOW_MAX ? MX_SPIKE_WINDOW_MAX : meta->n_window;
     put(&w, k_magic, 8);
     put(&w, &ver, 4);
     put(&w, &flen, 4);
@@ -60,9 +67,15 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
     put(&w, &meta->tokens, 8);
     put(&w, &meta->val_loss0, 4);
     put(&w, &meta->tokens_to_target, 8);
+    put(&w, &meta->skipped_nonfinite, 8);
+    put(&w, &meta->skipped_spikes, 8);
+    put(&w, &meta->spikes, 8);
+    put(&w, &nw, 4);
+    put(&w, meta->window, (size_t)nw * 4);
     put(&w, &np, 8);
     put(&w, &nl, 8);
     put(&w, mdl->params, np * 4);
+    mx_crash_point("ckpt-mid", meta->step);
     put(&w, m, np * 4);
     put(&w, v, np * 4);
     for (uint64_t i = 0; i < nl; i++) {
@@ -73,13 +86,17 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
     put(&w, &crc, 4);
     put(&w, k_end, 8);
     int err = w.err;
+    if (!err) mx_crash_point("ckpt-written", meta->step);
     if (!err && fsync(w.fd) != 0) err = errno;
     if (close(w.fd) != 0 && !err) err = errno;
+    if (!err) mx_crash_point("ckpt-synced", meta->step);
     if (!err && rename(tmp, path) != 0) err = errno;
     if (err) {
         unlink(tmp);
-        return mx_fail(MX_EIO, "%s: cannot write checkpoint: %s", path, strerror(err));
+        return mx_fail(MX_EIO, "%s: cannot write checkpoint: %s (the previous checkpoint is kept)", path,
+                       strerror(err));
     }
+    mx_crash_point("ckpt-renamed", meta->step);
     /* make the rename durable */
     char dir[1200];
     snprintf(dir, sizeof dir, "%s", path);
@@ -90,10 +107,23 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
     return MX_OK;
 }
 
-typedef struct { const unsigned char* p; size_t n, off; } rd;
+/* Reads at increasing offsets of fd, never beyond `end`. */
+typedef struct { int fd; uint64_t off, end; } rd;
+static int pread_all(int fd, void* dst, size_t n, uint64_t off) {
+    unsigned char* p = dst;
+    while (n) {
+        size_t c = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t k = pread(fd, p, c, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
 static int take(rd* r, void* dst, size_t n) {
-    if (r->n - r->off < n) return -1;
-    memcpy(dst, r->p + r->off, n);
+    if (r->end - r->off < n || pread_all(r->fd, dst, n, r->off)) return -1;
     r->off += n;
     return 0;
 }
@@ -115,76 +145,90 @@ static void first_diff(const char* a, const char* b, char* out, size_t n) {
 }
 
 int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) { fclose(f); return mx_fail(MX_EIO, "%s: cannot stat", path); }
-    size_t n = (size_t)st.st_size;
-    unsigned char* buf = malloc(n ? n : 1);
-    if (!buf) { fclose(f); return mx_fail(MX_ENOMEM, "%s: out of memory reading the checkpoint", path); }
-    size_t got = fread(buf, 1, n, f);
-    fclose(f);
+    if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }
+    uint64_t n = (uint64_t)st.st_size;
     int rc = MX_OK;
     char* fp = NULL;
-    if (got != n) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
-    if (n < 8 + 8 + 4 + 4 || memcmp(buf, k_magic, 8)) {
+    unsigned char* chunk = NULL;
+    unsigned char head[8], tail[12];
+    if (n < 8 + 8 + 4 + 4 || pread_all(fd, head, 8, 0) || memcmp(head, k_magic, 8)) {
         rc = mx_fail(MX_EFORMAT, "%s: not an mxlm checkpoint (bad magic or too short)", path);
         goto out;
     }
-    if (memcmp(buf + n - 8, k_end, 8)) {
+    if (pread_all(fd, tail, 12, n - 12) || memcmp(tail + 4, k_end, 8)) {
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint is truncated or corrupt (no end marker)", path);
         goto out;
     }
-    uint32_t crc_file;
-    memcpy(&crc_file, buf + n - 12, 4);
-    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)(n - 12));
+    /* pass 1: the checksum of everything before it */
+    const size_t CH = 1u << 20;
+    chunk = malloc(CH);
+    if (!chunk) { rc = mx_fail(MX_ENOMEM, "%s: out of memory reading the checkpoint", path); goto out; }
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (uint64_t off = 0; off < n - 12;) {
+        size_t k = n - 12 - off < CH ? (size_t)(n - 12 - off) : CH;
+        if (pread_all(fd, chunk, k, off)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+        c = crc32(c, chunk, (uInt)k);
+        off += k;
+    }
+    uint32_t crc_file, crc = (uint32_t)c;
+    memcpy(&crc_file, tail, 4);
     if (crc != crc_file) {
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint checksum mismatch (crc32 %08x, stored %08x): the file is corrupt", path,
                      crc, crc_file);
         goto out;
     }
-    rd r = {buf, n - 12, 8};
+    /* pass 2: the header, then the tensors */
+    rd r = {fd, 8, n - 12};
     uint32_t ver, flen;
-    if (take(&r, &ver, 4) || ver != 1 || take(&r, &flen, 4) || flen > r.n - r.off) {
+    if (take(&r, &ver, 4) || (ver != 1 && ver != 2) || take(&r, &flen, 4) || flen > r.end - r.off) {
         rc = mx_fail(MX_EFORMAT, "%s: unsupported checkpoint version or bad header", path);
         goto out;
     }
     fp = malloc((size_t)flen + 1);
     if (!fp) { rc = mx_fail(MX_ENOMEM, "out of memory"); goto out; }
-    take(&r, fp, flen);
+    if (take(&r, fp, flen)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     fp[flen] = 0;
-    if (strcmp(fp, fingerprint)) {
+    if (strlen(fp) != flen || strcmp(fp, fingerprint)) {
         char why[600];
         first_diff(fp, fingerprint, why, sizeof why);
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint does not match this run's configuration: %s", path, why);
         goto out;
     }
     mx_ckpt_meta mt;
+    memset(&mt, 0, sizeof mt);
     uint64_t np, nl;
-    if (take(&r, &mt.step, 8) || take(&r, &mt.sample, 8) || take(&r, &mt.tokens, 8) || take(&r, &mt.val_loss0, 4) ||
-        take(&r, &mt.tokens_to_target, 8) || take(&r, &np, 8) || take(&r, &nl, 8)) {
-        rc = mx_fail(MX_EFORMAT, "%s: checkpoint header truncated", path);
+    int bad = take(&r, &mt.step, 8) || take(&r, &mt.sample, 8) || take(&r, &mt.tokens, 8) ||
+              take(&r, &mt.val_loss0, 4) || take(&r, &mt.tokens_to_target, 8);
+    if (!bad && ver >= 2) {
+        bad = take(&r, &mt.skipped_nonfinite, 8) || take(&r, &mt.skipped_spikes, 8) || take(&r, &mt.spikes, 8) ||
+              take(&r, &mt.n_window, 4) || mt.n_window < 0 || mt.n_window > MX_SPIKE_WINDOW_MAX ||
+              take(&r, mt.window, (size_t)mt.n_window * 4);
+    }
+    if (bad || take(&r, &np, 8) || take(&r, &nl, 8)) {
+        rc = mx_fail(MX_EFORMAT, "%s: checkpoint header truncated or invalid", path);
         goto out;
     }
     uint64_t want_nl = (uint64_t)mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
     size_t ls = sizeof mdl->lstate[0].amax_hist + sizeof mdl->lstate[0].amax_n;
-    if (np != mdl->n_params || nl != want_nl || r.n - r.off != np * 12 + nl * ls) {
+    if (np != mdl->n_params || nl != want_nl || r.end - r.off != np * 12 + nl * ls) {
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint holds %llu parameters, the model has %zu", path,
                      (unsigned long long)np, mdl->n_params);
         goto out;
     }
     /* all checks passed: now modify */
-    take(&r, mdl->params, np * 4);
-    take(&r, m, np * 4);
-    take(&r, v, np * 4);
-    for (uint64_t i = 0; i < nl; i++) {
-        take(&r, mdl->lstate[i].amax_hist, sizeof mdl->lstate[i].amax_hist);
-        take(&r, mdl->lstate[i].amax_n, sizeof mdl->lstate[i].amax_n);
-    }
+    int e = take(&r, mdl->params, np * 4) || take(&r, m, np * 4) || take(&r, v, np * 4);
+    for (uint64_t i = 0; i < nl && !e; i++)
+        e = take(&r, mdl->lstate[i].amax_hist, sizeof mdl->lstate[i].amax_hist) ||
+            take(&r, mdl->lstate[i].amax_n, sizeof mdl->lstate[i].amax_n);
+    if (e) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     *meta = mt;
 out:
+    free(chunk);
     free(fp);
-    free(buf);
+    close(fd);
     return rc;
 }
 

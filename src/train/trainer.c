@@ -4,6 +4,10 @@
  *   DIR/metrics.jsonl   training, evaluation, telemetry and status lines
  *   DIR/ckpt-%08d.bin   checkpoints (checkpoint.c)
  *   DIR/summary.json    the outcome
+ *   DIR/.lock           held (flock) while a trainer runs in DIR
+ * Reliability (docs/reliability.md): limits checked before allocating, stale
+ * temporaries of a killed run removed, --resume of a run killed before its
+ * first checkpoint restarts it, non-finite / spike policies, final status.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +48,10 @@ void mx_train_config_default(mx_train_config* c) {
     c->telemetry_every = 0;
     c->target_loss = 0;
     c->keep_ckpts = 2;
+    c->on_nonfinite = MX_NONFINITE_ABORT;
+    c->max_skips = 10;
+    c->spike_window = 50;
+    c->spike_z = 6.0;
     snprintf(c->out, sizeof c->out, "runs/tiny");
 }
 
@@ -77,6 +88,9 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
         ADD("target-loss = %s\nkeep-ckpts = %d\n", dbl(d[0], c->target_loss), c->keep_ckpts);
+        ADD("on-nonfinite = %s\nmax-skips = %lld\nspike-window = %d\nspike-z = %s\nskip-spikes = %d\n",
+            c->on_nonfinite == MX_NONFINITE_SKIP ? "skip" : "abort", (long long)c->max_skips, c->spike_window,
+            dbl(d[1], c->spike_z), c->skip_spikes);
     }
     return (int)len;
 }
@@ -129,7 +143,7 @@ static int truncate_metrics(const char* path, int64_t last) {
     int rc = MX_OK;
     while (out && (k = getline(&line, &lcap, f)) > 0) {
         const char* s = strstr(line, "\"step\":");
-        if (!s || strstr(line, "\"status\"")) continue;
+        if (!s || strstr(line, "\"status\"") || line[k - 1] != '\n') continue; /* a torn last line too */
         if (strtoll(s + 7, NULL, 10) > last) continue;
         if (len + (size_t)k + 1 > cap) {
             cap = (len + (size_t)k + 1) * 2;
@@ -148,7 +162,10 @@ static int truncate_metrics(const char* path, int64_t last) {
     return rc;
 }
 
+/* Remove all but the newest `keep` (>= 1) checkpoints; called only after the
+ * newest was written and renamed, so at least one valid checkpoint remains. */
 static void prune_ckpts(const char* dir, int keep) {
+    if (keep < 1) keep = 1;
     DIR* d = opendir(dir);
     if (!d) return;
     long long steps[4096];
@@ -171,6 +188,52 @@ static void prune_ckpts(const char* dir, int keep) {
         }
     }
 }
+
+/* Temporaries a killed trainer left ("NAME.tmp.PID" of our files); removed
+ * while holding the directory's lock. Returns how many. */
+static int remove_stale_temps(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        const char* t = strstr(e->d_name, ".tmp.");
+        if (!t) continue;
+        int ours = !strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, "metrics.jsonl.", 14) ||
+                   !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11);
+        if (!ours) continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Write, fsync and remove a small file: a directory that cannot take one
+ * (permissions, read-only, full disk, file size limit) is reported now. */
+static int probe_dir(const char* dir) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/.probe.%d", dir, (int)getpid());
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", dir, strerror(errno));
+    static const char zeros[65536];
+    int err = 0;
+    size_t done = 0;
+    while (done < sizeof zeros && !err) {
+        ssize_t k = write(fd, zeros + done, sizeof zeros - done);
+        if (k < 0 && errno != EINTR) err = errno;
+        if (k > 0) done += (size_t)k;
+    }
+    if (!err && fsync(fd) != 0) err = errno;
+    if (close(fd) != 0 && !err) err = errno;
+    unlink(p);
+    if (err) return mx_fail(MX_EIO, "%s: the run directory cannot be written (a 64 KiB test file failed: %s)", dir,
+                            strerror(err));
+    return MX_OK;
+}
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 static double now_s(void) {
     struct timespec t;
@@ -195,13 +258,16 @@ typedef struct {
     mx_loader train, val;
     float *m, *v;         /* [n_params] AdamW moments */
     int32_t *inp, *tgt;   /* [B, T] */
+    mx_linear_state* lsave; /* [L * 7] linear states before the step (restored when it is skipped) */
     FILE* metrics;
+    int lock_fd;
     char fingerprint[8192];
     int64_t n_val;        /* validation windows */
 } run_state;
 
 static void run_free(run_state* r) {
     if (r->metrics) fclose(r->metrics);
+    r->metrics = NULL;
     mx_llama_free(&r->model);
     if (r->train.shards) mx_loader_close(&r->train);
     if (r->val.shards) mx_loader_close(&r->val);
@@ -209,6 +275,15 @@ static void run_free(run_state* r) {
     free(r->v);
     free(r->inp);
     free(r->tgt);
+    free(r->lsave);
+    if (r->lock_fd > 0) close(r->lock_fd); /* releases the flock */
+    r->lock_fd = -1;
+}
+
+static int metrics_flush(run_state* r) {
+    if (fflush(r->metrics) != 0 || ferror(r->metrics))
+        return mx_fail(MX_EIO, "%s/metrics.jsonl: cannot write: %s", r->c.out, strerror(errno));
+    return MX_OK;
 }
 
 static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_train_result* res, mx_train_cb cb,
@@ -226,7 +301,9 @@ static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_tr
         jnum(r->metrics, "target_loss", r->c.target_loss);
         fprintf(r->metrics, "}\n");
     }
-    fflush(r->metrics);
+    rc = metrics_flush(r);
+    if (rc) return rc;
+    mx_crash_point("eval", step);
     *out = vl;
     emit(cb, user, (mx_train_event){.kind = 1, .step = step, .steps = r->c.steps, .tokens = tokens, .val_loss = vl,
                                     .elapsed_s = now_s() - t0});
@@ -238,53 +315,181 @@ static const char* fnum(char* b, size_t n, double x) {
     return b;
 }
 
-static void write_summary(run_state* r, mx_train_result* res) {
-    char buf[1024], a[32], b[32], t[32];
+static int64_t peak_rss(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_maxrss * 1024 : -1;
+}
+
+/* The status line of metrics.jsonl and summary.json (best effort: the run's
+ * outcome is also the return value and the exit status). */
+static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
+    if (r->metrics) {
+        fprintf(r->metrics, "{\"status\":\"%s\",\"step\":%lld,\"tokens\":%lld,\"reason\":\"%s\"}\n", res->status,
+                (long long)res->step, (long long)res->tokens, res->reason);
+        fflush(r->metrics);
+    }
+    char buf[2048], a[32], b[32], t[32];
     int k = snprintf(buf, sizeof buf,
-                     "{\"status\":\"%s\",\"step\":%lld,\"tokens\":%lld,\"val_loss0\":%s,\"val_loss\":%s,"
-                     "\"tokens_to_target\":%lld,\"seconds\":%.3f,\"tok_per_s\":%s,\"recipe\":\"%s\",\"preset\":\"%s\"}\n",
-                     res->status, (long long)res->step, (long long)res->tokens, fnum(a, sizeof a, res->val_loss0),
-                     fnum(b, sizeof b, res->val_loss), (long long)res->tokens_to_target, res->seconds,
-                     fnum(t, sizeof t, res->tok_per_s), r->c.recipe, r->c.model.name);
+                     "{\"status\":\"%s\",\"reason\":\"%s\",\"step\":%lld,\"tokens\":%lld,\"val_loss0\":%s,\"val_loss\":%s,"
+                     "\"tokens_to_target\":%lld,\"seconds\":%.3f,\"tok_per_s\":%s,\"recipe\":\"%s\",\"preset\":\"%s\","
+                     "\"skipped_nonfinite\":%lld,\"skipped_spikes\":%lld,\"spikes\":%lld,"
+                     "\"mem_estimate_bytes\":%lld,\"peak_rss_bytes\":%lld}\n",
+                     res->status, res->reason, (long long)res->step, (long long)res->tokens,
+                     fnum(a, sizeof a, res->val_loss0), fnum(b, sizeof b, res->val_loss),
+                     (long long)res->tokens_to_target, res->seconds, fnum(t, sizeof t, res->tok_per_s), r->c.recipe,
+                     r->c.model.name, (long long)res->skipped_nonfinite, (long long)res->skipped_spikes,
+                     (long long)res->spikes, (long long)mem_est, (long long)peak_rss());
     if (k < 0 || k >= (int)sizeof buf) return;
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.json", r->c.out);
     write_atomic(path, buf, (size_t)k);
 }
 
+/* Append loss to the window of the last W (oldest first). */
+static void window_push(mx_ckpt_meta* mt, int W, float loss) {
+    if (W <= 0) return;
+    if (mt->n_window > W) {
+        memmove(mt->window, mt->window + (mt->n_window - W), sizeof(float) * (size_t)W);
+        mt->n_window = W;
+    }
+    if (mt->n_window == W) {
+        memmove(mt->window, mt->window + 1, sizeof(float) * (size_t)(W - 1));
+        mt->n_window = W - 1;
+    }
+    mt->window[mt->n_window++] = loss;
+}
+
+/* z-score of loss against a full window of the last W losses (0 otherwise). */
+static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, double* sd) {
+    *mean = *sd = 0.0;
+    if (W <= 1 || mt->n_window < W) return 0.0;
+    const float* w = mt->window + (mt->n_window - W);
+    double s = 0.0, s2 = 0.0;
+    for (int i = 0; i < W; i++) s += w[i];
+    *mean = s / W;
+    for (int i = 0; i < W; i++) s2 += (w[i] - *mean) * (w[i] - *mean);
+    *sd = sqrt(s2 / W);
+    return *sd > 0 ? (loss - *mean) / *sd : 0.0;
+}
+
 int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb cb, void* user) {
     run_state R;
     memset(&R, 0, sizeof R);
+    R.lock_fd = -1;
     run_state* r = &R;
     r->c = *cfg;
     mx_train_config* c = &r->c;
     memset(res, 0, sizeof *res);
     res->status = "error";
+    res->reason = "";
     res->tokens_to_target = -1;
     res->val_loss0 = res->val_loss = NAN;
     if (c->seq <= 0) c->seq = c->model.seq_len;
     if (c->warmup < 0) c->warmup = c->steps / 20 > 0 ? c->steps / 20 : 1;
-    if (c->keep_ckpts < 1) c->keep_ckpts = 1;
     if (c->batch <= 0 || c->accum <= 0 || c->steps <= 0)
         return mx_fail(MX_EINVAL, "train: batch, accum and steps must be positive");
     if (c->seq > c->model.seq_len)
         return mx_fail(MX_EINVAL, "train: seq %d exceeds the model's context %d", c->seq, c->model.seq_len);
+    if (c->keep_ckpts < 1)
+        return mx_fail(MX_EINVAL, "train: --keep %d: at least 1 checkpoint must be kept", c->keep_ckpts);
+    if (c->spike_window < 0 || c->spike_window == 1 || c->spike_window > MX_SPIKE_WINDOW_MAX)
+        return mx_fail(MX_EINVAL, "train: --spike-window %d: 0 (off) or 2..%d", c->spike_window, MX_SPIKE_WINDOW_MAX);
+    if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
+    if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
     const int B = c->batch, T = c->seq;
     const int64_t tok_step = (int64_t)B * T * c->accum;
 
     mx_recipe recipe;
     int rc = mx_recipe_parse(c->recipe, &recipe);
     if (rc) return rc;
+    rc = mx_model_config_check(&c->model);
+    if (rc) return rc;
     mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
+    char msg[1600];
+    /* limits: memory, before anything is allocated or created */
+    mx_mem_estimate est;
+    mx_train_config ce = *c;
+    char peek[1200];
+    ce.resume = c->resume && mx_ckpt_latest(c->out, peek, sizeof peek);
+    const int resume_est = ce.resume;
+    mx_train_estimate(&ce, &est);
+    int64_t avail = c->mem_limit > 0 ? c->mem_limit : mx_mem_available();
+    char rpart[64] = "";
+    if (resume_est) snprintf(rpart, sizeof rpart, ", checkpoint read %.1f", mib(est.resume));
+    char apart[96];
+    if (avail >= 0) snprintf(apart, sizeof apart, "%s %.0f MiB", c->mem_limit > 0 ? "limit" : "available", mib(avail));
+    else snprintf(apart, sizeof apart, "available memory unknown");
+    snprintf(msg, sizeof msg,
+             "memory: %.1f MiB estimated (parameters %.1f, gradients %.1f, AdamW %.1f, activations %.1f, scratch %.1f%s), "
+             "%s; a checkpoint is %.1f MiB",
+             mib(est.total), mib(est.params), mib(est.grads), mib(est.adam), mib(est.acts), mib(est.scratch), rpart,
+             apart, mib(est.ckpt_bytes));
+    emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+    if (avail >= 0 && est.total > avail) {
+        if (!c->ignore_limits) {
+            mx_fail(MX_ENOMEM,
+                    "train: %s with batch %d x %d needs about %.1f MiB of memory (parameters %.1f, gradients %.1f, "
+                    "AdamW %.1f, activations %.1f, scratch %.1f MiB) but %.1f MiB are available (%s); use a smaller "
+                    "--batch/--seq or preset, or --ignore-limits",
+                    c->model.name, B, T, mib(est.total), mib(est.params), mib(est.grads), mib(est.adam),
+                    mib(est.acts), mib(est.scratch), mib(avail),
+                    c->mem_limit > 0 ? "--mem-limit-mib" : "MemAvailable in /proc/meminfo");
+            return MX_LIMITS;
+        }
+        emit(cb, user, (mx_train_event){.kind = 2, .msg = "warning: the estimate exceeds the available memory "
+                                                          "(--ignore-limits: going on)"});
+    }
+    /* the run directory: created, locked, probed with a small write */
+    rc = mkdirs(c->out);
+    if (rc) return rc;
+    char lpath[1200];
+    snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
+    r->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (r->lock_fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", c->out, strerror(errno));
+    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        run_free(r);
+        return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
+    }
+    rc = probe_dir(c->out);
+    if (rc) { run_free(r); return rc; }
 
     /* refuse before touching anything in the run directory */
-    char latest[1200], mpath[1200];
+    char latest[1200], mpath[1200], cpath[1200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);
+    snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
     int have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
-    if (c->resume && !have_ckpt) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
-    if (!c->resume && (have_ckpt || file_exists(mpath)))
+    int restart = 0; /* --resume of a run killed before its first checkpoint */
+    if (c->resume && !have_ckpt) {
+        if (!file_exists(mpath) && !file_exists(cpath)) {
+            run_free(r);
+            return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
+        }
+        restart = 1;
+    }
+    if (!c->resume && (have_ckpt || file_exists(mpath))) {
+        run_free(r);
         return mx_fail(MX_EINVAL, "train: %s already holds a run (use --resume to continue it, or another --out)",
                        c->out);
+    }
+    const int resume = c->resume && !restart;
+
+    /* disk: room for one checkpoint at least */
+    struct statvfs sv;
+    if (statvfs(c->out, &sv) == 0) {
+        int64_t free_b = (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+        if (free_b < est.ckpt_bytes && !c->ignore_limits) {
+            run_free(r);
+            mx_fail(MX_EIO, "train: %s has %.1f MiB free, less than one checkpoint (%.1f MiB); free space or use "
+                            "--ignore-limits", c->out, mib(free_b), mib(est.ckpt_bytes));
+            return MX_LIMITS;
+        }
+        if (free_b < (int64_t)(c->keep_ckpts + 1) * est.ckpt_bytes) {
+            snprintf(msg, sizeof msg, "warning: %s has %.1f MiB free, less than %d checkpoints (--keep %d, plus the one "
+                     "being written) of %.1f MiB", c->out, mib(free_b), c->keep_ckpts + 1, c->keep_ckpts,
+                     mib(est.ckpt_bytes));
+            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        }
+    }
 
     rc = mx_llama_create(&r->model, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed);
     if (!rc) rc = mx_llama_alloc_acts(&r->model, B, T);
@@ -300,14 +505,22 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
                        c->val, (long long)nv, T, B);
     }
     size_t np = r->model.n_params;
+    size_t nls = (size_t)c->model.n_layers * MX_LIN_PER_BLOCK;
     r->m = calloc(np, sizeof(float));
     r->v = calloc(np, sizeof(float));
     r->inp = malloc(sizeof(int32_t) * B * T);
     r->tgt = malloc(sizeof(int32_t) * B * T);
-    if (!r->m || !r->v || !r->inp || !r->tgt) { run_free(r); return mx_fail(MX_ENOMEM, "train: out of memory"); }
+    r->lsave = malloc(sizeof(mx_linear_state) * nls);
+    if (!r->m || !r->v || !r->inp || !r->tgt || !r->lsave) {
+        run_free(r);
+        return mx_fail(MX_ENOMEM, "train: out of memory");
+    }
 
-    mx_ckpt_meta meta = {.tokens_to_target = -1, .val_loss0 = NAN};
-    if (c->resume) {
+    static mx_ckpt_meta meta; /* large (the loss window); one run at a time per process */
+    memset(&meta, 0, sizeof meta);
+    meta.tokens_to_target = -1;
+    meta.val_loss0 = NAN;
+    if (resume) {
         rc = mx_ckpt_load(latest, &r->model, r->m, r->v, &meta, r->fingerprint);
         if (rc) { run_free(r); return rc; }
         res->tokens_to_target = meta.tokens_to_target;
@@ -315,37 +528,48 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     } else {
         mx_llama_init_weights(&r->model, c->seed);
     }
-    rc = mkdirs(c->out);
-    if (!rc && c->resume) rc = truncate_metrics(mpath, meta.step);
+    int stale = remove_stale_temps(c->out);
+    if (resume) rc = truncate_metrics(mpath, meta.step);
+    else if (restart) rc = truncate_metrics(mpath, -1);
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
-    char cpath[1200];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
     if (!rc) rc = write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
     if (rc) { run_free(r); return rc; }
     r->metrics = fopen(mpath, "a");
     if (!r->metrics) { run_free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", mpath, strerror(errno)); }
 
-    char msg[1600];
     snprintf(msg, sizeof msg, "%s %s: %lld parameters, %lld tokens/step (%d x %d x %d), %lld val tokens%s",
              c->model.name, c->recipe, (long long)np, (long long)tok_step, B, T, c->accum, (long long)(r->n_val * T),
-             c->resume ? ", resumed" : "");
+             resume ? ", resumed" : "");
     emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-    if (c->resume) {
+    if (stale) {
+        snprintf(msg, sizeof msg, "removed %d temporary file%s left by an interrupted run", stale, stale > 1 ? "s" : "");
+        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+    }
+    if (resume) {
         snprintf(msg, sizeof msg, "resumed from %s (step %lld)", latest, (long long)meta.step);
+        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+    } else if (restart) {
+        snprintf(msg, sizeof msg, "no checkpoint in %s yet (the run stopped before its first one): restarting from step 0",
+                 c->out);
         emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
     }
 
     double t0 = now_s(), train_s = 0.0;
     int64_t step = meta.step, sample = meta.sample, tokens = meta.tokens, tokens_this_run = 0;
+    res->skipped_nonfinite = meta.skipped_nonfinite;
+    res->skipped_spikes = meta.skipped_spikes;
+    res->spikes = meta.spikes;
+    int64_t mem_est = est.total;
     float vl = NAN;
-    if (!c->resume) {
+    if (!resume) {
         rc = do_eval(r, 0, 0, &vl, res, cb, user, t0);
         if (rc) goto fail;
         meta.val_loss0 = res->val_loss0 = vl;
         res->val_loss = vl;
-        if (!isfinite(vl)) { res->status = "diverged"; goto diverged; }
+        if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
     }
+    mx_crash_point("start", step);
     mx_llama* M = &r->model;
     while (step < c->steps) {
         int64_t k = step + 1; /* this update */
@@ -354,6 +578,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         int tele = c->telemetry_every > 0 && k % c->telemetry_every == 0;
         if (tele) mx_telemetry_reset(M);
         M->telemetry = tele;
+        memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * nls);
         mx_llama_zero_grad(M);
         double lsum = 0.0;
         for (int a = 0; a < c->accum; a++) {
@@ -361,6 +586,9 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             for (int b = 0; b < B && !rc; b++)
                 rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample++), r->inp + b * T,
                                       r->tgt + b * T);
+            if (c->debug_spike_at == k) /* test hook: targets scrambled, a real loss spike */
+                for (int i = 0; i < B * T; i++)
+                    r->tgt[i] = (int32_t)(((uint32_t)i * 2654435761u + (uint32_t)k * 40503u) % (uint32_t)c->model.vocab);
             float lo = 0.0f;
             if (!rc) rc = mx_llama_forward(M, r->inp, r->tgt, B, T, &lo);
             if (!rc) rc = mx_llama_backward(M, r->inp, r->tgt, 1.0f / (float)tok_step);
@@ -368,14 +596,41 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             lsum += lo;
         }
         M->telemetry = 0;
+        if (c->debug_nan_grad_at == k) M->grads[M->info[MX_P_WO].offset] = NAN;
+        mx_crash_point("step", k);
         float loss = (float)(lsum / c->accum);
         double gn = sqrt(mx_sum_squares(M->grads, np));
         double lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
         int bad = !isfinite(loss) || !isfinite(gn);
-        if (!bad) {
-            float gscale = (c->clip > 0 && gn > c->clip) ? (float)(c->clip / gn) : 1.0f;
-            mx_adamw_update(M, r->m, r->v, &c->adamw, lr, gscale, k);
+        const char* skipped = NULL;
+        int spike = 0;
+        double z = 0, zmean = 0, zsd = 0;
+        if (bad) {
+            if (c->on_nonfinite == MX_NONFINITE_SKIP) {
+                skipped = "nonfinite";
+                meta.skipped_nonfinite++;
+            }
+        } else {
+            z = window_z(&meta, c->spike_window, loss, &zmean, &zsd);
+            spike = z > c->spike_z;
+            if (spike) {
+                meta.spikes++;
+                if (c->skip_spikes) { skipped = "spike"; meta.skipped_spikes++; }
+            }
         }
+        if (!bad && !skipped) {
+            float gscale = (c->clip > 0 && gn > c->clip) ? (float)(c->clip / gn) : 1.0f;
+            /* bias correction counts the updates applied (skipped ones are not) */
+            int64_t t = k - meta.skipped_nonfinite - meta.skipped_spikes;
+            mx_adamw_update(M, r->m, r->v, &c->adamw, lr, gscale, t);
+            window_push(&meta, c->spike_window, loss);
+        } else if (skipped) {
+            memcpy(M->lstate, r->lsave, sizeof(mx_linear_state) * nls); /* as if the batch had not been seen */
+        }
+        mx_crash_point("update", k);
+        res->skipped_nonfinite = meta.skipped_nonfinite;
+        res->skipped_spikes = meta.skipped_spikes;
+        res->spikes = meta.spikes;
         double dt = now_s() - ts;
         train_s += dt;
         step = k;
@@ -386,19 +641,44 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         jnum(r->metrics, "lr", lr);
         jnum(r->metrics, "grad_norm", gn);
         jnum(r->metrics, "tok_per_s", tok_step / dt);
+        if (skipped) fprintf(r->metrics, ",\"skipped\":\"%s\"", skipped);
         fprintf(r->metrics, "}\n");
+        if (spike) {
+            fprintf(r->metrics, "{\"event\":\"spike\",\"step\":%lld", (long long)k);
+            jnum(r->metrics, "loss", loss);
+            jnum(r->metrics, "z", z);
+            jnum(r->metrics, "window_mean", zmean);
+            jnum(r->metrics, "window_std", zsd);
+            fprintf(r->metrics, ",\"skipped\":%s}\n", skipped ? "true" : "false");
+        }
         if (tele) rc = mx_telemetry_write(M, k, r->metrics);
-        fflush(r->metrics);
+        if (!rc) rc = metrics_flush(r);
         if (rc) goto fail;
+        mx_crash_point("metrics", k);
         emit(cb, user, (mx_train_event){.kind = 0, .step = k, .steps = c->steps, .tokens = tokens, .loss = loss,
                                         .lr = lr, .grad_norm = gn, .tok_per_s = tok_step / dt,
                                         .elapsed_s = now_s() - t0});
-        if (bad) { res->status = "diverged"; goto diverged; }
+        if (spike) {
+            snprintf(msg, sizeof msg, "loss spike at step %lld: loss %.4f, z %.1f over the last %d (mean %.4f, std %.4f)%s",
+                     (long long)k, (double)loss, z, c->spike_window, zmean, zsd,
+                     skipped ? ": update skipped" : "");
+            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        }
+        if (bad && !skipped) { res->reason = "non-finite loss or gradient"; goto diverged; }
+        if (skipped && !spike) {
+            snprintf(msg, sizeof msg, "step %lld: non-finite loss or gradient, update skipped (%lld skipped so far)",
+                     (long long)k, (long long)(meta.skipped_nonfinite + meta.skipped_spikes));
+            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        }
+        if (meta.skipped_nonfinite + meta.skipped_spikes > c->max_skips) {
+            res->reason = "too many skipped updates (--max-skips)";
+            goto diverged;
+        }
         if ((c->eval_every > 0 && k % c->eval_every == 0) || k == c->steps) {
             rc = do_eval(r, k, tokens, &vl, res, cb, user, t0);
             if (rc) goto fail;
             res->val_loss = vl;
-            if (!isfinite(vl)) { res->status = "diverged"; goto diverged; }
+            if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
         }
         int halt = c->halt_at > 0 && k == c->halt_at;
         if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || k == c->steps) {
@@ -411,29 +691,42 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             rc = mx_ckpt_save(path, M, r->m, r->v, &meta, r->fingerprint);
             if (rc) goto fail;
             prune_ckpts(c->out, c->keep_ckpts);
+            mx_crash_point("ckpt-pruned", k);
         }
         if (halt) break;
     }
-    res->status = step >= c->steps ? "done" : "halted";
+    res->status = step < c->steps ? "halted" : res->tokens_to_target >= 0 ? "converged" : "budget";
+    if (step >= c->steps && c->target_loss > 0 && res->tokens_to_target < 0) res->reason = "target loss not reached";
     res->step = step;
     res->tokens = tokens;
     res->seconds = now_s() - t0;
     res->tok_per_s = train_s > 0 ? tokens_this_run / train_s : 0;
-    fprintf(r->metrics, "{\"status\":\"%s\",\"step\":%lld,\"tokens\":%lld}\n", res->status, (long long)step,
-            (long long)tokens);
-    write_summary(r, res);
+    write_outcome(r, res, mem_est);
     run_free(r);
-    return MX_OK;
+    return !strcmp(res->status, "budget") && c->target_loss > 0 ? MX_NOT_CONVERGED : MX_OK;
 diverged:
+    res->status = "diverged";
     res->step = step;
     res->tokens = tokens;
     res->seconds = now_s() - t0;
     res->tok_per_s = train_s > 0 ? tokens_this_run / train_s : 0;
-    fprintf(r->metrics, "{\"status\":\"diverged\",\"step\":%lld,\"tokens\":%lld}\n", (long long)step, (long long)tokens);
-    write_summary(r, res);
+    write_outcome(r, res, mem_est);
     run_free(r);
     return MX_DIVERGED;
 fail:
-    run_free(r);
-    return rc ? rc : mx_fail(MX_EINVAL, "train: failed");
+    if (!rc) rc = mx_fail(MX_EINVAL, "train: failed");
+    {
+        /* keep the message: the outcome files may fail to write too (full disk) */
+        char err[1024];
+        snprintf(err, sizeof err, "%s", mx_last_error());
+        res->status = "error";
+        res->reason = "error (see the message)";
+        res->step = step;
+        res->tokens = tokens;
+        res->seconds = now_s() - t0;
+        write_outcome(r, res, mem_est);
+        run_free(r);
+        mx_fail(rc, "%s", err);
+    }
+    return rc;
 }
