@@ -471,3 +471,75 @@ TEST(unwritable_dir_and_full_disk) {
     CHECK(rlog_has("full3", "ckpt-00000004.bin (step 4)"));
     check_same_losses("full_ref", "full", 8);
 }
+
+/* A version-1 checkpoint (before the skip counters and the loss window)
+ * still loads, with those zero; version 2 round-trips them. */
+TEST(checkpoint_v1_still_loads) {
+    mx_model_config c;
+    mx_model_preset("tiny", &c);
+    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
+    mx_recipe r;
+    REQUIRE(mx_recipe_parse("bf16", &r) == 0);
+    mx_llama a, b;
+    REQUIRE(mx_llama_create(&a, &c, &r, 0, 0, 1) == 0);
+    REQUIRE(mx_llama_create(&b, &c, &r, 0, 0, 1) == 0);
+    mx_llama_init_weights(&a, 3);
+    size_t n = a.n_params;
+    float *m1 = calloc(n, 4), *v1 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
+    static mx_ckpt_meta meta, got;
+    REQUIRE(m1 && v1 && m2 && v2);
+    meta.step = 5; meta.sample = 10; meta.tokens = 80; meta.val_loss0 = 3.0f; meta.tokens_to_target = -1;
+    meta.skipped_nonfinite = 2; meta.skipped_spikes = 1; meta.spikes = 4; meta.n_window = 3;
+    meta.window[0] = 1.5f; meta.window[1] = 2.5f; meta.window[2] = -0.0f;
+    char p2[512], p1[512];
+    snprintf(p2, sizeof p2, "%s/v2.bin", test_tmpdir());
+    snprintf(p1, sizeof p1, "%s/v1.bin", test_tmpdir());
+    REQUIRE(mx_ckpt_save(p2, &a, m1, v1, &meta, "x = 1\n") == 0);
+    REQUIRE(mx_ckpt_load(p2, &b, m2, v2, &got, "x = 1\n") == 0);
+    CHECK_EQ_INT(got.skipped_nonfinite, 2);
+    CHECK_EQ_INT(got.skipped_spikes, 1);
+    CHECK_EQ_INT(got.spikes, 4);
+    CHECK_EQ_INT(got.n_window, 3);
+    CHECK_SAME_F(got.window[1], 2.5f);
+    CHECK(!memcmp(&got.window[2], &meta.window[2], 4)); /* -0 keeps its sign bit */
+    /* the same file as version 1: without the 3 counters, n_window and the window */
+    size_t len;
+    unsigned char* f = read_all(p2, &len);
+    REQUIRE(f);
+    uint32_t ver = 1, flen;
+    memcpy(&flen, f + 12, 4);
+    size_t cut = 16 + flen + 36, drop = 24 + 4 + 3 * 4;
+    memcpy(f + 8, &ver, 4);
+    memmove(f + cut, f + cut + drop, len - cut - drop);
+    len -= drop;
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), f, (uInt)(len - 12));
+    memcpy(f + len - 12, &crc, 4);
+    FILE* o = fopen(p1, "wb");
+    REQUIRE(o);
+    CHECK(fwrite(f, 1, len, o) == len);
+    fclose(o);
+    free(f);
+    memset(b.params, 0, n * 4);
+    REQUIRE(mx_ckpt_load(p1, &b, m2, v2, &got, "x = 1\n") == 0);
+    CHECK(!memcmp(a.params, b.params, n * 4));
+    CHECK_EQ_INT(got.step, 5);
+    CHECK_EQ_INT(got.sample, 10);
+    CHECK_EQ_INT(got.skipped_nonfinite, 0);
+    CHECK_EQ_INT(got.n_window, 0);
+    /* an out-of-range window length is refused (its CRC made valid) */
+    f = read_all(p2, &len);
+    REQUIRE(f);
+    int32_t bad = MX_SPIKE_WINDOW_MAX + 1;
+    memcpy(f + cut + 24, &bad, 4);
+    crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), f, (uInt)(len - 12));
+    memcpy(f + len - 12, &crc, 4);
+    o = fopen(p1, "wb");
+    REQUIRE(o);
+    CHECK(fwrite(f, 1, len, o) == len);
+    fclose(o);
+    free(f);
+    CHECK(mx_ckpt_load(p1, &b, m2, v2, &got, "x = 1\n") == MX_EFORMAT);
+    free(m1); free(v1); free(m2); free(v2);
+    mx_llama_free(&a);
+    mx_llama_free(&b);
+}

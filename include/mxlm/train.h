@@ -188,7 +188,7 @@ int mx_ckpt_latest(const char* dir, char* path, size_t n);
  * the trainer and the linear layers' scratch allocate). Token shards are
  * mmap'ed (page cache) and not counted. */
 typedef struct {
-    int64_t params, grads, adam, acts, scratch, resume; /* resume: the checkpoint read on --resume */
+    int64_t params, grads, adam, acts, scratch, resume; /* resume: the loader's read buffer on --resume */
     int64_t total;
     int64_t ckpt_bytes;   /* one checkpoint file on disk */
 } mx_mem_estimate;

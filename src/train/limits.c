@@ -29,7 +29,7 @@ void mx_train_estimate(const mx_train_config* c, mx_mem_estimate* e) {
     int64_t lin = 2 * (N * W + F * D) + 2 * (N * W + F * D);
     e->scratch = 4 * max64(lin, V * D + N * max64(V, D));
     e->ckpt_bytes = 12 * np + L * 7 * 120 + 4 * MX_SPIKE_WINDOW_MAX + 16384; /* + the fingerprint text */
-    e->resume = c->resume ? e->ckpt_bytes : 0;
+    e->resume = c->resume ? (int64_t)1 << 20 : 0; /* the loader streams: one 1 MiB buffer, no second copy */
     e->total = e->params + e->grads + e->adam + e->acts + e->scratch + e->resume + 2 * N * 4 * 2;
 }
 
