@@ -265,9 +265,15 @@ TEST(kill_resume_chain_bit_identical) {
     /* after the last evaluation, before the last checkpoint */
     CHECK_EQ_INT(rtrain("MXLM_TEST_CRASH=eval@12", "kr", "kr_e", extra), 137);
     CHECK(rlog_has("kr_e", "ckpt-00000008.bin (step 8)"));
-    /* the last resume finishes the run */
+    /* after the last checkpoint and its rotation, before the status line */
+    CHECK_EQ_INT(rtrain("MXLM_TEST_CRASH=ckpt-pruned@12", "kr", "kr_x", extra), 137);
+    CHECK(rlog_has("kr_x", "ckpt-00000010.bin (step 10)"));
+    /* the last resume only finishes the run: its summary has the last evaluation */
     CHECK_EQ_INT(rtrain("", "kr", "kr_end", extra), 0);
-    CHECK(rlog_has("kr_end", "ckpt-00000010.bin (step 10)"));
+    CHECK(rlog_has("kr_end", "ckpt-00000012.bin (step 12)"));
+    CHECK(test_sh("grep -o '\"val_loss\":[^,]*' %s/kr/summary.json > %s/kr_a && "
+                  "grep -o '\"val_loss\":[^,]*' %s/kr_ref/summary.json > %s/kr_b && cmp -s %s/kr_a %s/kr_b",
+                  t, t, t, t, t, t) == 0);
     CHECK(rlog_has("kr_end", "budget: step 12"));
     check_same_losses("kr_ref", "kr", 12);
     CHECK(all_ckpts_valid("kr", &newest) == 2 && newest == 12);
@@ -466,7 +472,8 @@ TEST(unwritable_dir_and_full_disk) {
     int newest;
     CHECK(all_ckpts_valid("full", &newest) == 2 && newest == 4); /* 2 and 4 (--keep 2) */
     CHECK_EQ_INT(count_files("full", "\\.tmp\\."), 0);
-    CHECK(test_sh("grep -q '\"status\":\"error\"' %s/full/summary.json", t) == 0);
+    CHECK(test_sh("grep -q '\"status\":\"error\",\"reason\":\".*cannot write checkpoint: File too large' "
+                  "%s/full/summary.json", t) == 0);
     CHECK_EQ_INT(rtrain("", "full", "full3", extra), 0);
     CHECK(rlog_has("full3", "ckpt-00000004.bin (step 4)"));
     check_same_losses("full_ref", "full", 8);

@@ -164,6 +164,20 @@ static int truncate_metrics(const char* path, int64_t last) {
 
 /* Remove all but the newest `keep` (>= 1) checkpoints; called only after the
  * newest was written and renamed, so at least one valid checkpoint remains. */
+/* The last validation loss in a metrics file (NaN: none). */
+static float last_val_loss(const char* path) {
+    FILE* f = fopen(path, "r");
+    float v = NAN;
+    if (!f) return v;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char* s = strstr(line, "\"val_loss\":");
+        if (s && !strstr(line, "\"event\"")) v = strncmp(s + 11, "null", 4) ? strtof(s + 11, NULL) : NAN;
+    }
+    fclose(f);
+    return v;
+}
+
 static void prune_ckpts(const char* dir, int keep) {
     if (keep < 1) keep = 1;
     DIR* d = opendir(dir);
@@ -197,9 +211,9 @@ static int remove_stale_temps(const char* dir) {
     int n = 0;
     struct dirent* e;
     while ((e = readdir(d))) {
-        const char* t = strstr(e->d_name, ".tmp.");
-        if (!t) continue;
-        int ours = !strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, "metrics.jsonl.", 14) ||
+        int probe = !strncmp(e->d_name, ".probe.", 7);
+        if (!strstr(e->d_name, ".tmp.") && !probe) continue;
+        int ours = probe || !strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, "metrics.jsonl.", 14) ||
                    !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11);
         if (!ours) continue;
         char p[1400];
@@ -320,21 +334,36 @@ static int64_t peak_rss(void) {
     return getrusage(RUSAGE_SELF, &u) == 0 ? (int64_t)u.ru_maxrss * 1024 : -1;
 }
 
+/* s as the inside of a JSON string. */
+static const char* jstr(char* out, size_t n, const char* s) {
+    size_t k = 0;
+    for (; *s && k + 7 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') { out[k++] = '\\'; out[k++] = (char)ch; }
+        else if (ch < 0x20) k += (size_t)snprintf(out + k, n - k, "\\u%04x", ch);
+        else out[k++] = (char)ch;
+    }
+    out[k] = 0;
+    return out;
+}
+
 /* The status line of metrics.jsonl and summary.json (best effort: the run's
  * outcome is also the return value and the exit status). */
 static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
+    char why[1200];
+    jstr(why, sizeof why, res->reason);
     if (r->metrics) {
         fprintf(r->metrics, "{\"status\":\"%s\",\"step\":%lld,\"tokens\":%lld,\"reason\":\"%s\"}\n", res->status,
-                (long long)res->step, (long long)res->tokens, res->reason);
+                (long long)res->step, (long long)res->tokens, why);
         fflush(r->metrics);
     }
-    char buf[2048], a[32], b[32], t[32];
+    char buf[4096], a[32], b[32], t[32];
     int k = snprintf(buf, sizeof buf,
                      "{\"status\":\"%s\",\"reason\":\"%s\",\"step\":%lld,\"tokens\":%lld,\"val_loss0\":%s,\"val_loss\":%s,"
                      "\"tokens_to_target\":%lld,\"seconds\":%.3f,\"tok_per_s\":%s,\"recipe\":\"%s\",\"preset\":\"%s\","
                      "\"skipped_nonfinite\":%lld,\"skipped_spikes\":%lld,\"spikes\":%lld,"
                      "\"mem_estimate_bytes\":%lld,\"peak_rss_bytes\":%lld}\n",
-                     res->status, res->reason, (long long)res->step, (long long)res->tokens,
+                     res->status, why, (long long)res->step, (long long)res->tokens,
                      fnum(a, sizeof a, res->val_loss0), fnum(b, sizeof b, res->val_loss),
                      (long long)res->tokens_to_target, res->seconds, fnum(t, sizeof t, res->tok_per_s), r->c.recipe,
                      r->c.model.name, (long long)res->skipped_nonfinite, (long long)res->skipped_spikes,
@@ -530,6 +559,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
     int stale = remove_stale_temps(c->out);
     if (resume) rc = truncate_metrics(mpath, meta.step);
+    if (resume && !rc) res->val_loss = last_val_loss(mpath); /* a run resumed at its end reports it */
     else if (restart) rc = truncate_metrics(mpath, -1);
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
@@ -717,10 +747,10 @@ fail:
     if (!rc) rc = mx_fail(MX_EINVAL, "train: failed");
     {
         /* keep the message: the outcome files may fail to write too (full disk) */
-        char err[1024];
+        static char err[1024];
         snprintf(err, sizeof err, "%s", mx_last_error());
         res->status = "error";
-        res->reason = "error (see the message)";
+        res->reason = err;
         res->step = step;
         res->tokens = tokens;
         res->seconds = now_s() - t0;
