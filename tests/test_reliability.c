@@ -216,7 +216,8 @@ TEST(kill_resume_chain_bit_identical) {
         int resumed_from;    /* the step this invocation starts from (0: restarted, -1: fresh) */
         int newest_after;    /* the newest valid checkpoint after it was killed (-1: none) */
     } stage[] = {
-        {"step@1", -1, -1},          /* before any checkpoint */
+        {"locked@0", -1, -1},        /* the directory created and locked, nothing in it */
+        {"step@1", 0, -1},           /* before any checkpoint */
         {"ckpt-mid@2", 0, -1},       /* half a checkpoint: only a temporary file */
         {"ckpt-synced@4", 0, 2},     /* complete and fsync'ed but not renamed */
         {"ckpt-renamed@6", 2, 6},    /* renamed, not yet rotated: 3 checkpoints */
@@ -243,10 +244,12 @@ TEST(kill_resume_chain_bit_identical) {
         int n = all_ckpts_valid("kr", &newest);
         CHECKF(n >= 0 && newest == stage[i].newest_after, "stage %zu (%s): newest valid checkpoint %d, expected %d", i,
                stage[i].crash, newest, stage[i].newest_after);
-        if (i == 3) CHECK_EQ_INT(n, 3); /* killed between rename and rotation */
+        if (i == 4) CHECK_EQ_INT(n, 3); /* killed between rename and rotation */
     }
-    /* the temporaries of stages 1, 2 and 5 were left and then removed by the next resume */
-    CHECK(rlog_has("kr_2", "removed 1 temporary file"));
+    /* the temporaries of stages 2, 3 and 6 were left and then removed by the next resume */
+    CHECK(rlog_has("kr_3", "removed 1 temporary file"));
+    CHECK(rlog_has("kr_4", "removed 1 temporary file"));
+    CHECK(rlog_has("kr_7", "removed 1 temporary file"));
     /* from outside: the writer pauses after writing ckpt 10, before its fsync;
      * a second trainer on the same directory is refused meanwhile; SIGKILL */
     const char* t = test_tmpdir();
@@ -382,6 +385,10 @@ TEST(final_status_and_exit_codes) {
     CHECK(test_sh("grep -q '\"status\":\"budget\",\"reason\":\"target loss not reached\"' %s/st_budget/summary.json",
                   test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"status\":\"budget\",\"step\":3' %s/st_budget/metrics.jsonl", test_tmpdir()) == 0);
+    /* --resume where no run ever started: an error, and the directory is not created */
+    CHECK_EQ_INT(rtrain("", "st_none", "st_none", "--steps 3 --resume"), 1);
+    CHECK(rlog_has("st_none", "no checkpoint in"));
+    CHECK(test_sh("test ! -e %s/st_none", test_tmpdir()) == 0);
     /* halted: exit 0, then the resume reaches the budget */
     CHECK_EQ_INT(rtrain("", "st_halt", "st_halt", "--steps 3 --eval-every 0 --halt-at 2"), 0);
     CHECK(test_sh("grep -q '\"status\":\"halted\"' %s/st_halt/summary.json", test_tmpdir()) == 0);

@@ -202,7 +202,8 @@ int64_t mx_mem_available(void);
  * "POINT@STEP[:ACTION]" (STEP a number or *), reaching POINT at STEP does
  * ACTION: kill (default: SIGKILL to itself), pause (a line on stderr, then
  * wait for a signal: the test kills it from outside), sleep=MS (slows it).
- * Points: start, step, update, metrics, eval, ckpt-open, ckpt-mid,
+ * Points: locked (STEP 0: the directory created and locked, nothing
+ * written), start, step, update, metrics, eval, ckpt-open, ckpt-mid,
  * ckpt-written, ckpt-synced, ckpt-renamed, ckpt-pruned. */
 void mx_crash_point(const char* point, int64_t step);
 

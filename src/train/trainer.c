@@ -469,10 +469,12 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
                                                           "(--ignore-limits: going on)"});
     }
     /* the run directory: created, locked, probed with a small write */
+    if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
     rc = mkdirs(c->out);
     if (rc) return rc;
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
+    const int had_lock = file_exists(lpath); /* a trainer started here before */
     r->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (r->lock_fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", c->out, strerror(errno));
     if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -481,15 +483,16 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
     rc = probe_dir(c->out);
     if (rc) { run_free(r); return rc; }
+    mx_crash_point("locked", 0);
 
     /* refuse before touching anything in the run directory */
     char latest[1200], mpath[1200], cpath[1200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);
     snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
     int have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
-    int restart = 0; /* --resume of a run killed before its first checkpoint */
+    int restart = 0; /* --resume of a run killed before its first checkpoint (or before any file) */
     if (c->resume && !have_ckpt) {
-        if (!file_exists(mpath) && !file_exists(cpath)) {
+        if (!file_exists(mpath) && !file_exists(cpath) && !had_lock) {
             run_free(r);
             return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
         }
