@@ -37,7 +37,7 @@ int test_sh(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Bit-identical floats (NaN == NaN). */
 #define CHECK_SAME_F(a, b)                                                      \
     do { float _a = (a), _b = (b);                                              \
-         if (!((_a == _b && signbit(_a) == signbit(_b)) || (_a != _a && _b != _b))) \
+         if (!((_a == _b && !signbit(_a) == !signbit(_b)) || (_a != _a && _b != _b))) \
              test_fail_at(__FILE__, __LINE__, "%s = %.9g, expected %.9g", #a, (double)_a, (double)_b); } while (0)
 /* Stop the current test if it has failed (avoid cascades). */
 #define REQUIRE(cond)                                                           \

@@ -26,7 +26,9 @@ static void setup(void) {
     const char* seed_path = getenv("FUZZ_CKPT_SEED");
     if (seed_path) {
         mx_ckpt_meta meta = {.step = 3, .sample = 24, .tokens = 384, .val_loss0 = 4.0f, .tokens_to_target = -1};
+        mx_ckpt_meta back;
         if (mx_ckpt_save(seed_path, &g_m, g_mo, g_vo, &meta, k_fp)) abort();
+        if (mx_ckpt_load(seed_path, &g_m, g_mo, g_vo, &back, k_fp) || back.step != 3) abort();  /* the seed loads */
         _exit(0);
     }
 }
