@@ -514,7 +514,7 @@ struct SPlan {
 cublasLtHandle_t g_slt = NULL;
 void* g_sws = NULL;
 const size_t g_sws_size = 32u << 20;
-SPlan g_splans[16];
+SPlan g_splans[64]; /* a model step uses ~25 shapes */
 int g_nsplans = 0;
 
 void splan_destroy(SPlan* p) {
@@ -578,9 +578,9 @@ int splan_get(SPlan** out, int ta, int tb, int M, int N, int K, int lda, int ldb
             return MX_OK;
         }
     }
-    if (g_nsplans == 16) { /* evict the oldest */
+    if (g_nsplans == 64) { /* evict the oldest */
         splan_destroy(&g_splans[0]);
-        memmove(&g_splans[0], &g_splans[1], sizeof(SPlan) * 15);
+        memmove(&g_splans[0], &g_splans[1], sizeof(SPlan) * 63);
         g_nsplans--;
     }
     int rc = splan_make(&g_splans[g_nsplans], ta, tb, M, N, K, lda, ldb, ldc);
