@@ -203,6 +203,10 @@ TEST(tok_rank_file_errors) {
     CHECK(mx_tok_open(&t, p, MX_PAT_R50K) == MX_EFORMAT);
     CHECK(strstr(mx_last_error(), "byte 0x00") != NULL);
     CHECK(mx_tok_open(&t, "no/such/file", MX_PAT_R50K) == MX_EIO);
+    /* a huge rank in a tiny file is refused, not allocated (found by fuzz_ranks) */
+    f = fopen(p, "w"); fprintf(f, "IQ== 0\nIg== 1295240672\n"); fclose(f);
+    CHECK(mx_tok_open(&t, p, MX_PAT_R50K) == MX_EFORMAT);
+    CHECK(strstr(mx_last_error(), "too large") != NULL);
     /* special tokens and vocabulary sizes */
     REQUIRE((t = open_trim(MX_PAT_CL100K)) != NULL);
     CHECK_EQ_INT(mx_tok_eot(t), 100257); CHECK_EQ_INT(mx_tok_vocab_size(t), 100277);

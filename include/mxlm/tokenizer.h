@@ -22,6 +22,9 @@ typedef enum { MX_PAT_R50K = 0, MX_PAT_CL100K = 1, MX_PAT_O200K = 2, MX_PAT_LLAM
 
 typedef struct mx_tokenizer mx_tokenizer;
 
+/* Ranks in a rank file must be below this (tables are indexed by rank). */
+#define MX_TOK_MAX_RANK (1 << 21)
+
 /* "r50k" "cl100k" "o200k" "llama3" (also with "_base"); -1 if unknown. */
 int mx_tok_pattern_parse(const char* s);
 const char* mx_tok_pattern_name(int pattern);

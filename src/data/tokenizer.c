@@ -430,6 +430,13 @@ int mx_tok_open(mx_tokenizer** out, const char* path, int pattern) {
         if (endp == text + sp + 1 || (size_t)(endp - text) != le || errno || r >= 0x7fffffffUL) {
             rc = mx_fail(MX_EFORMAT, "%s:%zu: bad rank", path, line); goto fail;
         }
+        /* Tables are indexed by rank: a bound keeps a hostile file from asking for gigabytes
+         * (the largest real vocabularies are ~256k). */
+        if (r >= MX_TOK_MAX_RANK) {
+            rc = mx_fail(MX_EFORMAT, "%s:%zu: rank %lu is too large (ranks must be below %d)", path, line, r,
+                         MX_TOK_MAX_RANK);
+            goto fail;
+        }
         ranks[nt] = (uint32_t)r;
         offs[nt] = start;
         nt++;
