@@ -251,6 +251,49 @@ TEST(model_grad_fd_fp32) {
     mx_llama_free(&m);
 }
 
+/* More tokens than the vocabulary (N = 128 > V = 64): the head's backward
+ * needs xnf^T [D, N] scratch larger than head^T [D, V] (a bug found in review
+ * wrote past it). Central differences on head, final norm and embedding. */
+TEST(model_head_grad_when_tokens_exceed_vocab) {
+    mx_model_config c = micro_config();
+    c.n_layers = 1;
+    mx_recipe r;
+    REQUIRE(mx_recipe_parse("fp32", &r) == 0);
+    mx_llama m;
+    REQUIRE(mx_llama_create(&m, &c, &r, 0, 0, 3) == 0);
+    mx_llama_init_weights(&m, 3);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] *= 3.0f;
+    enum { B = 8, T = 16 };
+    int32_t tok[B * T], tgt[B * T];
+    uint32_t s = 5;
+    for (int i = 0; i < B * T; i++) { tok[i] = (int32_t)((frand(&s) + 1) * 31.9f); tgt[i] = (int32_t)((frand(&s) + 1) * 31.9f); }
+    float loss;
+    REQUIRE(mx_llama_forward(&m, tok, tgt, B, T, &loss) == 0);
+    mx_llama_zero_grad(&m);
+    REQUIRE(mx_llama_backward(&m, tok, tgt, 1.0f / (B * T)) == 0);
+    const int ts[3] = {MX_P_HEAD, MX_P_FINAL_NORM, MX_P_EMBED};
+    const float eps = 2e-3f;
+    double worst = 0, gmax = 0;
+    for (int q = 0; q < 3; q++) {
+        size_t off = m.info[ts[q]].offset, n = m.info[ts[q]].numel;
+        for (int j = 0; j < 8; j++) {
+            size_t i = off + (ts[q] == MX_P_EMBED ? (size_t)tok[j * 13] * c.dim + j : (n * (size_t)(2 * j + 1)) / 17);
+            float sv = m.params[i], lp, lm;
+            m.params[i] = sv + eps; mx_llama_forward(&m, tok, tgt, B, T, &lp);
+            m.params[i] = sv - eps; mx_llama_forward(&m, tok, tgt, B, T, &lm);
+            m.params[i] = sv;
+            double num = ((double)lp - lm) / (2 * eps);
+            /* FP32 loss: the difference quotient resolves ~1e-4 absolute */
+            worst = fmax(worst, fabs(num - m.grads[i]) / (3e-4 + 2e-2 * fabs(num)));
+            if (getenv("MXLM_TEST_VERBOSE")) fprintf(stderr, "%d %zu fd %.6g bw %.6g\n", q, i - off, num, (double)m.grads[i]);
+            gmax = fmax(gmax, fabs(num));
+        }
+    }
+    CHECKF(gmax > 1e-3, "probes too small to test anything (%g)", gmax);
+    CHECKF(worst <= 1.0, "gradient error %.3g x the tolerance (3e-4 + 2e-2 |fd|)", worst);
+    mx_llama_free(&m);
+}
+
 /* The fixture from tools/torch_fixture.py. */
 typedef struct {
     int V, D, L, H, KV, F, T, B;

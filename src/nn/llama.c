@@ -292,8 +292,9 @@ int mx_llama_backward(mx_llama* m, const int32_t* tokens, const int32_t* targets
     /* head and loss: logits [N, V] hold the probabilities; turn them into dlogits */
     mx_xent_backward(m->logits, targets, N, V, grad_scale);
     transpose(m->scratchT, m->logits, N, V); /* dlogits^T [V, N] */
-    transpose(m->headT, m->xnf, N, D);       /* xnf^T [D, N] (headT used as scratch here) */
-    CHK(mx_sgemm_tn(m->scratchT, m->headT, G(m, MX_P_HEAD), V, D, N, 1)); /* dhead [V, D] += dlogits^T xnf */
+    transpose(m->dtmp, m->xnf, N, D);        /* xnf^T [D, N] (dtmp [N, W >= D] is free here; headT is
+                                              * only [D, V], too small when N > V) */
+    CHK(mx_sgemm_tn(m->scratchT, m->dtmp, G(m, MX_P_HEAD), V, D, N, 1)); /* dhead [V, D] += dlogits^T xnf */
     transpose(m->headT, P(m, MX_P_HEAD), V, D); /* head^T [D, V] */
     CHK(mx_sgemm_tn(m->logits, m->headT, m->dxn, N, D, V, 0)); /* dxnf [N, D] = dlogits head */
     memset(m->dx, 0, sizeof(float) * N * D);
