@@ -314,8 +314,17 @@ TEST(fp8_delayed_scaling_uses_previous_amax) {
     mx_linear_forward(&c, X, W, Y, M, K, N);  /* step 1: history empty -> current amax */
     float ax = mx_amax(X, M * K);
     CHECK_SAME_F(st.amax_hist[0][0][0], ax);
-    for (int i = 0; i < M * K; i++) X[i] *= 0.5f;  /* step 2: amax halves, the scale is the old one */
+    /* step 2: amax shrinks by a factor that is not a power of two (a power of two
+     * would leave E4M3 rounding unchanged), and the scale must be the old one */
+    for (int i = 0; i < M * K; i++) X[i] *= 0.3f;
     mx_linear_forward(&c, X, W, Y, M, K, N);
+    float* Ycur = malloc(4 * M * N);
+    mx_recipe rc;
+    mx_recipe_parse("fp8", &rc);
+    mx_linear_ctx cc = {.recipe = &rc};
+    mx_linear_forward(&cc, X, W, Ycur, M, K, N);
+    CHECK(memcmp(Y, Ycur, 4 * M * N) != 0);  /* delayed differs from current scaling */
+    free(Ycur);
     mx_fp8_fakequant(X, Xq, M * K, mx_fp8_scale_for_amax(ax, MX_FP8_E4M3), MX_FP8_E4M3);
     mx_fp8_fakequant(W, Wq, N * K, mx_fp8_scale_for_amax(mx_amax(W, N * K), MX_FP8_E4M3), MX_FP8_E4M3);
     mx_sgemm_tn(Xq, Wq, ref, M, N, K, 0);

@@ -272,19 +272,19 @@ TEST(train_nan_diverges) {
 TEST(train_refuses_corrupt_and_mismatched_checkpoints) {
     REQUIRE(train("bad", "--steps 6 --halt-at 3 --recipe bf16") == 0);
     /* mismatched: another learning rate */
-    CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") != 0);
+    CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") == 1);
     CHECK(log_has("bad", "does not match"));
     /* corrupt: one byte flipped; nothing overwritten */
     REQUIRE(test_sh("cp %s/bad/metrics.jsonl %s/bad.m && printf '\\x55' | dd of=%s/bad/ckpt-00000003.bin bs=1 seek=5000 "
                     "conv=notrunc 2>/dev/null", test_tmpdir(), test_tmpdir(), test_tmpdir()) == 0);
-    CHECK(train("bad", "--steps 6 --recipe bf16 --resume") != 0);
+    CHECK(train("bad", "--steps 6 --recipe bf16 --resume") == 1);
     CHECK(log_has("bad", "checksum"));
     CHECK(test_sh("cmp -s %s/bad/metrics.jsonl %s/bad.m", test_tmpdir(), test_tmpdir()) == 0);
     /* a fresh run into a used directory is refused */
-    CHECK(train("bad", "--steps 6 --recipe bf16") != 0);
+    CHECK(train("bad", "--steps 6 --recipe bf16") == 1);
     CHECK(log_has("bad", "already holds a run"));
     /* --resume with nothing to resume */
-    CHECK(train("empty", "--steps 6 --recipe bf16 --resume") != 0);
+    CHECK(train("empty", "--steps 6 --recipe bf16 --resume") == 1);
 }
 
 TEST(train_refuses_bad_shards) {

@@ -50,7 +50,7 @@ void mx_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x
         for (int ch = 0; ch < nch; ch++)
             for (int i = 0; i < D; i++) dw[i] += part[(size_t)ch * D + i];
         free(part);
-    } else { /* out of memory for the partials: the same order, serially */
+    } else { /* out of memory for the partials: serially (another summation order, so other bits) */
         for (int n = 0; n < N; n++)
             for (int i = 0; i < D; i++) dw[i] += dout[(size_t)n * D + i] * x[(size_t)n * D + i] * rstd[n];
     }
