@@ -9,19 +9,24 @@ mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv; } > "$out/gpu.txt" 2>&1
-if ! build/cuda/mxlm --version >/dev/null 2>&1 || ldd build/cuda/tests/gpu/run | grep -q "not found"; then
+if ! build/cuda/mxlm --version >/dev/null 2>&1 || ldd build/cuda/tests/gpu/run | grep -q "not found" \
+   || ! [ -x build/cuda/tests/gpu/layers ]; then
     echo "binaries do not run here: rebuilding on the device"
-    make -j16 build/cuda/mxlm build/cuda/tests/gpu/run > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    make -j16 build/cuda/mxlm gpu-test-bin > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 fi
 if has tests; then
     echo "== make test-gpu (build/cuda/tests/gpu/run)"
     ( time build/cuda/tests/gpu/run ) > "$out/test.log" 2>&1; echo "exit $?" >> "$out/test.log"
     grep -E "GPU:|seed|passed|FAIL|fail |exact|fast|FP8|BF16|window|cases|real|exit" "$out/test.log" | head -70
+    echo "== layer tests (build/cuda/tests/gpu/layers)"
+    ( time build/cuda/tests/gpu/layers ) > "$out/layers.log" 2>&1; echo "exit $?" >> "$out/layers.log"
+    grep -E "FAIL|passed|real|exit" "$out/layers.log"
 fi
 if has bench; then
     echo "== bench"
     b=build/cuda/mxlm
-    { $b info; echo; $b bench hadamard; echo; $b bench quant; echo; $b bench gemm; echo; $b bench gemm --M 8192 --N 8192 --K 8192; } > "$out/bench.log" 2>&1
+    { $b info; echo; $b bench hadamard; echo; $b bench quant; echo; $b bench gemm; echo; $b bench gemm --M 8192 --N 8192 --K 8192;
+      echo; build/cuda/tests/gpu/layers --bench; } > "$out/bench.log" 2>&1
     cat "$out/bench.log"
 fi
 if has ncu; then
