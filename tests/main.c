@@ -1,6 +1,8 @@
 /* main.c: the test runner. Usage: tests/run [substring] */
 #define _GNU_SOURCE
 #include "test.h"
+#include "mxlm/mx.h"
+#include "mxlm/shard.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -54,6 +56,51 @@ int test_sh(const char* fmt, ...) {
     int st = system(cmd);
     if (st == -1 || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
+}
+
+void* test_read_file(const char* path, size_t* n) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    char* b = NULL;
+    long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (sz >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)sz + 1))) {
+        if (fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+        else { b[sz] = 0; *n = (size_t)sz; }
+    }
+    fclose(f);
+    return b;
+}
+
+void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val) {
+    static struct { int used; char prefix[64]; } done[8];
+    /* The CLI runs in child processes: let idle OpenMP threads sleep instead of
+     * spinning, or a loaded 2-core machine makes every barrier cost a time slice. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    int slot = -1;
+    for (int i = 0; i < 8 && slot < 0; i++) {
+        if (done[i].used && !strcmp(done[i].prefix, prefix)) return;
+        if (!done[i].used) slot = i;
+    }
+    if (slot >= 0) { done[slot].used = 1; snprintf(done[slot].prefix, sizeof done[slot].prefix, "%s", prefix); }
+    uint32_t s = seed;
+    uint32_t sent[24][12];
+    for (int i = 0; i < 24; i++)
+        for (int j = 0; j < 12; j++) { s = s * 1664525u + 1013904223u; sent[i][j] = (s >> 8) % 255; }
+    for (int f = 0; f < 2; f++) {
+        int64_t n = f == 0 ? n_train : n_val;
+        uint32_t* t = malloc(sizeof(uint32_t) * (size_t)n);
+        if (!t) { fprintf(stderr, "test_sentence_shards: out of memory\n"); exit(2); }
+        for (int64_t i = 0; i < n;) {
+            s = s * 1664525u + 1013904223u;
+            int k = (s >> 8) % 24;
+            for (int j = 0; j < 12 && i < n; j++) t[i++] = sent[k][j];
+            if (i < n && (s >> 20) % 4 == 0) t[i++] = 255; /* end of text */
+        }
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s%s.bin", test_tmpdir(), prefix, f == 0 ? "train" : "val");
+        if (mx_shard_write(p, t, n, 1)) { fprintf(stderr, "test_sentence_shards: %s\n", mx_last_error()); exit(2); }
+        free(t);
+    }
 }
 
 static int cmp_case(const void* a, const void* b) {

@@ -4,6 +4,8 @@
 #ifndef MXLM_TEST_H
 #define MXLM_TEST_H
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef void (*test_fn)(void);
@@ -16,6 +18,12 @@ const char* test_mxlm_bin(void);
 const char* test_tmpdir(void);
 /* Run a shell command line; return its exit status (-1 on signal). */
 int test_sh(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A whole file, malloc'ed with a NUL byte after its n bytes; NULL if it cannot be read. */
+void* test_read_file(const char* path, size_t* n);
+/* Write TMPDIR/<prefix>train.bin and <prefix>val.bin (llm.c shards, vocab 256): documents drawn
+ * from 24 fixed random "sentences" of 12 tokens (a model learns them quickly), 255 = end of text.
+ * Once per prefix per process; also sets OMP_WAIT_POLICY=passive for the CLI's child processes. */
+void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val);
 
 #define TEST(name)                                                              \
     static void test_##name(void);                                              \

@@ -14,17 +14,6 @@ static void write_f32(const char* path, const float* x, size_t n) {
     fwrite(x, 4, n, f);
     fclose(f);
 }
-static float* read_all(const char* path, size_t* n) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float* x = malloc((size_t)len + 4);
-    *n = fread(x, 1, (size_t)len, f);
-    fclose(f);
-    return x;
-}
 static int exists(const char* p) { struct stat st; return stat(p, &st) == 0; }
 
 static float* input(int R, int C, uint64_t seed) {
@@ -65,12 +54,12 @@ static void one(const char* layout, const char* scale, const char* round, const 
     float* y = malloc(sizeof(float) * R * C);
     mx_dequantize_fp4(&t, y);
     size_t n = 0;
-    float* got = read_all(out, &n);
+    float* got = test_read_file(out, &n);
     REQUIRE(got && n == (size_t)R * C * 4);
     CHECKF(memcmp(got, y, n) == 0, "%s %s %s %s: output differs from the library", layout, scale, round, had);
     size_t nc = 0, ns = 0;
-    uint8_t* gc = (uint8_t*)read_all(codes, &nc);
-    uint8_t* gs = (uint8_t*)read_all(scales, &ns);
+    uint8_t* gc = test_read_file(codes, &nc);
+    uint8_t* gs = test_read_file(scales, &ns);
     CHECK(nc == (size_t)R * C / 2 && memcmp(gc, t.codes, nc) == 0);
     CHECK(ns == mx_fp4_n_scales(R, C, L) && memcmp(gs, t.scales, ns) == 0);
     free(gc); free(gs); free(got); free(y); free(x);
@@ -99,13 +88,13 @@ TEST(quant_cli_reference_vector) {
     write_f32(in, x, 32);
     REQUIRE(test_sh("%s quant --rows 1 --cols 32 --in %s --out %s", test_mxlm_bin(), in, out) == 0);
     size_t n;
-    float* y = read_all(out, &n);
+    float* y = test_read_file(out, &n);
     REQUIRE(y && n == 128);
     for (int i = 0; i < 32; i++) CHECK_SAME_F(y[i], want[i]);
     free(y);
     /* FP8 e4m3 per tensor: amax 7.9 -> scale 448/7.9; 7.9 is exactly representable after scaling */
     REQUIRE(test_sh("%s quant --rows 1 --cols 32 --format e4m3 --in %s --out %s", test_mxlm_bin(), in, out) == 0);
-    y = read_all(out, &n);
+    y = test_read_file(out, &n);
     REQUIRE(y && n == 128);
     CHECK_NEAR(y[7], 7.9f, 1e-5);
     CHECK_NEAR(y[0], 0.25f, 0.25f / 16);
@@ -143,7 +132,7 @@ TEST(quant_cli_bad_input) {
     fclose(f);
     CHECK_EQ_INT(test_sh("%s quant --rows 4 --cols 32 --in %s --out %s 2>/dev/null", bin, in, out), 1);
     size_t n;
-    char* kept = (char*)read_all(out, &n);
+    char* kept = test_read_file(out, &n);
     CHECK(kept && n == 4 && !memcmp(kept, "keep", 4));
     free(kept);
     /* unwritable destination: error, non-zero */

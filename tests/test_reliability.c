@@ -16,32 +16,7 @@
 #include "mxlm/train.h"
 #include "test.h"
 
-/* Shards (vocab 256): documents of 24 fixed random "sentences" of 12 tokens. */
-static void rel_shards(void) {
-    static int done;
-    setenv("OMP_WAIT_POLICY", "passive", 0);
-    if (done) return;
-    done = 1;
-    uint32_t s = 777;
-    uint32_t sent[24][12];
-    for (int i = 0; i < 24; i++)
-        for (int j = 0; j < 12; j++) { s = s * 1664525u + 1013904223u; sent[i][j] = (s >> 8) % 255; }
-    for (int f = 0; f < 2; f++) {
-        int64_t n = f == 0 ? 20000 : 2000;
-        uint32_t* t = malloc(sizeof(uint32_t) * n);
-        if (!t) return;
-        for (int64_t i = 0; i < n;) {
-            s = s * 1664525u + 1013904223u;
-            int k = (s >> 8) % 24;
-            for (int j = 0; j < 12 && i < n; j++) t[i++] = sent[k][j];
-            if (i < n && (s >> 20) % 4 == 0) t[i++] = 255;
-        }
-        char p[512];
-        snprintf(p, sizeof p, "%s/rel_%s.bin", test_tmpdir(), f == 0 ? "train" : "val");
-        mx_shard_write(p, t, n, 1);
-        free(t);
-    }
-}
+static void rel_shards(void) { test_sentence_shards("rel_", 777, 20000, 2000); }
 
 #define TINY "--vocab 256 --dim 32 --layers 1 --heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 " \
              "--val-tokens 64 --lr 1e-2 --recipe mxfp4-fdw-h16 --log-every 1 --threads 2"
@@ -114,24 +89,11 @@ static void check_same_losses(const char* a, const char* b, int steps) {
     for (int i = 0; i < nx && i < ny; i++) CHECKF(!strcmp(x[i], y[i]), "%s/%s eval %d: %s vs %s", a, b, i, x[i], y[i]);
 }
 
-/* A whole checkpoint file read into memory; its validity checked here
- * independently of the loader: magic, end marker, CRC-32. */
-static unsigned char* read_all(const char* path, size_t* n) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char* b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
+/* A checkpoint's validity checked here independently of the loader: magic,
+ * end marker, CRC-32. */
 static int ckpt_valid(const char* path) {
     size_t n;
-    unsigned char* b = read_all(path, &n);
+    unsigned char* b = test_read_file(path, &n);
     if (!b) return 0;
     int ok = n > 28 && !memcmp(b, "MXLMCKP1", 8) && !memcmp(b + n - 8, "MXLMEND1", 8);
     if (ok) {
@@ -149,7 +111,7 @@ static unsigned char* ckpt_payload(const char* dir, int step, size_t* len) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s/ckpt-%08d.bin", test_tmpdir(), dir, step);
     size_t n;
-    unsigned char* b = read_all(p, &n);
+    unsigned char* b = test_read_file(p, &n);
     if (!b || n < 100) { free(b); return NULL; }
     uint32_t flen;
     int32_t nw;
@@ -518,7 +480,7 @@ TEST(checkpoint_v1_still_loads) {
     CHECK(!memcmp(&got.window[2], &meta.window[2], 4)); /* -0 keeps its sign bit */
     /* the same file as version 1: without the 3 counters, n_window and the window */
     size_t len;
-    unsigned char* f = read_all(p2, &len);
+    unsigned char* f = test_read_file(p2, &len);
     REQUIRE(f);
     uint32_t ver = 1, flen;
     memcpy(&flen, f + 12, 4);
@@ -541,7 +503,7 @@ TEST(checkpoint_v1_still_loads) {
     CHECK_EQ_INT(got.skipped_nonfinite, 0);
     CHECK_EQ_INT(got.n_window, 0);
     /* an out-of-range window length is refused (its CRC made valid) */
-    f = read_all(p2, &len);
+    f = test_read_file(p2, &len);
     REQUIRE(f);
     int32_t bad = MX_SPIKE_WINDOW_MAX + 1;
     memcpy(f + cut + 24, &bad, 4);

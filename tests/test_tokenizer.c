@@ -13,18 +13,6 @@ void mx_tok_set_heap_threshold(size_t n);
 #define FIX "tests/fixtures/tokenizer"
 static const char* k_enc[4] = {"r50k_base", "cl100k_base", "o200k_base", "llama3"};
 
-static char* slurp(const char* path, size_t* n) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char* b = malloc((size_t)l + 1);
-    *n = fread(b, 1, (size_t)l, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
 static size_t parse_ids(const char* s, uint32_t** out) {
     size_t cap = 1024, n = 0;
     uint32_t* v = malloc(cap * 4);
@@ -53,9 +41,9 @@ static void check_golden(int e, const char* text) {
     char p[256];
     size_t tn, in;
     snprintf(p, sizeof p, FIX "/%s.txt", text);
-    char* txt = slurp(p, &tn);
+    char* txt = test_read_file(p, &tn);
     snprintf(p, sizeof p, FIX "/%s.%s.ids", k_enc[e], text);
-    char* ids_s = slurp(p, &in);
+    char* ids_s = test_read_file(p, &in);
     if (!txt || !ids_s) { test_fail_at(__FILE__, __LINE__, "missing fixture %s", p); free(txt); free(ids_s); mx_tok_free(t); return; }
     uint32_t* want;
     size_t nw = parse_ids(ids_s, &want);

@@ -107,34 +107,7 @@ TEST(checkpoint_roundtrip_and_refusals) {
 
 /* ---- end to end ---------------------------------------------------------------- */
 
-/* Shards: documents drawn from 24 fixed random "sentences" of 12 tokens
- * (vocab 256), so a model can learn them quickly. */
-static void make_shards(void) {
-    static int done;
-    /* The CLI runs in child processes: let idle OpenMP threads sleep instead of
-     * spinning, or a loaded 2-core machine makes every barrier cost a time slice. */
-    setenv("OMP_WAIT_POLICY", "passive", 0);
-    if (done) return;
-    done = 1;
-    uint32_t s = 12345;
-    uint32_t sent[24][12];
-    for (int i = 0; i < 24; i++)
-        for (int j = 0; j < 12; j++) { s = s * 1664525u + 1013904223u; sent[i][j] = (s >> 8) % 255; }
-    for (int f = 0; f < 2; f++) {
-        int64_t n = f == 0 ? 40000 : 6000;
-        uint32_t* t = malloc(sizeof(uint32_t) * n);
-        for (int64_t i = 0; i < n;) {
-            s = s * 1664525u + 1013904223u;
-            int k = (s >> 8) % 24;
-            for (int j = 0; j < 12 && i < n; j++) t[i++] = sent[k][j];
-            if (i < n && (s >> 20) % 4 == 0) t[i++] = 255; /* end of text */
-        }
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s.bin", test_tmpdir(), f == 0 ? "train" : "val");
-        mx_shard_write(p, t, n, 1);
-        free(t);
-    }
-}
+static void make_shards(void) { test_sentence_shards("", 12345, 40000, 6000); }
 
 #define MICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --batch 4 " \
               "--val-tokens 1024 --lr 1e-2 --log-every 1"
