@@ -71,6 +71,36 @@ void* test_read_file(const char* path, size_t* n) {
     return b;
 }
 
+int test_log_has(const char* name, const char* needle) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s.log", test_tmpdir(), name);
+    FILE* f = fopen(p, "r");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    buf[k] = 0;
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+int test_metric_strings(const char* dir, const char* key, const char* unless, char vals[][32], int max) {
+    char p[512], line[4096], pat[64];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", test_tmpdir(), dir);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    FILE* f = fopen(p, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        char* s = strstr(line, pat);
+        if (!s || (unless && strstr(line, unless))) continue;
+        s += strlen(pat);
+        size_t k = strcspn(s, ",}");
+        snprintf(vals[n++], 32, "%.*s", (int)(k < 31 ? k : 31), s);
+    }
+    fclose(f);
+    return n;
+}
+
 void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val) {
     static struct { int used; char prefix[64]; } done[8];
     /* The CLI runs in child processes: let idle OpenMP threads sleep instead of

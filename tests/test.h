@@ -23,6 +23,11 @@ void* test_read_file(const char* path, size_t* n);
 /* Write TMPDIR/<prefix>train.bin and <prefix>val.bin (llm.c shards, vocab 256): documents drawn
  * from 24 fixed random "sentences" of 12 tokens (a model learns them quickly), 255 = end of text.
  * Once per prefix per process; also sets OMP_WAIT_POLICY=passive for the CLI's child processes. */
+/* Does TMPDIR/NAME.log contain `needle` (first 64 KiB)? */
+int test_log_has(const char* name, const char* needle);
+/* Values of `key` (as text) on the lines of TMPDIR/DIR/metrics.jsonl that have it and do not
+ * contain `unless` (NULL: none); at most `max`; -1 if the file is missing. */
+int test_metric_strings(const char* dir, const char* key, const char* unless, char vals[][32], int max);
 void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val);
 
 #define TEST(name)                                                              \

@@ -214,6 +214,17 @@ static mx_model_config micro_config(void) {
     return c;
 }
 
+/* Central difference of the loss in parameter i (the parameter is restored). */
+static double fd_grad(mx_llama* m, const int32_t* tok, const int32_t* tgt, int B, int T, size_t i, float eps) {
+    float sv = m->params[i], lp, lm;
+    m->params[i] = sv + eps;
+    mx_llama_forward(m, tok, tgt, B, T, &lp);
+    m->params[i] = sv - eps;
+    mx_llama_forward(m, tok, tgt, B, T, &lm);
+    m->params[i] = sv;
+    return ((double)lp - lm) / (2 * eps);
+}
+
 TEST(model_grad_fd_fp32) {
     mx_model_config c = micro_config();
     mx_recipe r;
@@ -239,11 +250,7 @@ TEST(model_grad_fd_fp32) {
             size_t i = off + (n * (size_t)(2 * j + 1)) / 7;
             /* embedding rows of tokens that occur (other rows have a zero gradient) */
             if (t == MX_P_EMBED) i = off + (size_t)tok[5 * j + 1] * c.dim + (size_t)(7 * j) % c.dim;
-            float sv = m.params[i], lp, lm;
-            m.params[i] = sv + eps; mx_llama_forward(&m, tok, tgt, B, T, &lp);
-            m.params[i] = sv - eps; mx_llama_forward(&m, tok, tgt, B, T, &lm);
-            m.params[i] = sv;
-            double num = ((double)lp - lm) / (2 * eps);
+            double num = fd_grad(&m, tok, tgt, B, T, i, eps);
             CHECKF(fabs(num - m.grads[i]) <= 2e-3 + 3e-2 * fabs(m.grads[i]), "%s[%zu]: fd %.6g, backward %.6g",
                    m.info[t].name, i - off, num, (double)m.grads[i]);
             checked++;
@@ -280,14 +287,9 @@ TEST(model_head_grad_when_tokens_exceed_vocab) {
         size_t off = m.info[ts[q]].offset, n = m.info[ts[q]].numel;
         for (int j = 0; j < 8; j++) {
             size_t i = off + (ts[q] == MX_P_EMBED ? (size_t)tok[j * 13] * c.dim + j : (n * (size_t)(2 * j + 1)) / 17);
-            float sv = m.params[i], lp, lm;
-            m.params[i] = sv + eps; mx_llama_forward(&m, tok, tgt, B, T, &lp);
-            m.params[i] = sv - eps; mx_llama_forward(&m, tok, tgt, B, T, &lm);
-            m.params[i] = sv;
-            double num = ((double)lp - lm) / (2 * eps);
+            double num = fd_grad(&m, tok, tgt, B, T, i, eps);
             /* FP32 loss: the difference quotient resolves ~1e-4 absolute */
             worst = fmax(worst, fabs(num - m.grads[i]) / (3e-4 + 2e-2 * fabs(num)));
-            if (getenv("MXLM_TEST_VERBOSE")) fprintf(stderr, "%d %zu fd %.6g bw %.6g\n", q, i - off, num, (double)m.grads[i]);
             gmax = fmax(gmax, fabs(num));
         }
     }

@@ -43,47 +43,17 @@ static int rtrain_fsize(int blocks, const char* dir, const char* log, const char
                    blocks, test_mxlm_bin(), t, t, t, dir, extra, t, log, t, log);
 }
 
-static int rlog_has(const char* log, const char* needle) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s.log", test_tmpdir(), log);
-    FILE* f = fopen(p, "r");
-    if (!f) return 0;
-    static char buf[1 << 16];
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    buf[k] = 0;
-    fclose(f);
-    return strstr(buf, needle) != NULL;
-}
 
-/* Values of `key` (as text) on the lines of DIR/metrics.jsonl that have it
- * and do not have `unless` (NULL: none). */
-static int rmetric(const char* dir, const char* key, const char* unless, char vals[][32], int max) {
-    char p[512], line[4096], pat[64];
-    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", test_tmpdir(), dir);
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    FILE* f = fopen(p, "r");
-    if (!f) return -1;
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        char* s = strstr(line, pat);
-        if (!s || (unless && strstr(line, unless))) continue;
-        s += strlen(pat);
-        size_t k = strcspn(s, ",}");
-        snprintf(vals[n++], 32, "%.*s", (int)(k < 31 ? k : 31), s);
-    }
-    fclose(f);
-    return n;
-}
 
 /* The same training losses and validation losses, bit for bit (as printed). */
 static void check_same_losses(const char* a, const char* b, int steps) {
     char x[64][32], y[64][32];
-    int nx = rmetric(a, "loss", "event", x, 64), ny = rmetric(b, "loss", "event", y, 64);
+    int nx = test_metric_strings(a, "loss", "event", x, 64), ny = test_metric_strings(b, "loss", "event", y, 64);
     CHECK_EQ_INT(nx, steps);
     CHECK_EQ_INT(ny, steps);
     for (int i = 0; i < nx && i < ny; i++) CHECKF(!strcmp(x[i], y[i]), "%s/%s step %d: %s vs %s", a, b, i + 1, x[i], y[i]);
-    nx = rmetric(a, "val_loss", "event", x, 64);
-    ny = rmetric(b, "val_loss", "event", y, 64);
+    nx = test_metric_strings(a, "val_loss", "event", x, 64);
+    ny = test_metric_strings(b, "val_loss", "event", y, 64);
     CHECK(nx >= 2);
     CHECK_EQ_INT(nx, ny);
     for (int i = 0; i < nx && i < ny; i++) CHECKF(!strcmp(x[i], y[i]), "%s/%s eval %d: %s vs %s", a, b, i, x[i], y[i]);
@@ -172,7 +142,7 @@ static int count_files(const char* dir, const char* pattern) {
 TEST(kill_resume_chain_bit_identical) {
     const char* common = "--steps 12 --ckpt-every 2 --eval-every 4 --keep 2";
     REQUIRE(rtrain("", "kr_ref", "kr_ref", common) == 0);
-    CHECK(rlog_has("kr_ref", "budget: step 12"));
+    CHECK(test_log_has("kr_ref", "budget: step 12"));
     struct {
         const char* crash;   /* MXLM_TEST_CRASH */
         int resumed_from;    /* the step this invocation starts from (0: restarted, -1: fresh) */
@@ -195,11 +165,11 @@ TEST(kill_resume_chain_bit_identical) {
         snprintf(extra, sizeof extra, "%s%s", common, stage[i].resumed_from >= 0 ? " --resume" : "");
         int rc = rtrain(env, "kr", log, extra);
         CHECKF(rc == 137, "stage %zu (%s): exit %d, expected 137 (SIGKILL)", i, stage[i].crash, rc);
-        if (stage[i].resumed_from == 0) CHECKF(rlog_has(log, "restarting from step 0"), "stage %zu", i);
+        if (stage[i].resumed_from == 0) CHECKF(test_log_has(log, "restarting from step 0"), "stage %zu", i);
         if (stage[i].resumed_from > 0) {
             char want[64];
             snprintf(want, sizeof want, "ckpt-%08d.bin (step %d)", stage[i].resumed_from, stage[i].resumed_from);
-            CHECKF(rlog_has(log, want), "stage %zu (%s): not resumed from step %d", i, stage[i].crash,
+            CHECKF(test_log_has(log, want), "stage %zu (%s): not resumed from step %d", i, stage[i].crash,
                    stage[i].resumed_from);
         }
         int newest;
@@ -209,9 +179,9 @@ TEST(kill_resume_chain_bit_identical) {
         if (i == 4) CHECK_EQ_INT(n, 3); /* killed between rename and rotation */
     }
     /* the temporaries of stages 2, 3 and 6 were left and then removed by the next resume */
-    CHECK(rlog_has("kr_3", "removed 1 temporary file"));
-    CHECK(rlog_has("kr_4", "removed 1 temporary file"));
-    CHECK(rlog_has("kr_7", "removed 1 temporary file"));
+    CHECK(test_log_has("kr_3", "removed 1 temporary file"));
+    CHECK(test_log_has("kr_4", "removed 1 temporary file"));
+    CHECK(test_log_has("kr_7", "removed 1 temporary file"));
     /* from outside: the writer pauses after writing ckpt 10, before its fsync;
      * a second trainer on the same directory is refused meanwhile; SIGKILL */
     const char* t = test_tmpdir();
@@ -221,25 +191,25 @@ TEST(kill_resume_chain_bit_identical) {
                     test_mxlm_bin(), t, t, t, common, t, t, t) == 0);
     CHECK(count_files("kr", "^ckpt-00000010\\.bin\\.tmp\\.") == 1);
     CHECK_EQ_INT(rtrain("", "kr", "kr_second", extra), 1);
-    CHECK(rlog_has("kr_second", "another mxlm train is running"));
+    CHECK(test_log_has("kr_second", "another mxlm train is running"));
     CHECK(test_sh("kill -9 $(cat %s/kr.pid); for i in $(seq 1 200); do kill -0 $(cat %s/kr.pid) 2>/dev/null || exit 0; "
                   "sleep 0.05; done; exit 1", t, t) == 0);
-    CHECK(rlog_has("kr_p", "resumed from"));
+    CHECK(test_log_has("kr_p", "resumed from"));
     int newest;
     CHECK(all_ckpts_valid("kr", &newest) >= 1 && newest == 8);
     /* after the last evaluation, before the last checkpoint */
     CHECK_EQ_INT(rtrain("MXLM_TEST_CRASH=eval@12", "kr", "kr_e", extra), 137);
-    CHECK(rlog_has("kr_e", "ckpt-00000008.bin (step 8)"));
+    CHECK(test_log_has("kr_e", "ckpt-00000008.bin (step 8)"));
     /* after the last checkpoint and its rotation, before the status line */
     CHECK_EQ_INT(rtrain("MXLM_TEST_CRASH=ckpt-pruned@12", "kr", "kr_x", extra), 137);
-    CHECK(rlog_has("kr_x", "ckpt-00000010.bin (step 10)"));
+    CHECK(test_log_has("kr_x", "ckpt-00000010.bin (step 10)"));
     /* the last resume only finishes the run: its summary has the last evaluation */
     CHECK_EQ_INT(rtrain("", "kr", "kr_end", extra), 0);
-    CHECK(rlog_has("kr_end", "ckpt-00000012.bin (step 12)"));
+    CHECK(test_log_has("kr_end", "ckpt-00000012.bin (step 12)"));
     CHECK(test_sh("grep -o '\"val_loss\":[^,]*' %s/kr/summary.json > %s/kr_a && "
                   "grep -o '\"val_loss\":[^,]*' %s/kr_ref/summary.json > %s/kr_b && cmp -s %s/kr_a %s/kr_b",
                   t, t, t, t, t, t) == 0);
-    CHECK(rlog_has("kr_end", "budget: step 12"));
+    CHECK(test_log_has("kr_end", "budget: step 12"));
     check_same_losses("kr_ref", "kr", 12);
     CHECK(all_ckpts_valid("kr", &newest) == 2 && newest == 12);
     CHECK_EQ_INT(count_files("kr", "\\.tmp\\."), 0);
@@ -259,7 +229,7 @@ TEST(keep_rotation) {
                   "ckpt-00000005.bin')\"", test_tmpdir()) == 0);
     /* --keep 0 would leave none: refused before anything happens */
     CHECK_EQ_INT(rtrain("", "keep0", "keep0", "--steps 5 --ckpt-every 1 --keep 0"), 1);
-    CHECK(rlog_has("keep0", "at least 1 checkpoint"));
+    CHECK(test_log_has("keep0", "at least 1 checkpoint"));
     CHECK(test_sh("test ! -e %s/keep0", test_tmpdir()) == 0);
 }
 
@@ -268,12 +238,12 @@ TEST(keep_rotation) {
 TEST(nonfinite_skip_and_abort) {
     /* one NaN gradient at step 4: abort (the default) ends the run, exit 3 */
     CHECK_EQ_INT(rtrain("", "nf_abort", "nf_abort", "--steps 6 --eval-every 0 --debug-nan-grad-at 4"), 3);
-    CHECK(rlog_has("nf_abort", "diverged at step 4"));
+    CHECK(test_log_has("nf_abort", "diverged at step 4"));
     CHECK(test_sh("grep -q '\"status\":\"diverged\",\"step\":4' %s/nf_abort/metrics.jsonl", test_tmpdir()) == 0);
     /* skip: step 4's update is skipped, counted, and the run goes on */
     REQUIRE(rtrain("", "nf_skip", "nf_skip", "--steps 6 --eval-every 0 --debug-nan-grad-at 4 --on-nonfinite skip "
                    "--ckpt-every 1 --keep 10") == 0);
-    CHECK(rlog_has("nf_skip", "update skipped"));
+    CHECK(test_log_has("nf_skip", "update skipped"));
     CHECK(test_sh("grep -q '\"step\":4,.*\"grad_norm\":null,.*\"skipped\":\"nonfinite\"' %s/nf_skip/metrics.jsonl",
                   test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"status\":\"budget\",\"reason\":\"\",\"step\":6,.*\"skipped_nonfinite\":1,' "
@@ -284,13 +254,13 @@ TEST(nonfinite_skip_and_abort) {
     /* steps 1-4 as in a clean run (the NaN enters after step 4's loss) */
     REQUIRE(rtrain("", "nf_clean", "nf_clean", "--steps 6 --eval-every 0") == 0);
     char a[8][32], b[8][32];
-    REQUIRE(rmetric("nf_clean", "loss", NULL, a, 8) == 6 && rmetric("nf_skip", "loss", NULL, b, 8) == 6);
+    REQUIRE(test_metric_strings("nf_clean", "loss", NULL, a, 8) == 6 && test_metric_strings("nf_skip", "loss", NULL, b, 8) == 6);
     for (int i = 0; i < 4; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
     CHECK(strcmp(a[4], b[4]) != 0);
     /* a poisoned weight never recovers: skips 3, 4, 5 exceed --max-skips 2 at step 5 */
     CHECK_EQ_INT(rtrain("", "nf_max", "nf_max", "--steps 8 --eval-every 0 --debug-nan-at 3 --on-nonfinite skip "
                         "--max-skips 2"), 3);
-    CHECK(rlog_has("nf_max", "diverged at step 5 (too many skipped updates"));
+    CHECK(test_log_has("nf_max", "diverged at step 5 (too many skipped updates"));
     CHECK(test_sh("grep -q '\"status\":\"diverged\",\"step\":5,.*max-skips' %s/nf_max/metrics.jsonl", test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"skipped_nonfinite\":3,' %s/nf_max/summary.json", test_tmpdir()) == 0);
     /* a bad policy name is a usage error */
@@ -302,7 +272,7 @@ TEST(loss_spike_detector) {
     const char* common = "--steps 26 --batch 4 --lr 3e-2 --eval-every 0 --spike-window 8 --spike-z 4 --debug-spike-at 24";
     /* detection only: one spike event, at step 12; the update is applied */
     REQUIRE(rtrain("", "sp_log", "sp_log", common) == 0);
-    CHECK(rlog_has("sp_log", "loss spike at step 24"));
+    CHECK(test_log_has("sp_log", "loss spike at step 24"));
     CHECK(test_sh("test $(grep -c '\"event\":\"spike\"' %s/sp_log/metrics.jsonl) -eq 1 && "
                   "grep -q '\"event\":\"spike\",\"step\":24,.*\"skipped\":false' %s/sp_log/metrics.jsonl",
                   test_tmpdir(), test_tmpdir()) == 0);
@@ -311,7 +281,7 @@ TEST(loss_spike_detector) {
     char extra[256];
     snprintf(extra, sizeof extra, "%s --skip-spikes --ckpt-every 1 --keep 20", common);
     REQUIRE(rtrain("", "sp_skip", "sp_skip", extra) == 0);
-    CHECK(rlog_has("sp_skip", "update skipped"));
+    CHECK(test_log_has("sp_skip", "update skipped"));
     CHECK(test_sh("grep -q '\"step\":24,.*\"skipped\":\"spike\"' %s/sp_skip/metrics.jsonl", test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"skipped_spikes\":1,\"spikes\":1,' %s/sp_skip/summary.json", test_tmpdir()) == 0);
     CHECK(same_payload("sp_skip", 23, 24));
@@ -323,9 +293,9 @@ TEST(loss_spike_detector) {
     REQUIRE(rtrain("", "sp_split", "sp_split", extra) == 0);
     snprintf(extra, sizeof extra, "%s --skip-spikes --resume", common);
     REQUIRE(rtrain("", "sp_split", "sp_split2", extra) == 0);
-    CHECK(rlog_has("sp_split2", "loss spike at step 24"));
+    CHECK(test_log_has("sp_split2", "loss spike at step 24"));
     char a[32][32], b[32][32];
-    int na = rmetric("sp_skip", "loss", "event", a, 32), nb = rmetric("sp_split", "loss", "event", b, 32);
+    int na = test_metric_strings("sp_skip", "loss", "event", a, 32), nb = test_metric_strings("sp_split", "loss", "event", b, 32);
     CHECK_EQ_INT(na, 26);
     CHECK_EQ_INT(nb, 26);
     for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
@@ -338,7 +308,7 @@ TEST(loss_spike_detector) {
 TEST(final_status_and_exit_codes) {
     /* converged: the target is reached (exit 0) */
     REQUIRE(rtrain("", "st_conv", "st_conv", "--steps 6 --eval-every 2 --target-loss 20") == 0);
-    CHECK(rlog_has("st_conv", "converged: step 6"));
+    CHECK(test_log_has("st_conv", "converged: step 6"));
     CHECK(test_sh("grep -q '\"status\":\"converged\"' %s/st_conv/summary.json && "
                   "grep -q '\"status\":\"converged\",\"step\":6' %s/st_conv/metrics.jsonl", test_tmpdir(),
                   test_tmpdir()) == 0);
@@ -349,7 +319,7 @@ TEST(final_status_and_exit_codes) {
     CHECK(test_sh("grep -q '\"status\":\"budget\",\"step\":3' %s/st_budget/metrics.jsonl", test_tmpdir()) == 0);
     /* --resume where no run ever started: an error, and the directory is not created */
     CHECK_EQ_INT(rtrain("", "st_none", "st_none", "--steps 3 --resume"), 1);
-    CHECK(rlog_has("st_none", "no checkpoint in"));
+    CHECK(test_log_has("st_none", "no checkpoint in"));
     CHECK(test_sh("test ! -e %s/st_none", test_tmpdir()) == 0);
     /* halted: exit 0, then the resume reaches the budget */
     CHECK_EQ_INT(rtrain("", "st_halt", "st_halt", "--steps 3 --eval-every 0 --halt-at 2"), 0);
@@ -401,17 +371,17 @@ TEST(memory_limit_refuses_before_allocating) {
     /* an 8B model on this machine: refused with the estimate, exit 5, nothing created */
     CHECK_EQ_INT(test_sh("%s train --preset llama3.1-8b --steps 1 --out %s/lim8b > %s/lim8b.log 2>&1",
                          test_mxlm_bin(), test_tmpdir(), test_tmpdir()), 5);
-    CHECK(rlog_has("lim8b", "needs about"));
-    CHECK(rlog_has("lim8b", "MemAvailable"));
-    CHECK(rlog_has("lim8b", "--ignore-limits"));
+    CHECK(test_log_has("lim8b", "needs about"));
+    CHECK(test_log_has("lim8b", "MemAvailable"));
+    CHECK(test_log_has("lim8b", "--ignore-limits"));
     CHECK(test_sh("test ! -e %s/lim8b", test_tmpdir()) == 0);
     /* a small limit for the tiny model: refused; --ignore-limits runs it anyway */
     CHECK_EQ_INT(rtrain("", "limx", "limx", "--steps 2 --batch 32 --val-tokens 1024 --mem-limit-mib 1"), 5);
-    CHECK(rlog_has("limx", "but 1.0 MiB are available (--mem-limit-mib)"));
+    CHECK(test_log_has("limx", "but 1.0 MiB are available (--mem-limit-mib)"));
     CHECK_EQ_INT(rtrain("", "limx", "limx2", "--steps 2 --batch 32 --val-tokens 1024 --mem-limit-mib 1 --ignore-limits"), 0);
-    CHECK(rlog_has("limx2", "warning: the estimate exceeds"));
+    CHECK(test_log_has("limx2", "warning: the estimate exceeds"));
     /* the estimate is printed with --describe and at the start of a run */
-    CHECK(rlog_has("limx2", "memory: "));
+    CHECK(test_log_has("limx2", "memory: "));
     CHECK(test_sh("%s train --preset 1b --describe | grep -q '^memory  .* MiB estimated: parameters 5716.3'",
                   test_mxlm_bin()) == 0);
 }
@@ -420,11 +390,11 @@ TEST(unwritable_dir_and_full_disk) {
     const char* t = test_tmpdir();
     /* a directory that cannot be created: before any step */
     CHECK_EQ_INT(rtrain("", "../../../dev/null/x", "dn", "--steps 2"), 1);
-    CHECK(rlog_has("dn", "cannot create"));
+    CHECK(test_log_has("dn", "cannot create"));
     /* a directory where no file can be written (file size limit 0): the 64 KiB probe
      * fails before the first step, nothing written */
     CHECK_EQ_INT(rtrain_fsize(0, "ro", "ro", "--steps 2"), 1);
-    CHECK(rlog_has("ro", "cannot be written"));
+    CHECK(test_log_has("ro", "cannot be written"));
     CHECK(test_sh("test -z \"$(ls %s/ro | grep -v '^\\.lock$')\"", t) == 0);
     /* the disk fills at a checkpoint (files limited to 150 KiB: 300 blocks of 512 bytes for sh; a checkpoint is
      * ~330 KB): the run stops at its next checkpoint with the reason, the
@@ -437,14 +407,14 @@ TEST(unwritable_dir_and_full_disk) {
     REQUIRE(rtrain("", "full", "full1", extra) == 0);
     snprintf(extra, sizeof extra, "%s --resume", common);
     CHECK_EQ_INT(rtrain_fsize(300, "full", "full2", extra), 1);
-    CHECK(rlog_has("full2", "ckpt-00000006.bin: cannot write checkpoint: File too large (the previous checkpoint is kept)"));
+    CHECK(test_log_has("full2", "ckpt-00000006.bin: cannot write checkpoint: File too large (the previous checkpoint is kept)"));
     int newest;
     CHECK(all_ckpts_valid("full", &newest) == 2 && newest == 4); /* 2 and 4 (--keep 2) */
     CHECK_EQ_INT(count_files("full", "\\.tmp\\."), 0);
     CHECK(test_sh("grep -q '\"status\":\"error\",\"reason\":\".*cannot write checkpoint: File too large' "
                   "%s/full/summary.json", t) == 0);
     CHECK_EQ_INT(rtrain("", "full", "full3", extra), 0);
-    CHECK(rlog_has("full3", "ckpt-00000004.bin (step 4)"));
+    CHECK(test_log_has("full3", "ckpt-00000004.bin (step 4)"));
     check_same_losses("full_ref", "full", 8);
 }
 

@@ -118,54 +118,25 @@ static int train(const char* out, const char* extra) {
                    test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), out, extra, test_tmpdir(), out);
 }
 
-/* Values of `key` on the lines of DIR/metrics.jsonl that have it, as text. */
-static int metric_strings(const char* dir, const char* key, char vals[][32], int max) {
-    char p[512], line[4096], pat[64];
-    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", test_tmpdir(), dir);
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    FILE* f = fopen(p, "r");
-    if (!f) return -1;
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        char* s = strstr(line, pat);
-        if (!s) continue;
-        s += strlen(pat);
-        size_t k = strcspn(s, ",}");
-        snprintf(vals[n++], 32, "%.*s", (int)(k < 31 ? k : 31), s);
-    }
-    fclose(f);
-    return n;
-}
 
-static int log_has(const char* name, const char* needle) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s.log", test_tmpdir(), name);
-    FILE* f = fopen(p, "r");
-    if (!f) return 0;
-    static char buf[1 << 16];
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    buf[k] = 0;
-    fclose(f);
-    return strstr(buf, needle) != NULL;
-}
 
 TEST(train_loss_falls) {
     REQUIRE(train("falls", "--steps 30 --eval-every 10 --recipe mxfp4-fdw-h16 --telemetry-every 15 --target-loss 4") == 0);
     char v[16][32];
-    int n = metric_strings("falls", "val_loss", v, 16);
+    int n = test_metric_strings("falls", "val_loss", NULL, v, 16);
     REQUIRE(n >= 4);
     double v0 = atof(v[0]), vl = atof(v[n - 1]);
     CHECKF(vl < 0.6 * v0, "val loss %g -> %g", v0, vl);
     char t[64][32];
-    CHECK(metric_strings("falls", "fprop_a_sqnr_db", t, 64) == 2 * 2 * 7); /* 2 telemetry steps x 14 linears */
-    CHECK(metric_strings("falls", "tok_per_s", t, 64) == 30);
+    CHECK(test_metric_strings("falls", "fprop_a_sqnr_db", NULL, t, 64) == 2 * 2 * 7); /* 2 telemetry steps x 14 linears */
+    CHECK(test_metric_strings("falls", "tok_per_s", NULL, t, 64) == 30);
     char p[512];
     snprintf(p, sizeof p, "%s/falls/summary.json", test_tmpdir());
     struct stat st;
     CHECK(stat(p, &st) == 0);
     snprintf(p, sizeof p, "%s/falls/config.txt", test_tmpdir());
     CHECK(stat(p, &st) == 0);
-    CHECK(log_has("falls", "converged: step 30")); /* --target-loss 4 reached */
+    CHECK(test_log_has("falls", "converged: step 30")); /* --target-loss 4 reached */
     /* --target-loss 4: tokens-to-target recorded at the first evaluation at or below 4 */
     CHECK(test_sh("grep -q '\"event\":\"target\"' %s/falls/metrics.jsonl", test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"tokens_to_target\":[1-9]' %s/falls/summary.json", test_tmpdir()) == 0);
@@ -173,7 +144,7 @@ TEST(train_loss_falls) {
     char c1[8][32], c2[8][32];
     REQUIRE(test_sh("%s train --config %s/falls/config.txt --steps 30 --halt-at 1 --out %s/cfg > /dev/null 2>&1",
                     test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 0);
-    CHECK(metric_strings("falls", "loss", c1, 8) >= 1 && metric_strings("cfg", "loss", c2, 8) == 1);
+    CHECK(test_metric_strings("falls", "loss", NULL, c1, 8) >= 1 && test_metric_strings("cfg", "loss", NULL, c2, 8) == 1);
     CHECK(!strcmp(c1[0], c2[0]));
 }
 
@@ -187,18 +158,18 @@ TEST(train_resume_bit_identical) {
                   test_tmpdir()) == 0);
     snprintf(extra, sizeof extra, "%s --halt-at 10", common);
     REQUIRE(train("split", extra) == 0);
-    CHECK(log_has("split", "halted: step 10"));
+    CHECK(test_log_has("split", "halted: step 10"));
     snprintf(extra, sizeof extra, "%s --resume", common);
     REQUIRE(test_sh("%s train " MICRO " --train %s/train.bin --val %s/val.bin --out %s/split %s > %s/split2.log 2>&1",
                     test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), extra, test_tmpdir()) == 0);
-    CHECK(log_has("split2", "resumed from"));
+    CHECK(test_log_has("split2", "resumed from"));
     char a[64][32], b[64][32];
-    int na = metric_strings("straight", "loss", a, 64), nb = metric_strings("split", "loss", b, 64);
+    int na = test_metric_strings("straight", "loss", NULL, a, 64), nb = test_metric_strings("split", "loss", NULL, b, 64);
     CHECK_EQ_INT(na, 20);
     CHECK_EQ_INT(na, nb);
     for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
-    na = metric_strings("straight", "val_loss", a, 64);
-    nb = metric_strings("split", "val_loss", b, 64);
+    na = test_metric_strings("straight", "val_loss", NULL, a, 64);
+    nb = test_metric_strings("split", "val_loss", NULL, b, 64);
     CHECK_EQ_INT(na, 5); /* steps 0, 5, 10, 15, 20 */
     CHECK_EQ_INT(na, nb);
     for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "eval %d: %s vs %s", i, a[i], b[i]);
@@ -214,7 +185,7 @@ TEST(train_same_bits_any_thread_count) {
     REQUIRE(train("th1", "--steps 3 --eval-every 0 --threads 1 --recipe mxfp4-fdw-h16") == 0);
     REQUIRE(train("th2", "--steps 3 --eval-every 0 --threads 2 --recipe mxfp4-fdw-h16") == 0);
     char a[8][32], b[8][32];
-    int na = metric_strings("th1", "grad_norm", a, 8), nb = metric_strings("th2", "grad_norm", b, 8);
+    int na = test_metric_strings("th1", "grad_norm", NULL, a, 8), nb = test_metric_strings("th2", "grad_norm", NULL, b, 8);
     CHECK_EQ_INT(na, 3);
     CHECK_EQ_INT(na, nb);
     for (int i = 0; i < na && i < nb; i++) CHECKF(!strcmp(a[i], b[i]), "step %d: %s vs %s", i + 1, a[i], b[i]);
@@ -226,18 +197,18 @@ TEST(train_gradient_accumulation) {
     REQUIRE(train("acc1", "--steps 3 --eval-every 0 --recipe fp32 --batch 4 --accum 1") == 0);
     REQUIRE(train("acc2", "--steps 3 --eval-every 0 --recipe fp32 --batch 2 --accum 2") == 0);
     char a[8][32], b[8][32];
-    REQUIRE(metric_strings("acc1", "loss", a, 8) == 3 && metric_strings("acc2", "loss", b, 8) == 3);
+    REQUIRE(test_metric_strings("acc1", "loss", NULL, a, 8) == 3 && test_metric_strings("acc2", "loss", NULL, b, 8) == 3);
     for (int i = 0; i < 3; i++) CHECK_NEAR(atof(a[i]), atof(b[i]), 2e-5 * atof(a[i]));
-    REQUIRE(metric_strings("acc1", "grad_norm", a, 8) == 3 && metric_strings("acc2", "grad_norm", b, 8) == 3);
+    REQUIRE(test_metric_strings("acc1", "grad_norm", NULL, a, 8) == 3 && test_metric_strings("acc2", "grad_norm", NULL, b, 8) == 3);
     for (int i = 0; i < 3; i++) CHECK_NEAR(atof(a[i]), atof(b[i]), 1e-4 * atof(a[i]));
-    REQUIRE(metric_strings("acc2", "tokens", a, 8) >= 2);
+    REQUIRE(test_metric_strings("acc2", "tokens", NULL, a, 8) >= 2);
     CHECK(!strcmp(a[1], "128")); /* step 1: 2 x 32 x 2 tokens */
 }
 
 TEST(train_nan_diverges) {
     int rc = train("nan", "--steps 10 --debug-nan-at 4 --recipe mxfp4-fdw-h16");
     CHECK_EQ_INT(rc, 3);
-    CHECK(log_has("nan", "diverged at step 4"));
+    CHECK(test_log_has("nan", "diverged at step 4"));
     CHECK(test_sh("grep -q '\"status\":\"diverged\",\"step\":4' %s/nan/metrics.jsonl", test_tmpdir()) == 0);
     CHECK(test_sh("grep -q '\"status\":\"diverged\"' %s/nan/summary.json", test_tmpdir()) == 0);
 }
@@ -246,16 +217,16 @@ TEST(train_refuses_corrupt_and_mismatched_checkpoints) {
     REQUIRE(train("bad", "--steps 6 --halt-at 3 --recipe bf16") == 0);
     /* mismatched: another learning rate */
     CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") == 1);
-    CHECK(log_has("bad", "does not match"));
+    CHECK(test_log_has("bad", "does not match"));
     /* corrupt: one byte flipped; nothing overwritten */
     REQUIRE(test_sh("cp %s/bad/metrics.jsonl %s/bad.m && printf '\\x55' | dd of=%s/bad/ckpt-00000003.bin bs=1 seek=5000 "
                     "conv=notrunc 2>/dev/null", test_tmpdir(), test_tmpdir(), test_tmpdir()) == 0);
     CHECK(train("bad", "--steps 6 --recipe bf16 --resume") == 1);
-    CHECK(log_has("bad", "checksum"));
+    CHECK(test_log_has("bad", "checksum"));
     CHECK(test_sh("cmp -s %s/bad/metrics.jsonl %s/bad.m", test_tmpdir(), test_tmpdir()) == 0);
     /* a fresh run into a used directory is refused */
     CHECK(train("bad", "--steps 6 --recipe bf16") == 1);
-    CHECK(log_has("bad", "already holds a run"));
+    CHECK(test_log_has("bad", "already holds a run"));
     /* --resume with nothing to resume */
     CHECK(train("empty", "--steps 6 --recipe bf16 --resume") == 1);
 }
@@ -266,11 +237,11 @@ TEST(train_refuses_bad_shards) {
     CHECK(test_sh("head -c 3000 %s/train.bin > %s/trunc.bin", test_tmpdir(), test_tmpdir()) == 0);
     CHECK(test_sh("%s train " MICRO " --steps 2 --train %s/trunc.bin --val %s/val.bin --out %s/ts > %s/ts.log 2>&1",
                   test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir()) == 1);
-    CHECK(log_has("ts", "trunc.bin"));
+    CHECK(test_log_has("ts", "trunc.bin"));
     /* a token id beyond the model's vocabulary: named with its offset */
     CHECK(test_sh("%s train " MICRO " --vocab 128 --steps 2 --train %s/train.bin --val %s/val.bin --out %s/tv "
                   "> %s/tv.log 2>&1", test_mxlm_bin(), test_tmpdir(), test_tmpdir(), test_tmpdir(), test_tmpdir()) == 1);
-    CHECK(log_has("tv", "outside the model's vocabulary"));
+    CHECK(test_log_has("tv", "outside the model's vocabulary"));
     CHECK(test_sh("%s train " MICRO " --steps 2 --train %s/nothing*.bin --out %s/tn > /dev/null 2>&1",
                   test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 1);
 }
@@ -281,8 +252,8 @@ TEST(train_default_corpus) {
     REQUIRE(test_sh("test -f build/data/tiny_train.bin && test -f build/data/tiny_val.bin") == 0);
     REQUIRE(test_sh("%s train --preset tiny --recipe mxfp4-fdw-h16 --steps 1 --batch 2 --seq 64 --val-tokens 128 --out %s/dflt "
                     "> %s/dflt.log 2>&1", test_mxlm_bin(), test_tmpdir(), test_tmpdir()) == 0);
-    CHECK(log_has("dflt", "tiny mxfp4-fdw-h16: 1836160 parameters"));
+    CHECK(test_log_has("dflt", "tiny mxfp4-fdw-h16: 1836160 parameters"));
     char v[4][32];
-    REQUIRE(metric_strings("dflt", "val_loss", v, 4) == 2);
+    REQUIRE(test_metric_strings("dflt", "val_loss", NULL, v, 4) == 2);
     CHECK_NEAR(atof(v[0]), log(4096.0), 0.1); /* the initial model is close to uniform */
 }
