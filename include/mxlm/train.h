@@ -119,7 +119,13 @@ typedef struct {
     /* Limits checked before anything is allocated. */
     int ignore_limits;    /* 1: warn instead of refusing (memory, disk space) */
     int64_t mem_limit;    /* bytes treated as available (0: MemAvailable of /proc/meminfo) */
+    /* Where it runs (not part of the fingerprint: a run may resume on the other device). */
+    int device;           /* MX_DEVICE_AUTO (the GPU when the CUDA build finds one), _CPU, _CUDA */
+    int gemm_exact;       /* GPU MXFP4 GEMMs: 0 the fast path (E4M3 fold + FP8 GEMM), 1 exact emulation (BF16) */
+    char init_from[1024]; /* "": seeded init; else a Hugging Face Llama directory (safetensors + config.json) */
 } mx_train_config;
+
+enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
 /* Canonical "key = value" lines of the whole config (the run directory's

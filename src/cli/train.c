@@ -137,6 +137,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
     int log_every = 0;
     const char* on_nonfinite = NULL;
+    const char *device = NULL, *gemm = NULL, *init_from = NULL;
     int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
@@ -181,6 +182,11 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"context", OPT_INT, &context, "override the context length"},
         {"rope-theta", OPT_DOUBLE, &rope_theta, "override RoPE theta (500000)"},
         {"norm-eps", OPT_DOUBLE, &norm_eps, "override the RMSNorm eps (1e-5)"},
+        {"device", OPT_STR, &device, "auto (default: the GPU when the CUDA build finds one), cpu or cuda"},
+        {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast (default: E4M3 fold + FP8 tensor cores) or exact "
+                                 "(dequantize to BF16, BF16 GEMM)"},
+        {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
+                                           "config.json, e.g. from mxlm export --hf)"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
         {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
@@ -234,6 +240,18 @@ static int train_main(int argc, char** argv, const char* config_path) {
         else if (!strcmp(on_nonfinite, "skip")) c.on_nonfinite = MX_NONFINITE_SKIP;
         else { fprintf(stderr, "mxlm train: --on-nonfinite: 'abort' or 'skip', not '%s'\n", on_nonfinite); return 2; }
     }
+    if (device) {
+        if (!strcmp(device, "auto")) c.device = MX_DEVICE_AUTO;
+        else if (!strcmp(device, "cpu")) c.device = MX_DEVICE_CPU;
+        else if (!strcmp(device, "cuda") || !strcmp(device, "gpu")) c.device = MX_DEVICE_CUDA;
+        else { fprintf(stderr, "mxlm train: --device: 'auto', 'cpu' or 'cuda', not '%s'\n", device); return 2; }
+    }
+    if (gemm) {
+        if (!strcmp(gemm, "fast")) c.gemm_exact = 0;
+        else if (!strcmp(gemm, "exact")) c.gemm_exact = 1;
+        else { fprintf(stderr, "mxlm train: --gemm: 'fast' or 'exact', not '%s'\n", gemm); return 2; }
+    }
+    if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     c.mem_limit = mem_limit_mib * 1024 * 1024;
 

@@ -83,7 +83,11 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
         dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
     ADD("train = %s\n", c->train);
+    if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
     if (!trajectory_only) {
+        static const char* dev[3] = {"auto", "cpu", "cuda"};
+        ADD("device = %s\ngemm = %s\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
+            c->gemm_exact ? "exact" : "fast");
         ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
