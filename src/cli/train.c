@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "mxlm/config.h"
 #include "mxlm/train.h"
 
 typedef struct {
@@ -49,58 +50,26 @@ static void on_event(const mx_train_event* e, void* user) {
     fflush(stdout);
 }
 
-/* Read a config file into argv-style tokens ("--key", "value"). */
+/* Read a config file into argv-style tokens ("--key=value", "--flag"); the
+ * grammar is in include/mxlm/config.h. The keys are train_main's options
+ * (tests/test_config.c checks this table against `mxlm train --help`). */
 static int load_config(const char* path, char*** out, int* nout) {
-    FILE* f = fopen(path, "r");
-    if (!f) { fprintf(stderr, "mxlm train: cannot open config %s\n", path); return 2; }
-    char line[2048];
-    int n = 0, cap = 64, lineno = 0;
-    char** v = malloc(sizeof(char*) * cap);
-    while (v && fgets(line, sizeof line, f)) {
-        lineno++;
-        char* s = line;
-        while (isspace((unsigned char)*s)) s++;
-        if (!*s || *s == '#') continue;
-        char* eq = strchr(s, '=');
-        if (!eq) {
-            fprintf(stderr, "mxlm train: %s:%d: expected 'key = value'\n", path, lineno);
-            fclose(f);
-            return 2;
-        }
-        char* ke = eq;
-        while (ke > s && isspace((unsigned char)ke[-1])) ke--;
-        *ke = 0;
-        char* val = eq + 1;
-        while (isspace((unsigned char)*val)) val++;
-        char* ve = val + strlen(val);
-        while (ve > val && isspace((unsigned char)ve[-1])) ve--;
-        *ve = 0;
-        if (!strcmp(s, "config")) {
-            fprintf(stderr, "mxlm train: %s:%d: a config file cannot include another\n", path, lineno);
-            fclose(f);
-            return 2;
-        }
-        int is_flag = !strcmp(s, "resume") || !strcmp(s, "describe") || !strcmp(s, "skip-spikes") ||
-                      !strcmp(s, "ignore-limits"); /* the OPT_FLAG options */
-        if (n + 2 >= cap) {
-            cap *= 2;
-            char** v2 = realloc(v, sizeof(char*) * cap);
-            if (!v2) break;
-            v = v2;
-        }
-        char key[4200];
-        if (is_flag) {
-            snprintf(key, sizeof key, "--%s", s);
-            if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes")) v[n++] = strdup(key);
-        } else {
-            snprintf(key, sizeof key, "--%s=%s", s, val); /* unknown keys: cli_parse names them */
-            v[n++] = strdup(key);
-        }
+    static const mx_config_key keys[] = {
+        {"preset", 0}, {"recipe", 0}, {"steps", 0}, {"seed", 0}, {"out", 0}, {"batch", 0}, {"seq", 0},
+        {"accum", 0}, {"lr", 0}, {"min-lr-frac", 0}, {"warmup", 0}, {"beta1", 0}, {"beta2", 0}, {"adam-eps", 0},
+        {"weight-decay", 0}, {"clip", 0}, {"train", 0}, {"val", 0}, {"val-tokens", 0}, {"eval-every", 0},
+        {"eval-every-tokens", 0}, {"ckpt-every", 0}, {"keep-ckpts", 0}, {"keep", 0}, {"telemetry-every", 0},
+        {"target-loss", 0}, {"halt-at", 0}, {"resume", 1}, {"bf16-first", 0}, {"bf16-last", 0}, {"vocab", 0},
+        {"dim", 0}, {"layers", 0}, {"heads", 0}, {"kv-heads", 0}, {"ffn", 0}, {"context", 0}, {"rope-theta", 0},
+        {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
+        {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
+        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
+        {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
+    if (mx_config_load(path, keys, out, nout)) {
+        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+        return 2;
     }
-    fclose(f);
-    *out = v;
-    *nout = n;
-    return v ? 0 : 2;
+    return 0;
 }
 
 static int train_main(int argc, char** argv, const char* config_path);
