@@ -184,6 +184,11 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
  * fingerprint differs from `fingerprint` (the message names the first
  * differing line). Nothing is modified on refusal. */
 int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint);
+/* Only the parameters (and meta, when not NULL) of a checkpoint, without the
+ * fingerprint check (export, inspection): the file's fingerprint text goes to
+ * `fingerprint` (n bytes, when not NULL). Same file checks otherwise; the
+ * model must have the checkpoint's parameter count. */
+int mx_ckpt_load_params(const char* path, mx_llama* mdl, mx_ckpt_meta* meta, char* fingerprint, size_t n);
 /* The checkpoint with the highest step in `dir` ("ckpt-%08lld.bin"), into
  * path; returns 1 if found, 0 if none. */
 int mx_ckpt_latest(const char* dir, char* path, size_t n);

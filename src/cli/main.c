@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "mxlm/mx.h"
 
+int cmd_export(int argc, char** argv); /* export.c */
 typedef struct { const char* name; int (*fn)(int, char**); const char* help; } command;
 static const command k_cmds[] = {
     {"train", cmd_train, "train a Llama model with a precision recipe (the main job)"},
@@ -12,6 +13,7 @@ static const command k_cmds[] = {
     {"tokenize", cmd_tokenize, "encode stdin to token ids (or --decode) with a BPE rank file"},
     {"prep", cmd_prep, "turn JSON Lines / text into llm.c token shards"},
     {"bpe", cmd_bpe, "train the tiny byte-level BPE (rank file) on documents"},
+    {"export", cmd_export, "write a run's checkpoint as a Hugging Face Llama (safetensors + config.json)"},
     {"bench", cmd_bench, "benchmarks (CPU, and GPU in the CUDA build)"},
     {"info", cmd_info, "version and build features"},
 };

@@ -144,7 +144,10 @@ static void first_diff(const char* a, const char* b, char* out, size_t n) {
     snprintf(out, n, "(no line differs)");
 }
 
-int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint) {
+/* Both loads: fingerprint NULL skips its check (fp_out gets the file's); m, v
+ * NULL skip the AdamW moments. */
+static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint,
+                     char* fp_out, size_t fp_n) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     struct stat st;
@@ -191,7 +194,8 @@ int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_me
     if (!fp) { rc = mx_fail(MX_ENOMEM, "out of memory"); goto out; }
     if (take(&r, fp, flen)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     fp[flen] = 0;
-    if (strlen(fp) != flen || strcmp(fp, fingerprint)) {
+    if (fp_out && fp_n) snprintf(fp_out, fp_n, "%s", fp);
+    if (fingerprint && (strlen(fp) != flen || strcmp(fp, fingerprint))) {
         char why[600];
         first_diff(fp, fingerprint, why, sizeof why);
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint does not match this run's configuration: %s", path, why);
@@ -219,17 +223,27 @@ int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_me
         goto out;
     }
     /* all checks passed: now modify */
-    int e = take(&r, mdl->params, np * 4) || take(&r, m, np * 4) || take(&r, v, np * 4);
+    int e = take(&r, mdl->params, np * 4);
+    if (!e && m && v) e = take(&r, m, np * 4) || take(&r, v, np * 4);
+    else if (!e) r.off += np * 8; /* the moments, skipped (their size was checked above) */
     for (uint64_t i = 0; i < nl && !e; i++)
         e = take(&r, mdl->lstate[i].amax_hist, sizeof mdl->lstate[i].amax_hist) ||
             take(&r, mdl->lstate[i].amax_n, sizeof mdl->lstate[i].amax_n);
     if (e) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
-    *meta = mt;
+    if (meta) *meta = mt;
 out:
     free(chunk);
     free(fp);
     close(fd);
     return rc;
+}
+
+int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint) {
+    return ckpt_read(path, mdl, m, v, meta, fingerprint, NULL, 0);
+}
+
+int mx_ckpt_load_params(const char* path, mx_llama* mdl, mx_ckpt_meta* meta, char* fingerprint, size_t n) {
+    return ckpt_read(path, mdl, NULL, NULL, meta, NULL, fingerprint, n);
 }
 
 int mx_ckpt_latest(const char* dir, char* path, size_t n) {
