@@ -6,6 +6,7 @@
 #include "mxlm/mx.h"
 
 int cmd_export(int argc, char** argv); /* export.c */
+int cmd_study(int argc, char** argv); /* src/cli/study.c */
 typedef struct { const char* name; int (*fn)(int, char**); const char* help; } command;
 static const command k_cmds[] = {
     {"train", cmd_train, "train a Llama model with a precision recipe (the main job)"},
@@ -14,6 +15,7 @@ static const command k_cmds[] = {
     {"prep", cmd_prep, "turn JSON Lines / text into llm.c token shards"},
     {"bpe", cmd_bpe, "train the tiny byte-level BPE (rank file) on documents"},
     {"export", cmd_export, "write a run's checkpoint as a Hugging Face Llama (safetensors + config.json)"},
+    {"study", cmd_study, "run recipes x seeds and report tokens-to-target, overhead, throughput (the paper's tables)"},
     {"bench", cmd_bench, "benchmarks (CPU, and GPU in the CUDA build)"},
     {"info", cmd_info, "version and build features"},
 };

@@ -1,0 +1,139 @@
+/*
+ * study.h: the study harness (src/train/study.c). A study is a folder of run
+ * directories written by `mxlm train` (one per recipe and seed); from their
+ * config.txt and metrics.jsonl it computes the paper's measurements and
+ * writes the report:
+ *
+ *   target loss        --target, or the baseline's validation loss at 80% of
+ *                      its token budget (the first evaluation at or after
+ *                      0.8 x budget tokens), the mean over the baseline's seeds
+ *   tokens-to-target   tokens at the first evaluation whose loss <= target
+ *   did not converge   diverged, or the target not reached within
+ *                      budget_factor x the baseline's budget (and the run's own)
+ *   token overhead     tokens-to-target / the baseline's mean tokens-to-target - 1,
+ *                      per seed; per recipe the mean, min and max over its seeds
+ *   step throughput    median tok/s of a run's training lines; per recipe the
+ *                      mean over its runs; ratios vs the baseline and vs bf16
+ *   end-to-end ratio   throughput ratio vs the baseline / (1 + overhead)
+ *
+ *   DIR/results.md     Table 1 and Table 2 (Markdown), the runs and their commands
+ *   DIR/loss.svg       validation loss against tokens, every run
+ *   DIR/telemetry.svg  per-GEMM-operand SQNR over steps (full-MXFP4 recipes)
+ *
+ * Library code: errors via mx_fail, nothing printed. docs/study.md has the
+ * exact rules.
+ */
+#ifndef MXLM_STUDY_H
+#define MXLM_STUDY_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MX_STUDY_OPS 6 /* telemetry operands: fprop a/b, dgrad a/b, wgrad a/b */
+
+typedef struct {
+    int64_t step, tokens;
+    double val_loss;       /* NaN: the run logged null (non-finite) */
+} mx_study_eval;
+
+typedef struct {
+    int64_t step;
+    double sqnr_db[MX_STUDY_OPS]; /* mean over the layers' linears (finite values only; NaN: none) */
+    double clipped[MX_STUDY_OPS]; /* mean clipped-block fraction */
+} mx_study_tele;
+
+typedef struct {
+    char dir[1024];        /* the run directory */
+    char name[256];        /* its name inside the study folder */
+    char recipe[256];
+    char preset[64];
+    uint64_t seed;
+    int64_t steps, tokens_per_step, budget_tokens; /* config.txt: steps, batch x seq x accum, their product */
+    char* config;          /* config.txt as read (malloc'ed) */
+    /* metrics.jsonl */
+    char status[16];       /* converged, budget, diverged, halted, error; "": no status line (running or killed) */
+    char reason[256];
+    int64_t last_step, last_tokens; /* of the last line with a step */
+    mx_study_eval* evals;  /* [n_evals] in file order */
+    int n_evals;
+    double tok_per_s;      /* median of the training lines' tok_per_s (NaN: none) */
+    int n_train;           /* training lines */
+    mx_study_tele* tele;   /* [n_tele] one per telemetry step */
+    int n_tele;
+    /* set by mx_study_compute */
+    int finished;          /* status converged, budget or diverged */
+    int diverged;
+    int64_t tokens_to_target; /* -1: no evaluation at or below the target */
+    int reached;           /* finished, not diverged, tokens_to_target within the budget limit */
+    double overhead;       /* tokens_to_target / baseline mean - 1 (NaN: undefined) */
+} mx_study_run;
+
+typedef struct {
+    char recipe[256];
+    int n_runs, n_finished, n_reached;
+    int full_mxfp4;        /* all three GEMMs in MXFP4 */
+    double ttt_mean;       /* mean tokens-to-target over the seeds that reached it (NaN: none) */
+    double overhead, overhead_min, overhead_max; /* over the seeds that reached it (NaN: none) */
+    double tok_per_s;      /* mean of the runs' median tok/s (NaN: none) */
+    double vs_baseline, vs_bf16; /* throughput ratios (NaN: undefined) */
+    double end_to_end;     /* vs_baseline / (1 + overhead) (NaN: undefined) */
+    double final_loss;     /* mean last validation loss of the finished, not diverged runs */
+} mx_study_recipe;
+
+typedef struct {
+    const char* baseline;  /* recipe name (default "fp8") */
+    double target;         /* > 0: the target loss; else the default rule */
+    double budget_factor;  /* did not converge beyond this x the baseline's budget (default 2) */
+    double target_frac;    /* the default rule's fraction of the baseline budget (default 0.8) */
+} mx_study_opts;
+
+typedef struct {
+    char dir[1024];
+    mx_study_run* runs;    /* [n_runs] sorted: recipe order, then seed */
+    int n_runs;
+    mx_study_recipe* recipes; /* [n_recipes] the baseline first, then study.txt's order, then by name */
+    int n_recipes;
+    char* study_txt;       /* DIR/study.txt (commands of `mxlm study run`), NULL if absent */
+    /* set by mx_study_compute */
+    mx_study_opts opts;
+    char baseline[256];
+    double target;         /* NaN: undefined */
+    char target_rule[1024]; /* how the target was obtained, in words */
+    int64_t baseline_budget;  /* tokens (0: no baseline run) */
+    double budget_limit;   /* tokens; a run must reach the target within it (inf: no baseline) */
+    double baseline_ttt;   /* mean tokens-to-target of the baseline (NaN: undefined) */
+    char warning[512];     /* runs that differ in model or budget ("" none) */
+} mx_study;
+
+void mx_study_opts_default(mx_study_opts* o);
+
+/* Read one run directory (config.txt required, metrics.jsonl optional). */
+int mx_study_load_run(const char* dir, mx_study_run* r);
+void mx_study_run_free(mx_study_run* r);
+
+/* Read every run directory directly under dir (those holding a config.txt). */
+int mx_study_load(const char* dir, mx_study* s);
+/* Target, tokens-to-target, did-not-converge, overheads and ratios. Fails when
+ * no target can be had (no --target and no finished baseline run with an
+ * evaluation at or after 80% of its budget). */
+int mx_study_compute(mx_study* s, const mx_study_opts* o);
+/* results.md (Markdown), loss.svg and, when there is telemetry, telemetry.svg in s->dir. */
+int mx_study_write_report(const mx_study* s);
+/* The Markdown report as a malloc'ed string (NULL: out of memory). */
+char* mx_study_markdown(const mx_study* s);
+void mx_study_free(mx_study* s);
+
+/* The run directory name of a recipe and seed: "<recipe>-s<seed>", characters
+ * other than [A-Za-z0-9._+-] replaced by '_'. */
+void mx_study_run_name(const char* recipe, uint64_t seed, char* buf, size_t n);
+/* 0: nothing there; 1: a run was started (continue it with --resume);
+ * 2: finished (its metrics.jsonl ends with a converged, budget or diverged status). */
+int mx_study_run_state(const char* dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,371 @@
+/* study.c: ./mxlm study - run a set of recipes x seeds with `mxlm train` (this
+ * same binary, as child processes) and report the paper's measurements from
+ * the run directories (src/train/study.c, docs/study.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "mxlm/recipe.h"
+#include "mxlm/study.h"
+
+static const char* k_run_usage =
+    "run --out DIR --recipes R1,R2,... [--recipe R ...] [--seeds 1,2] [report options] [mxlm train options...]\n"
+    "  Runs `mxlm train` once per recipe and seed into DIR/<recipe>-s<seed>/ (its output in train.log there),\n"
+    "  one after the other; a finished run is skipped, an interrupted one continued with --resume. Every\n"
+    "  option that is not the study's own is passed to mxlm train as it is (--preset, --steps, --train, --val,\n"
+    "  --batch, --seq, --eval-every, --device, ...). Then writes DIR/results.md, DIR/loss.svg, DIR/telemetry.svg.\n"
+    "  --recipes LIST   recipes separated by commas      --recipe R     one more recipe, as it is (may hold commas)\n"
+    "  --seeds LIST     seeds separated by commas (default 1)\n"
+    "  --machine TEXT   the hardware, for the report (default: the CPU model and core count)\n"
+    "  --dry-run        print the train commands and exit\n"
+    "  report options: --baseline R, --target X, --budget-factor F (see mxlm study report --help)";
+static const char* k_report_usage =
+    "report DIR [--baseline fp8] [--target X] [--budget-factor 2]\n"
+    "  Re-renders DIR/results.md, DIR/loss.svg and DIR/telemetry.svg from the run directories in DIR, without\n"
+    "  training. Target: --target X, or the baseline's mean validation loss at the first evaluation at or after\n"
+    "  80% of its token budget. A run did not converge when it diverged or did not reach the target within\n"
+    "  budget-factor x the baseline's token budget. Definitions: docs/study.md.";
+
+static int render(const char* dir, const char* baseline, double target, double factor) {
+    mx_study s;
+    if (mx_study_load(dir, &s)) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); return 1; }
+    mx_study_opts o;
+    mx_study_opts_default(&o);
+    if (baseline) o.baseline = baseline;
+    if (target > 0) o.target = target;
+    if (factor > 0) o.budget_factor = factor;
+    int rc = mx_study_compute(&s, &o);
+    if (!rc) rc = mx_study_write_report(&s);
+    if (rc) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); mx_study_free(&s); return 1; }
+    printf("study: %d runs, %d recipes; target loss %.6g (%s)\n", s.n_runs, s.n_recipes, s.target, s.target_rule);
+    for (int k = 0; k < s.n_recipes; k++) {
+        const mx_study_recipe* R = &s.recipes[k];
+        printf("  %-24s reached %d/%d", R->recipe, R->n_reached, R->n_runs);
+        if (R->n_reached && isfinite(R->overhead))
+            printf("  overhead %+.1f%% (%+.1f%%..%+.1f%%)", 100 * R->overhead, 100 * R->overhead_min,
+                   100 * R->overhead_max);
+        else if (R->n_finished && !R->n_reached) printf("  did not converge");
+        if (isfinite(R->tok_per_s)) printf("  %.0f tok/s", R->tok_per_s);
+        if (isfinite(R->vs_baseline)) printf(" (%.3fx)", R->vs_baseline);
+        if (isfinite(R->end_to_end)) printf("  end-to-end %.3fx", R->end_to_end);
+        printf("\n");
+    }
+    char tp[1200];
+    snprintf(tp, sizeof tp, "%s/telemetry.svg", dir);
+    printf("wrote %s/results.md, %s/loss.svg%s%s\n", dir, dir, access(tp, F_OK) == 0 ? ", " : "",
+           access(tp, F_OK) == 0 ? tp : "");
+    mx_study_free(&s);
+    return 0;
+}
+
+static int cmd_report(int argc, char** argv) {
+    const char* baseline = NULL;
+    double target = 0, factor = 0;
+    const cli_opt opts[] = {
+        {"baseline", OPT_STR, &baseline, "the baseline recipe (default fp8)"},
+        {"target", OPT_DOUBLE, &target, "target validation loss (default: the baseline's at 80% of its budget)"},
+        {"budget-factor", OPT_DOUBLE, &factor, "did not converge beyond this x the baseline's tokens (default 2)"},
+    };
+    char* pos[64];
+    int npos = 0;
+    int rc = cli_parse(argc, argv, "study", k_report_usage, opts, 3, pos, &npos);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (npos != 1) { fprintf(stderr, "mxlm study report: give one study directory\n"); return 2; }
+    return render(pos[0], baseline, target, factor);
+}
+
+/* ---- study run ---------------------------------------------------------------------- */
+
+/* argv[*i] is --name VALUE or --name=VALUE: the value (advancing *i), else NULL. */
+static const char* own_opt(int argc, char** argv, int* i, const char* name, int* missing) {
+    const char* a = argv[*i];
+    size_t l = strlen(name);
+    if (strncmp(a, "--", 2) || strncmp(a + 2, name, l)) return NULL;
+    if (a[2 + l] == '=') return a + 3 + l;
+    if (a[2 + l]) return NULL;
+    if (*i + 1 >= argc) { *missing = 1; return NULL; }
+    return argv[++*i];
+}
+
+static void machine_text(char* b, size_t n) {
+    char line[512], model[256] = "unknown CPU";
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+            model[strcspn(model, "\n")] = 0;
+            break;
+        }
+    if (f) fclose(f);
+    snprintf(b, n, "%s, %ld cores", model, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static int mkdir_p(const char* path) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char* s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Run exe with args (NULL-terminated), output to `log` (NULL: /dev/null) appended.
+ * Returns the exit status, 128 + signal when killed, -1 when it could not start. */
+static int spawn(const char* exe, char** args, const char* log) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0 || (log && dup2(fd, 2) < 0)) _exit(127);
+        close(fd);
+        execv(exe, args);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+static void print_log_tail(const char* log) {
+    FILE* f = fopen(log, "r");
+    if (!f) return;
+    char lines[3][1024] = {"", "", ""}, line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) snprintf(lines[n++ % 3], sizeof lines[0], "%s", line);
+    fclose(f);
+    for (int k = n > 3 ? n - 3 : 0; k < n; k++) fprintf(stderr, "    %s", lines[k % 3]);
+}
+
+static int split_list(char* s, char** out, int max) {
+    int n = 0;
+    for (char* t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+    return n;
+}
+
+static int cmd_run(int argc, char** argv) {
+    const char *out = NULL, *baseline = NULL, *machine = NULL, *seeds_s = "1";
+    double target = 0, factor = 0;
+    int dry = 0, n_rec = 0, n_pass = 0;
+    char* recipes[256];
+    char** pass = calloc((size_t)argc + 16, sizeof(char*)); /* the train options, then ours */
+    if (!pass) return 1;
+    char* lists[64];
+    int n_lists = 0;
+    for (int i = 1; i < argc; i++) {
+        int missing = 0;
+        const char* v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mxlm study %s\n", k_run_usage);
+            free(pass);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--dry-run")) { dry = 1; continue; }
+        if ((v = own_opt(argc, argv, &i, "out", &missing))) out = v;
+        else if ((v = own_opt(argc, argv, &i, "recipes", &missing))) { if (n_lists < 64) lists[n_lists++] = (char*)v; }
+        else if ((v = own_opt(argc, argv, &i, "recipe", &missing))) { if (n_rec < 256) recipes[n_rec++] = (char*)v; }
+        else if ((v = own_opt(argc, argv, &i, "seeds", &missing))) seeds_s = v;
+        else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) baseline = v;
+        else if ((v = own_opt(argc, argv, &i, "machine", &missing))) machine = v;
+        else if ((v = own_opt(argc, argv, &i, "target", &missing))) target = atof(v);
+        else if ((v = own_opt(argc, argv, &i, "budget-factor", &missing))) factor = atof(v);
+        else if (!missing) {
+            static const char* mine[] = {"--seed", "--out", "--resume", "--describe"};
+            for (int k = 0; k < 4; k++) {
+                size_t l = strlen(mine[k]);
+                if (!strncmp(argv[i], mine[k], l) && (!argv[i][l] || argv[i][l] == '=')) {
+                    fprintf(stderr, "mxlm study run: %s is set by the study (use --seeds, --out); not allowed\n",
+                            mine[k]);
+                    free(pass);
+                    return 2;
+                }
+            }
+            pass[n_pass++] = argv[i];
+        }
+        if (missing) { fprintf(stderr, "mxlm study run: %s needs a value\n", argv[i]); free(pass); return 2; }
+    }
+    for (int k = 0; k < n_lists; k++) { /* copies: split_list writes into them */
+        char* tmp[256];
+        if (!(lists[k] = strdup(lists[k]))) { n_lists = k; break; }
+        int m = split_list(lists[k], tmp, 256);
+        for (int j = 0; j < m && n_rec < 256; j++) recipes[n_rec++] = tmp[j];
+    }
+    uint64_t seeds[256];
+    int n_seeds = 0;
+    char* sl = strdup(seeds_s);
+    char* sv[256];
+    int ns = sl ? split_list(sl, sv, 256) : 0;
+    int rc = 0;
+    for (int k = 0; k < ns && !rc; k++) {
+        char* end = NULL;
+        errno = 0;
+        unsigned long long x = strtoull(sv[k], &end, 10);
+        if (errno || end == sv[k] || *end || sv[k][0] == '-') {
+            fprintf(stderr, "mxlm study run: --seeds: '%s' is not a seed\n", sv[k]);
+            rc = 2;
+        }
+        seeds[n_seeds++] = x;
+    }
+    if (!rc && !out) { fprintf(stderr, "mxlm study run: --out DIR is required\n"); rc = 2; }
+    if (!rc && (!n_rec || !n_seeds)) { fprintf(stderr, "mxlm study run: give --recipes and --seeds\n"); rc = 2; }
+    for (int k = 0; k < n_rec && !rc; k++) {
+        mx_recipe r;
+        if (mx_recipe_parse(recipes[k], &r)) { fprintf(stderr, "mxlm study run: %s\n", mx_last_error()); rc = 2; }
+    }
+    char exe[1024];
+    ssize_t el = rc ? 0 : readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (!rc && el <= 0) { fprintf(stderr, "mxlm study run: cannot find this program (/proc/self/exe)\n"); rc = 1; }
+    if (!rc) exe[el] = 0;
+
+    /* argv of one train: mxlm train PASS... --recipe R --seed S --out DIR [--resume] */
+    char** args = calloc((size_t)n_pass + 16, sizeof(char*));
+    char seed_s[32], rundir[1200], name[300], log[1300];
+    if (!args) rc = 1;
+    int total = n_rec * n_seeds, errors = 0, stopped = 0;
+    /* the options are checked once per recipe (mxlm train --describe) before anything runs */
+    for (int k = 0; k < n_rec && !rc && !dry; k++) {
+        int a = 0;
+        args[a++] = "mxlm";
+        args[a++] = "train";
+        for (int j = 0; j < n_pass; j++) args[a++] = pass[j];
+        args[a++] = "--recipe";
+        args[a++] = recipes[k];
+        args[a++] = "--describe";
+        args[a] = NULL;
+        int st = spawn(exe, args, NULL);
+        if (st) {
+            fprintf(stderr, "mxlm study run: mxlm train refused the options for recipe %s (exit %d)\n", recipes[k], st);
+            rc = 2;
+        }
+    }
+    if (!rc && !dry) {
+        if (mkdir_p(out)) { fprintf(stderr, "mxlm study run: %s: cannot create: %s\n", out, strerror(errno)); rc = 1; }
+    }
+    if (!rc && !dry) { /* study.txt: what was asked, appended on every invocation */
+        char p[1200], mach[512];
+        snprintf(p, sizeof p, "%s/study.txt", out);
+        FILE* f = fopen(p, "a");
+        if (!f) { fprintf(stderr, "mxlm study run: %s: cannot write: %s\n", p, strerror(errno)); rc = 1; }
+        else {
+            if (machine) snprintf(mach, sizeof mach, "%s", machine);
+            else machine_text(mach, sizeof mach);
+            fprintf(f, "command = mxlm study run");
+            for (int i = 1; i < argc; i++) {
+                int q = strpbrk(argv[i], " \t'\"$;&|<>*?()") != NULL;
+                fprintf(f, q ? " '%s'" : " %s", argv[i]);
+            }
+            time_t t = time(NULL);
+            struct tm g;
+            char date[64];
+            strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &g));
+            fprintf(f, "\ndate = %s\nmachine = %s\n", date, mach);
+            for (int k = 0; k < n_rec; k++) fprintf(f, "recipe = %s\n", recipes[k]);
+            if (fclose(f)) { fprintf(stderr, "mxlm study run: %s: cannot write\n", p); rc = 1; }
+        }
+    }
+    if (!rc && !baseline) baseline = "fp8";
+    if (!rc && target <= 0) {
+        int has = 0;
+        for (int k = 0; k < n_rec; k++) has |= !strcmp(recipes[k], baseline);
+        if (!has) fprintf(stderr, "mxlm study run: warning: the baseline %s is not among the recipes (give --baseline "
+                                  "or --target, or the report needs its runs in %s)\n", baseline, out);
+    }
+    for (int k = 0, n = 0; k < n_rec && !rc && !stopped; k++)
+        for (int j = 0; j < n_seeds && !rc && !stopped; j++) {
+            n++;
+            mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
+            snprintf(rundir, sizeof rundir, "%s/%s", out, name);
+            snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seeds[j]);
+            int state = mx_study_run_state(rundir);
+            int a = 0;
+            args[a++] = "mxlm";
+            args[a++] = "train";
+            for (int i = 0; i < n_pass; i++) args[a++] = pass[i];
+            args[a++] = "--recipe";
+            args[a++] = recipes[k];
+            args[a++] = "--seed";
+            args[a++] = seed_s;
+            args[a++] = "--out";
+            args[a++] = rundir;
+            if (state == 1) args[a++] = "--resume";
+            args[a] = NULL;
+            if (dry) {
+                printf("%s", exe);
+                for (int i = 1; i < a; i++) printf(" %s", args[i]);
+                printf("%s\n", state == 2 ? "   # finished" : "");
+                continue;
+            }
+            if (state == 2) {
+                printf("study: [%d/%d] %s seed %llu: finished, skipped (%s)\n", n, total, recipes[k],
+                       (unsigned long long)seeds[j], rundir);
+                continue;
+            }
+            snprintf(log, sizeof log, "%s/train.log", rundir);
+            printf("study: [%d/%d] %s seed %llu: %s %s (log %s)\n", n, total, recipes[k], (unsigned long long)seeds[j],
+                   state == 1 ? "resuming" : "training", rundir, log);
+            if (mkdir_p(rundir)) {
+                fprintf(stderr, "mxlm study run: %s: cannot create: %s\n", rundir, strerror(errno));
+                rc = 1;
+                break;
+            }
+            double t0 = now_s();
+            int st = spawn(exe, args, log);
+            double dt = now_s() - t0;
+            mx_study_run r;
+            int loaded = mx_study_load_run(rundir, &r) == 0;
+            if (st == 0 || st == 3 || st == 4) {
+                double vl = loaded && r.n_evals ? r.evals[r.n_evals - 1].val_loss : NAN;
+                printf("study: [%d/%d] %s seed %llu: %s at step %lld, %lld tokens, val loss %.4f, %.1f s, %.0f tok/s\n",
+                       n, total, recipes[k], (unsigned long long)seeds[j], loaded ? r.status : "?",
+                       loaded ? (long long)r.last_step : -1LL, loaded ? (long long)r.last_tokens : -1LL, vl, dt,
+                       loaded ? r.tok_per_s : NAN);
+            } else {
+                fprintf(stderr, "study: [%d/%d] %s seed %llu: mxlm train failed (exit %d); the end of %s:\n", n, total,
+                        recipes[k], (unsigned long long)seeds[j], st, log);
+                print_log_tail(log);
+                errors++;
+                if (st == 2 || st == 128 + SIGINT || st == 128 + SIGTERM || st < 0) stopped = 1;
+            }
+            if (loaded) mx_study_run_free(&r);
+        }
+    free(args);
+    free(pass);
+    free(sl);
+    for (int k = 0; k < n_lists; k++) free(lists[k]);
+    if (rc || dry) return rc;
+    if (stopped) { fprintf(stderr, "mxlm study run: stopped; run the same command again to continue\n"); return 1; }
+    int r2 = render(out, baseline, target, factor);
+    if (errors) fprintf(stderr, "mxlm study run: %d run%s failed (see above)\n", errors, errors > 1 ? "s" : "");
+    return errors || r2 ? 1 : 0;
+}
+
+int cmd_study(int argc, char** argv) {
+    if (argc >= 2 && !strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "report")) return cmd_report(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: mxlm study %s\n\n       mxlm study %s\n", k_run_usage, k_report_usage);
+        return 0;
+    }
+    fprintf(stderr, "usage: mxlm study run ... | mxlm study report DIR ...  (mxlm study --help)\n");
+    return 2;
+}

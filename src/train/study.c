@@ -1,0 +1,956 @@
+/* study.c: the study harness. Reads run directories written by the trainer
+ * (config.txt "key = value" lines; metrics.jsonl: training lines with "loss"
+ * and "tok_per_s", evaluation lines with "val_loss", telemetry lines with
+ * "type":"telemetry", event lines with "event", the final "status" line),
+ * computes the paper's measurements (study.h, docs/study.md) and writes
+ * results.md, loss.svg and telemetry.svg. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mxlm/study.h"
+#include "mxlm/train.h"
+
+/* ---- a growing string ------------------------------------------------------------ */
+
+typedef struct { char* s; size_t n, cap; int oom; } sbuf;
+
+static void sb_printf(sbuf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf* b, const char* fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->oom = 1; return; }
+        if (b->s && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+        char* s2 = realloc(b->s, cap);
+        if (!s2) { b->oom = 1; return; }
+        b->s = s2;
+        b->cap = cap;
+    }
+}
+
+static char* sb_take(sbuf* b) {
+    if (b->oom) { free(b->s); return NULL; }
+    if (!b->s) return strdup("");
+    return b->s;
+}
+
+/* ---- files ---------------------------------------------------------------------- */
+
+static char* read_text(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    sbuf b = {0};
+    char chunk[8192];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) sb_printf(&b, "%.*s", (int)k, chunk);
+    fclose(f);
+    return sb_take(&b);
+}
+
+static int write_atomic(const char* path, const char* data, size_t n) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t done = 0;
+    int err = 0;
+    while (done < n && !err) {
+        ssize_t k = write(fd, data + done, n - done);
+        if (k < 0 && errno != EINTR) err = errno;
+        if (k > 0) done += (size_t)k;
+    }
+    if (!err && fsync(fd) != 0) err = errno;
+    if (close(fd) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) { unlink(tmp); return mx_fail(MX_EIO, "%s: cannot write: %s", path, strerror(err)); }
+    return MX_OK;
+}
+
+/* The value of "key = value" in config text (copied into out); 0 if absent. */
+static int cfg_get(const char* text, const char* key, char* out, size_t n) {
+    size_t kl = strlen(key);
+    for (const char* p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) || (p[kl] != ' ' && p[kl] != '=')) continue;
+        const char* v = p + kl;
+        while (*v == ' ') v++;
+        if (*v != '=') continue;
+        v++;
+        while (*v == ' ') v++;
+        size_t l = strcspn(v, "\n");
+        snprintf(out, n, "%.*s", (int)l, v);
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t cfg_i64(const char* text, const char* key, int64_t dflt) {
+    char v[64];
+    return cfg_get(text, key, v, sizeof v) ? strtoll(v, NULL, 10) : dflt;
+}
+
+/* ---- one run ---------------------------------------------------------------------- */
+
+/* The number after "key": on a JSON line (NaN: absent or null; 1e999 reads as inf). */
+static double jget(const char* line, const char* key, int* present) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char* s = strstr(line, pat);
+    if (present) *present = s != NULL;
+    if (!s) return NAN;
+    s += strlen(pat);
+    char* end = NULL;
+    double x = strtod(s, &end);
+    return end == s ? NAN : x; /* null */
+}
+
+static void jget_str(const char* line, const char* key, char* out, size_t n) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char* s = strstr(line, pat);
+    out[0] = 0;
+    if (!s) return;
+    s += strlen(pat);
+    size_t k = 0;
+    for (; *s && *s != '"' && k + 1 < n; s++) {
+        if (*s == '\\' && s[1]) s++;
+        out[k++] = *s;
+    }
+    out[k] = 0;
+}
+
+static int cmp_dbl(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+static const char* k_ops[MX_STUDY_OPS] = {"fprop_a", "fprop_b", "dgrad_a", "dgrad_b", "wgrad_a", "wgrad_b"};
+
+/* Telemetry sums of the current step (means taken when the step is complete). */
+typedef struct { double s[MX_STUDY_OPS], c[MX_STUDY_OPS]; int ns[MX_STUDY_OPS]; } tele_acc;
+
+static void tele_close(mx_study_tele* t, const tele_acc* a) {
+    for (int o = 0; o < MX_STUDY_OPS; o++) {
+        t->sqnr_db[o] = a->ns[o] ? a->s[o] / a->ns[o] : NAN;
+        t->clipped[o] = a->ns[o] ? a->c[o] / a->ns[o] : NAN;
+    }
+}
+
+static int load_metrics(mx_study_run* r, FILE* f) {
+    char* line = NULL;
+    size_t lcap = 0;
+    ssize_t k;
+    double* tps = NULL;
+    int ntps = 0, cap_tps = 0, cap_ev = 0, cap_te = 0, rc = MX_OK;
+    tele_acc acc;
+    memset(&acc, 0, sizeof acc);
+    while ((k = getline(&line, &lcap, f)) > 0) {
+        if (line[k - 1] != '\n') break; /* a torn last line (a run being written or killed) */
+        if (strstr(line, "\"event\":")) continue; /* spike and target events */
+        int has;
+        double step = jget(line, "step", &has);
+        if (has && isfinite(step)) r->last_step = (int64_t)step;
+        double tokens = jget(line, "tokens", &has);
+        if (has && isfinite(tokens)) r->last_tokens = (int64_t)tokens;
+        if (strstr(line, "\"status\":")) {
+            jget_str(line, "status", r->status, sizeof r->status);
+            jget_str(line, "reason", r->reason, sizeof r->reason);
+        } else if (strstr(line, "\"type\":\"telemetry\"")) {
+            int64_t s = (int64_t)step;
+            if (!r->n_tele || r->tele[r->n_tele - 1].step != s) {
+                if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], &acc);
+                memset(&acc, 0, sizeof acc);
+                if (r->n_tele == cap_te) {
+                    cap_te = cap_te ? 2 * cap_te : 64;
+                    void* p = realloc(r->tele, sizeof(mx_study_tele) * (size_t)cap_te);
+                    if (!p) { rc = MX_ENOMEM; break; }
+                    r->tele = p;
+                }
+                r->tele[r->n_tele++].step = s;
+            }
+            for (int o = 0; o < MX_STUDY_OPS; o++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_sqnr_db", k_ops[o]);
+                double q = jget(line, key, NULL);
+                snprintf(key, sizeof key, "%s_clipped", k_ops[o]);
+                double c = jget(line, key, NULL);
+                if (isfinite(q)) { acc.s[o] += q; acc.c[o] += isfinite(c) ? c : 0; acc.ns[o]++; }
+            }
+        } else if (strstr(line, "\"val_loss\":")) {
+            if (r->n_evals == cap_ev) {
+                cap_ev = cap_ev ? 2 * cap_ev : 64;
+                void* p = realloc(r->evals, sizeof(mx_study_eval) * (size_t)cap_ev);
+                if (!p) { rc = MX_ENOMEM; break; }
+                r->evals = p;
+            }
+            double v = jget(line, "val_loss", NULL);
+            r->evals[r->n_evals++] = (mx_study_eval){(int64_t)step, (int64_t)tokens, isfinite(v) ? v : NAN};
+        } else if (strstr(line, "\"loss\":")) {
+            double t = jget(line, "tok_per_s", &has);
+            if (!has || !isfinite(t)) continue;
+            if (ntps == cap_tps) {
+                cap_tps = cap_tps ? 2 * cap_tps : 256;
+                void* p = realloc(tps, sizeof(double) * (size_t)cap_tps);
+                if (!p) { rc = MX_ENOMEM; break; }
+                tps = p;
+            }
+            tps[ntps++] = t;
+        }
+    }
+    if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], &acc);
+    free(line);
+    r->n_train = ntps;
+    r->tok_per_s = NAN;
+    if (ntps) {
+        qsort(tps, (size_t)ntps, sizeof(double), cmp_dbl);
+        r->tok_per_s = ntps % 2 ? tps[ntps / 2] : 0.5 * (tps[ntps / 2 - 1] + tps[ntps / 2]);
+    }
+    free(tps);
+    if (rc) return mx_fail(rc, "%s/metrics.jsonl: out of memory", r->dir);
+    return MX_OK;
+}
+
+void mx_study_run_free(mx_study_run* r) {
+    free(r->config);
+    free(r->evals);
+    free(r->tele);
+    memset(r, 0, sizeof *r);
+}
+
+int mx_study_load_run(const char* dir, mx_study_run* r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "%s", dir);
+    const char* base = strrchr(dir, '/');
+    snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);
+    r->tokens_to_target = -1;
+    r->overhead = r->tok_per_s = NAN;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/config.txt", dir);
+    r->config = read_text(p);
+    if (!r->config) return mx_fail(MX_EIO, "%s: cannot read: %s", p, strerror(errno));
+    cfg_get(r->config, "recipe", r->recipe, sizeof r->recipe);
+    cfg_get(r->config, "preset", r->preset, sizeof r->preset);
+    if (!r->recipe[0]) { mx_study_run_free(r); return mx_fail(MX_EFORMAT, "%s: no 'recipe' line", p); }
+    r->seed = (uint64_t)cfg_i64(r->config, "seed", 0);
+    r->steps = cfg_i64(r->config, "steps", 0);
+    r->tokens_per_step = cfg_i64(r->config, "batch", 0) * cfg_i64(r->config, "seq", 0) * cfg_i64(r->config, "accum", 1);
+    r->budget_tokens = r->steps * r->tokens_per_step;
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE* f = fopen(p, "r");
+    if (!f) return MX_OK; /* not started yet */
+    int rc = load_metrics(r, f);
+    fclose(f);
+    if (rc) mx_study_run_free(r);
+    return rc;
+}
+
+static int status_finished(const char* s) {
+    return !strcmp(s, "converged") || !strcmp(s, "budget") || !strcmp(s, "diverged");
+}
+
+int mx_study_run_state(const char* dir) {
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE* f = fopen(p, "r");
+    int started = f != NULL;
+    if (!started) {
+        snprintf(p, sizeof p, "%s/config.txt", dir);
+        started = stat(p, &st) == 0;
+        snprintf(p, sizeof p, "%s/.lock", dir);
+        started = started || stat(p, &st) == 0;
+        return started;
+    }
+    char line[4096], status[16] = "";
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "\"status\":") && strchr(line, '\n')) jget_str(line, "status", status, sizeof status);
+    fclose(f);
+    return status_finished(status) ? 2 : 1;
+}
+
+void mx_study_run_name(const char* recipe, uint64_t seed, char* buf, size_t n) {
+    snprintf(buf, n, "%s-s%llu", recipe, (unsigned long long)seed);
+    for (char* c = buf; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._+-", *c)))
+            *c = '_';
+}
+
+/* ---- the study ---------------------------------------------------------------------- */
+
+void mx_study_opts_default(mx_study_opts* o) {
+    o->baseline = "fp8";
+    o->target = 0;
+    o->budget_factor = 2.0;
+    o->target_frac = 0.8;
+}
+
+void mx_study_free(mx_study* s) {
+    for (int i = 0; i < s->n_runs; i++) mx_study_run_free(&s->runs[i]);
+    free(s->runs);
+    free(s->recipes);
+    free(s->study_txt);
+    memset(s, 0, sizeof *s);
+}
+
+/* Position of a recipe in the report: the baseline, then study.txt's "recipe = " lines, then by name. */
+static int recipe_rank(const mx_study* s, const char* recipe, const char* baseline) {
+    if (baseline && !strcmp(recipe, baseline)) return 0;
+    int i = 1;
+    for (const char* p = s->study_txt; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, "recipe = ", 9)) continue;
+        size_t l = strcspn(p + 9, "\n");
+        if (strlen(recipe) == l && !strncmp(p + 9, recipe, l)) return i;
+        i++;
+    }
+    return 1 << 20;
+}
+
+static const mx_study* g_sort; /* qsort has no context argument */
+static const char* g_sort_base;
+static int cmp_run(const void* a, const void* b) {
+    const mx_study_run *x = a, *y = b;
+    int rx = recipe_rank(g_sort, x->recipe, g_sort_base), ry = recipe_rank(g_sort, y->recipe, g_sort_base);
+    if (rx != ry) return rx < ry ? -1 : 1;
+    int c = strcmp(x->recipe, y->recipe);
+    if (c) return c;
+    if (x->seed != y->seed) return x->seed < y->seed ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void sort_runs(mx_study* s, const char* baseline) {
+    g_sort = s;
+    g_sort_base = baseline;
+    if (s->n_runs > 1) qsort(s->runs, (size_t)s->n_runs, sizeof *s->runs, cmp_run);
+}
+
+static int cmp_name(const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); }
+
+int mx_study_load(const char* dir, mx_study* s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    DIR* d = opendir(dir);
+    if (!d) return mx_fail(MX_EIO, "study: %s: cannot open: %s", dir, strerror(errno));
+    char** names = NULL;
+    int n = 0, cap = 0, rc = MX_OK;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[1400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s/config.txt", dir, e->d_name);
+        if (stat(p, &st) != 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            void* q = realloc(names, sizeof(char*) * (size_t)cap);
+            if (!q) { rc = MX_ENOMEM; break; }
+            names = q;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = MX_ENOMEM; break; }
+        n++;
+    }
+    closedir(d);
+    if (!rc && n) qsort(names, (size_t)n, sizeof(char*), cmp_name);
+    if (!rc && n && !(s->runs = calloc((size_t)n, sizeof *s->runs))) rc = MX_ENOMEM;
+    for (int i = 0; i < n && !rc; i++) {
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        rc = mx_study_load_run(p, &s->runs[s->n_runs]);
+        if (!rc) s->n_runs++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (rc == MX_ENOMEM) mx_fail(rc, "study: out of memory");
+    if (rc) { mx_study_free(s); return rc; }
+    if (!s->n_runs) { mx_study_free(s); return mx_fail(MX_EINVAL, "study: %s holds no run directory (none with a config.txt)", dir); }
+    char p[1200];
+    snprintf(p, sizeof p, "%s/study.txt", dir);
+    s->study_txt = read_text(p);
+    sort_runs(s, NULL);
+    return MX_OK;
+}
+
+static int recipe_full_mxfp4(const char* name) {
+    mx_recipe r;
+    if (mx_recipe_parse(name, &r)) return 0;
+    return r.g[MX_FPROP].fmt == MX_FMT_MXFP4 && r.g[MX_DGRAD].fmt == MX_FMT_MXFP4 && r.g[MX_WGRAD].fmt == MX_FMT_MXFP4;
+}
+
+static mx_study_recipe* find_recipe(mx_study* s, const char* name) {
+    for (int i = 0; i < s->n_recipes; i++)
+        if (!strcmp(s->recipes[i].recipe, name)) return &s->recipes[i];
+    return NULL;
+}
+
+/* The first evaluation at or after `tokens` (NULL: none). */
+static const mx_study_eval* eval_at(const mx_study_run* r, double tokens) {
+    for (int i = 0; i < r->n_evals; i++)
+        if ((double)r->evals[i].tokens >= tokens) return &r->evals[i];
+    return NULL;
+}
+
+int mx_study_compute(mx_study* s, const mx_study_opts* o) {
+    mx_study_opts dflt;
+    mx_study_opts_default(&dflt);
+    s->opts = o ? *o : dflt;
+    if (!s->opts.baseline || !s->opts.baseline[0]) s->opts.baseline = dflt.baseline;
+    if (!(s->opts.budget_factor > 0)) s->opts.budget_factor = dflt.budget_factor;
+    if (!(s->opts.target_frac > 0 && s->opts.target_frac <= 1)) s->opts.target_frac = dflt.target_frac;
+    snprintf(s->baseline, sizeof s->baseline, "%s", s->opts.baseline);
+    const char* B = s->baseline;
+    sort_runs(s, B);
+    s->opts.baseline = s->baseline;
+
+    /* recipes in report order */
+    free(s->recipes);
+    s->recipes = calloc((size_t)s->n_runs, sizeof *s->recipes);
+    s->n_recipes = 0;
+    if (!s->recipes) return mx_fail(MX_ENOMEM, "study: out of memory");
+    for (int i = 0; i < s->n_runs; i++)
+        if (!find_recipe(s, s->runs[i].recipe)) {
+            mx_study_recipe* R = &s->recipes[s->n_recipes++];
+            snprintf(R->recipe, sizeof R->recipe, "%s", s->runs[i].recipe);
+            R->full_mxfp4 = recipe_full_mxfp4(R->recipe);
+        }
+
+    /* per run: finished, diverged */
+    s->warning[0] = 0;
+    int n_base = 0;
+    double budget_sum = 0;
+    for (int i = 0; i < s->n_runs; i++) {
+        mx_study_run* r = &s->runs[i];
+        r->finished = status_finished(r->status);
+        r->diverged = !strcmp(r->status, "diverged");
+        for (int j = 0; j < r->n_evals; j++)
+            if (!isfinite(r->evals[j].val_loss)) r->diverged = 1; /* a null evaluation is divergence too */
+        r->tokens_to_target = -1;
+        r->reached = 0;
+        r->overhead = NAN;
+        if (!strcmp(r->recipe, B) && r->finished) { n_base++; budget_sum += (double)r->budget_tokens; }
+        if (r->budget_tokens != s->runs[0].budget_tokens && !s->warning[0])
+            snprintf(s->warning, sizeof s->warning, "the runs differ in token budget (%.200s: %lld, %.200s: %lld)",
+                     s->runs[0].name, (long long)s->runs[0].budget_tokens, r->name, (long long)r->budget_tokens);
+    }
+    s->baseline_budget = n_base ? (int64_t)llround(budget_sum / n_base) : 0;
+    s->budget_limit = n_base ? s->opts.budget_factor * (double)s->baseline_budget : INFINITY;
+
+    /* the target */
+    s->target = NAN;
+    if (s->opts.target > 0) {
+        s->target = s->opts.target;
+        snprintf(s->target_rule, sizeof s->target_rule, "given (--target %.9g)", s->target);
+    } else {
+        sbuf why = {0};
+        double sum = 0;
+        int used = 0;
+        for (int i = 0; i < s->n_runs; i++) {
+            const mx_study_run* r = &s->runs[i];
+            if (strcmp(r->recipe, B) || !r->finished || r->diverged) continue;
+            double at = s->opts.target_frac * (double)r->budget_tokens;
+            const mx_study_eval* e = eval_at(r, at);
+            if (!e) continue;
+            sum += e->val_loss;
+            sb_printf(&why, "%sseed %llu: %.9g at %lld tokens", used ? "; " : "", (unsigned long long)r->seed,
+                      e->val_loss, (long long)e->tokens);
+            used++;
+        }
+        char* w = sb_take(&why);
+        if (!used) {
+            free(w);
+            snprintf(s->target_rule, sizeof s->target_rule, "undefined");
+            return mx_fail(MX_EINVAL, "study: no target loss: the baseline '%s' has no finished, non-diverged run "
+                                      "with an evaluation at or after %.0f%% of its budget (give --target LOSS or "
+                                      "--baseline RECIPE)", B, 100 * s->opts.target_frac);
+        }
+        s->target = sum / used;
+        snprintf(s->target_rule, sizeof s->target_rule,
+                 "the mean over %d %s seed%s of the validation loss at the first evaluation at or after %.0f%% of "
+                 "the budget (%s)", used, B, used > 1 ? "s" : "", 100 * s->opts.target_frac, w ? w : "");
+        free(w);
+    }
+
+    /* tokens-to-target, did not converge */
+    for (int i = 0; i < s->n_runs; i++) {
+        mx_study_run* r = &s->runs[i];
+        for (int j = 0; j < r->n_evals; j++) {
+            if (!isfinite(r->evals[j].val_loss)) break;
+            if (r->evals[j].val_loss <= s->target) { r->tokens_to_target = r->evals[j].tokens; break; }
+        }
+        r->reached = r->finished && !r->diverged && r->tokens_to_target >= 0 &&
+                     (double)r->tokens_to_target <= s->budget_limit;
+    }
+    /* the baseline's mean tokens-to-target */
+    double bsum = 0;
+    int bn = 0;
+    for (int i = 0; i < s->n_runs; i++)
+        if (!strcmp(s->runs[i].recipe, B) && s->runs[i].reached) { bsum += (double)s->runs[i].tokens_to_target; bn++; }
+    s->baseline_ttt = bn && bsum > 0 ? bsum / bn : NAN;
+    for (int i = 0; i < s->n_runs; i++) {
+        mx_study_run* r = &s->runs[i];
+        if (r->reached && isfinite(s->baseline_ttt)) r->overhead = (double)r->tokens_to_target / s->baseline_ttt - 1.0;
+    }
+
+    /* per recipe */
+    for (int k = 0; k < s->n_recipes; k++) {
+        mx_study_recipe* R = &s->recipes[k];
+        double tsum = 0, osum = 0, psum = 0, lsum = 0;
+        int np = 0, nl = 0;
+        R->overhead_min = INFINITY;
+        R->overhead_max = -INFINITY;
+        for (int i = 0; i < s->n_runs; i++) {
+            const mx_study_run* r = &s->runs[i];
+            if (strcmp(r->recipe, R->recipe)) continue;
+            R->n_runs++;
+            R->n_finished += r->finished;
+            if (isfinite(r->tok_per_s)) { psum += r->tok_per_s; np++; }
+            if (r->finished && !r->diverged && r->n_evals) { lsum += r->evals[r->n_evals - 1].val_loss; nl++; }
+            if (!r->reached) continue;
+            R->n_reached++;
+            tsum += (double)r->tokens_to_target;
+            if (isfinite(r->overhead)) {
+                osum += r->overhead;
+                if (r->overhead < R->overhead_min) R->overhead_min = r->overhead;
+                if (r->overhead > R->overhead_max) R->overhead_max = r->overhead;
+            }
+        }
+        R->ttt_mean = R->n_reached ? tsum / R->n_reached : NAN;
+        R->overhead = R->n_reached && isfinite(s->baseline_ttt) ? osum / R->n_reached : NAN;
+        if (!isfinite(R->overhead)) R->overhead_min = R->overhead_max = NAN;
+        R->tok_per_s = np ? psum / np : NAN;
+        R->final_loss = nl ? lsum / nl : NAN;
+    }
+    const mx_study_recipe* RB = find_recipe(s, B);
+    const mx_study_recipe* R16 = find_recipe(s, "bf16");
+    for (int k = 0; k < s->n_recipes; k++) {
+        mx_study_recipe* R = &s->recipes[k];
+        R->vs_baseline = RB && RB->tok_per_s > 0 ? R->tok_per_s / RB->tok_per_s : NAN;
+        R->vs_bf16 = R16 && R16->tok_per_s > 0 ? R->tok_per_s / R16->tok_per_s : NAN;
+        R->end_to_end = R->vs_baseline / (1.0 + R->overhead); /* NaN when either is */
+    }
+    return MX_OK;
+}
+
+/* ---- Markdown ---------------------------------------------------------------------- */
+
+static const char* pct(char* b, size_t n, double x) {
+    if (!isfinite(x)) { snprintf(b, n, "-"); return b; }
+    double v = round(x * 1000.0) / 10.0;
+    snprintf(b, n, "%+.1f%%", v == 0 ? 0.0 : v);
+    return b;
+}
+
+static const char* num(char* b, size_t n, const char* fmt, double x) {
+    if (!isfinite(x)) snprintf(b, n, "-");
+    else snprintf(b, n, fmt, x);
+    return b;
+}
+
+/* A recipe's Table 1 cell: overhead with spread, or "did not converge". */
+static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
+    char o[32], lo[32], hi[32];
+    if (!R->n_reached) {
+        snprintf(b, n, R->n_finished ? "did not converge (%d/%d seeds)" : "not finished", R->n_finished, R->n_runs);
+        return;
+    }
+    if (!isfinite(R->overhead)) { snprintf(b, n, "reached (no baseline)"); return; }
+    if (R->n_reached > 1)
+        snprintf(b, n, "%s (%s..%s, %d seeds)", pct(o, sizeof o, R->overhead), pct(lo, sizeof lo, R->overhead_min),
+                 pct(hi, sizeof hi, R->overhead_max), R->n_reached);
+    else snprintf(b, n, "%s (1 seed)", pct(o, sizeof o, R->overhead));
+    if (R->n_reached < R->n_finished) {
+        size_t l = strlen(b);
+        snprintf(b + l, n - l, "; %d/%d did not converge", R->n_finished - R->n_reached, R->n_finished);
+    }
+}
+
+/* `s` quoted for a POSIX shell when it needs it. */
+static void sh_word(sbuf* b, const char* s) {
+    int plain = *s != 0;
+    for (const char* c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._+-/=:,@%", *c)))
+            plain = 0;
+    if (plain) { sb_printf(b, "%s", s); return; }
+    sb_printf(b, "'");
+    for (const char* c = s; *c; c++)
+        if (*c == '\'') sb_printf(b, "'\\''");
+        else sb_printf(b, "%c", *c);
+    sb_printf(b, "'");
+}
+
+/* The mxlm train command of a run: its config.txt's keys that differ from the defaults of its preset. */
+static void run_command(sbuf* b, const mx_study_run* r) {
+    mx_train_config d;
+    mx_train_config_default(&d);
+    if (r->preset[0]) mx_model_preset(r->preset, &d.model);
+    static char dtext[16384];
+    mx_train_config_text(&d, 0, dtext, sizeof dtext);
+    sb_printf(b, "mxlm train --preset ");
+    sh_word(b, r->preset[0] ? r->preset : "tiny");
+    sb_printf(b, " --recipe ");
+    sh_word(b, r->recipe);
+    sb_printf(b, " --seed %llu --steps %lld", (unsigned long long)r->seed, (long long)r->steps);
+    for (const char* p = r->config; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        size_t kl = strcspn(p, " =\n");
+        char key[64], val[1100], dv[1100];
+        if (!kl || kl >= sizeof key) continue;
+        snprintf(key, sizeof key, "%.*s", (int)kl, p);
+        if (!strcmp(key, "preset") || !strcmp(key, "recipe") || !strcmp(key, "seed") || !strcmp(key, "steps"))
+            continue;
+        if (!cfg_get(p, key, val, sizeof val)) continue;
+        if (cfg_get(dtext, key, dv, sizeof dv) && !strcmp(dv, val)) continue;
+        sb_printf(b, " --%s ", key);
+        sh_word(b, val);
+    }
+    sb_printf(b, " --out ");
+    sh_word(b, r->dir);
+}
+
+static void model_line(sbuf* b, const mx_study_run* r) {
+    mx_model_config m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "%.31s", r->preset);
+    m.vocab = (int)cfg_i64(r->config, "vocab", 0);
+    m.dim = (int)cfg_i64(r->config, "dim", 0);
+    m.n_layers = (int)cfg_i64(r->config, "layers", 0);
+    m.n_heads = (int)cfg_i64(r->config, "heads", 0);
+    m.n_kv_heads = (int)cfg_i64(r->config, "kv-heads", 0);
+    m.ffn = (int)cfg_i64(r->config, "ffn", 0);
+    m.seq_len = (int)cfg_i64(r->config, "context", 0);
+    char v[64];
+    m.rope_theta = cfg_get(r->config, "rope-theta", v, sizeof v) ? strtof(v, NULL) : 500000.0f;
+    m.norm_eps = cfg_get(r->config, "norm-eps", v, sizeof v) ? strtof(v, NULL) : 1e-5f;
+    char d[512];
+    mx_model_config_describe(&m, d, sizeof d);
+    sb_printf(b, "- **Model**: %s; %lld parameters (%lld without the embedding and head).\n", d,
+              (long long)mx_model_n_params(&m), (long long)mx_model_n_params_nonembed(&m));
+    char lr[64] = "?", wu[64] = "?", fl[64] = "?", dev[64] = "?";
+    cfg_get(r->config, "lr", lr, sizeof lr);
+    cfg_get(r->config, "warmup", wu, sizeof wu);
+    cfg_get(r->config, "min-lr-frac", fl, sizeof fl);
+    cfg_get(r->config, "device", dev, sizeof dev);
+    sb_printf(b, "- **Tokens**: %lld per run (%lld steps x %lld tokens: batch %lld x seq %lld x accum %lld).\n",
+              (long long)r->budget_tokens, (long long)r->steps, (long long)r->tokens_per_step,
+              (long long)cfg_i64(r->config, "batch", 0), (long long)cfg_i64(r->config, "seq", 0),
+              (long long)cfg_i64(r->config, "accum", 1));
+    sb_printf(b, "- **Schedule**: AdamW, peak LR %s, %s warmup steps, cosine to %sx the peak; evaluation every %lld "
+                 "steps on %lld validation tokens; device %s.\n", lr, wu, fl,
+              (long long)cfg_i64(r->config, "eval-every", 0), (long long)cfg_i64(r->config, "val-tokens", 0), dev);
+}
+
+char* mx_study_markdown(const mx_study* s) {
+    sbuf b = {0};
+    char t1[64], t2[64], t3[64], t4[64], cell[160];
+    const char* B = s->baseline;
+    sb_printf(&b, "# Study: %s\n\n", s->dir);
+    /* the setup, from the first run (the baseline's when there is one) */
+    sb_printf(&b, "## Setup\n\n");
+    model_line(&b, &s->runs[0]);
+    sb_printf(&b, "- **Seeds**:");
+    for (int k = 0; k < s->n_recipes; k++) {
+        sb_printf(&b, "%s %s", k ? ";" : "", s->recipes[k].recipe);
+        int first = 1;
+        for (int i = 0; i < s->n_runs; i++)
+            if (!strcmp(s->runs[i].recipe, s->recipes[k].recipe)) {
+                sb_printf(&b, "%s%llu", first ? " " : ",", (unsigned long long)s->runs[i].seed);
+                first = 0;
+            }
+    }
+    sb_printf(&b, ".\n");
+    if (s->warning[0]) sb_printf(&b, "- **Warning**: %s.\n", s->warning);
+    for (const char* p = s->study_txt; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        size_t l = strcspn(p, "\n");
+        if (!strncmp(p, "machine = ", 10)) sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
+        if (!strncmp(p, "command = ", 10)) sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
+    }
+    sb_printf(&b, "- **Target**: validation loss %s nats: %s.\n", num(t1, sizeof t1, "%.6g", s->target), s->target_rule);
+    if (isfinite(s->budget_limit))
+        sb_printf(&b, "- **Budget**: a run that does not reach the target within %.9g tokens (%.9gx the baseline's %lld) "
+                      "or diverges did not converge.\n", s->budget_limit, s->opts.budget_factor,
+                  (long long)s->baseline_budget);
+    sb_printf(&b, "- **Baseline** %s: mean tokens-to-target %s.\n\n", B, num(t1, sizeof t1, "%.0f", s->baseline_ttt));
+
+    /* Table 1 */
+    sb_printf(&b, "## Table 1: token overhead vs %s to reach the target\n\n", B);
+    sb_printf(&b, "| recipe | MXFP4 in all GEMMs | seeds reached / finished / runs | tokens to target (mean) | "
+                  "overhead vs %s (min..max) | final val loss |\n|---|---|---|---|---|---|\n", B);
+    for (int k = 0; k < s->n_recipes; k++) {
+        const mx_study_recipe* R = &s->recipes[k];
+        overhead_cell(R, cell, sizeof cell);
+        sb_printf(&b, "| %s%s | %s | %d / %d / %d | %s | %s | %s |\n", R->recipe, strcmp(R->recipe, B) ? "" : " (baseline)",
+                  R->full_mxfp4 ? "yes" : "no", R->n_reached, R->n_finished, R->n_runs,
+                  num(t1, sizeof t1, "%.0f", R->ttt_mean), cell, num(t2, sizeof t2, "%.4f", R->final_loss));
+    }
+    /* the paper's grid, when its recipes are here */
+    static const char* rows[3][2] = {{"mxfp4-f", "Fprop"}, {"mxfp4-fd", "Fprop + Dgrad"},
+                                     {"mxfp4-fdw", "Fprop + Dgrad + Wgrad"}};
+    static const char* cols[4] = {"", "-sr", "-rh16", "-h16"};
+    int any = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            char n[64];
+            snprintf(n, sizeof n, "%s%s", rows[i][0], cols[j]);
+            for (int k = 0; k < s->n_recipes; k++) any |= !strcmp(s->recipes[k].recipe, n);
+        }
+    if (any) {
+        sb_printf(&b, "\nIn the paper's layout (overhead vs %s; mean, min..max over seeds):\n\n"
+                      "| MXFP4 enabled in | plain | + stochastic rounding | + random Hadamard | + deterministic H16 |\n"
+                      "|---|---|---|---|---|\n", B);
+        for (int i = 0; i < 3; i++) {
+            sb_printf(&b, "| %s |", rows[i][1]);
+            for (int j = 0; j < 4; j++) {
+                char n[64];
+                snprintf(n, sizeof n, "%s%s", rows[i][0], cols[j]);
+                const mx_study_recipe* R = NULL;
+                for (int k = 0; k < s->n_recipes; k++)
+                    if (!strcmp(s->recipes[k].recipe, n)) R = &s->recipes[k];
+                if (R) overhead_cell(R, cell, sizeof cell);
+                sb_printf(&b, " %s |", R ? cell : "");
+            }
+            sb_printf(&b, "\n");
+        }
+    }
+
+    /* Table 2 */
+    const int col16 = strcmp(B, "bf16") != 0; /* a "vs bf16" column besides "vs baseline" */
+    sb_printf(&b, "\n## Table 2: step throughput and end-to-end tokens-to-target throughput\n\n"
+                  "| recipe | step throughput (tok/s, median) | vs %s |%s token overhead | end-to-end vs %s |\n"
+                  "|---|---|---|---|---|%s\n", B, col16 ? " vs bf16 |" : "", B, col16 ? "---|" : "");
+    for (int k = 0; k < s->n_recipes; k++) {
+        const mx_study_recipe* R = &s->recipes[k];
+        const char* e2e = R->n_finished && !R->n_reached ? "did not converge" : num(t4, sizeof t4, "%.3fx", R->end_to_end);
+        sb_printf(&b, "| %s | %s | %s |", R->recipe, num(t1, sizeof t1, "%.0f", R->tok_per_s),
+                  num(t2, sizeof t2, "%.3fx", R->vs_baseline));
+        if (col16) sb_printf(&b, " %s |", num(t3, sizeof t3, "%.3fx", R->vs_bf16));
+        sb_printf(&b, " %s | %s |\n", pct(cell, sizeof cell, R->overhead), e2e);
+    }
+
+    /* the runs */
+    sb_printf(&b, "\n## Runs\n\n| run | recipe | seed | status | tokens | final val loss | tokens to target | "
+                  "overhead | median tok/s |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < s->n_runs; i++) {
+        const mx_study_run* r = &s->runs[i];
+        char st[320];
+        if (r->status[0]) snprintf(st, sizeof st, "%s%s%s", r->status, r->reason[0] ? ": " : "", r->reason);
+        else snprintf(st, sizeof st, "not finished");
+        if (r->finished && !r->reached) {
+            size_t l = strlen(st);
+            snprintf(st + l, sizeof st - l, r->diverged ? " (did not converge)"
+                                            : r->tokens_to_target >= 0 ? " (target beyond the budget: did not converge)"
+                                                                       : " (target not reached: did not converge)");
+        }
+        double fl = r->n_evals ? r->evals[r->n_evals - 1].val_loss : NAN;
+        sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s |\n", r->name, r->recipe,
+                  (unsigned long long)r->seed, st, (long long)r->last_tokens, num(t1, sizeof t1, "%.4f", fl),
+                  r->tokens_to_target >= 0 ? num(t2, sizeof t2, "%.0f", (double)r->tokens_to_target) : "-",
+                  pct(t3, sizeof t3, r->overhead), num(t4, sizeof t4, "%.0f", r->tok_per_s));
+    }
+    sb_printf(&b, "\nCommands (each run's config.txt, as `mxlm train` flags that differ from the preset's defaults):\n\n");
+    for (int i = 0; i < s->n_runs; i++) {
+        sb_printf(&b, "- `");
+        run_command(&b, &s->runs[i]);
+        sb_printf(&b, "`\n");
+    }
+    sb_printf(&b, "\n## Figures\n\n![validation loss against tokens](loss.svg)\n");
+    for (int i = 0; i < s->n_runs; i++)
+        if (s->runs[i].n_tele && recipe_full_mxfp4(s->runs[i].recipe)) {
+            sb_printf(&b, "\n![per-GEMM quantization SQNR over steps](telemetry.svg)\n");
+            break;
+        }
+    return sb_take(&b);
+}
+
+/* ---- SVG ------------------------------------------------------------------------------ */
+
+static const char* k_colors[10] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+/* A "nice" tick step (1, 2 or 5 x 10^k) giving about n ticks over [lo, hi]. */
+static double tick_step(double lo, double hi, int n) {
+    double raw = (hi - lo) / n, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+static const char* short_num(char* b, size_t n, double x) {
+    double a = fabs(x);
+    if (a >= 1e9) snprintf(b, n, "%gB", x / 1e9);
+    else if (a >= 1e6) snprintf(b, n, "%gM", x / 1e6);
+    else if (a >= 1e4) snprintf(b, n, "%gk", x / 1e3);
+    else snprintf(b, n, "%g", x);
+    return b;
+}
+
+typedef struct { double x0, x1, y0, y1; int L, T, W, H; } frame; /* data range and plot area (pixels) */
+
+static double fx(const frame* f, double x) { return f->L + (x - f->x0) / (f->x1 - f->x0) * f->W; }
+static double fy(const frame* f, double y) { return f->T + f->H - (y - f->y0) / (f->y1 - f->y0) * f->H; }
+
+/* Axes, grid and tick labels of a plot area, and its clip path `id`. */
+static void svg_axes(sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
+    char t[32];
+    sb_printf(b, "<clipPath id=\"c%d\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></clipPath>\n", id, f->L, f->T,
+              f->W, f->H);
+    sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n", f->L, f->T, f->W,
+              f->H);
+    double xs = tick_step(f->x0, f->x1, 6), ys = tick_step(f->y0, f->y1, 6);
+    for (double x = ceil(f->x0 / xs) * xs; x <= f->x1 + 1e-9 * xs; x += xs)
+        sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%d\" "
+                     "text-anchor=\"middle\">%s</text>\n", fx(f, x), f->T, fx(f, x), f->T + f->H, fx(f, x),
+                  f->T + f->H + 16, short_num(t, sizeof t, fabs(x) < 1e-9 * xs ? 0 : x));
+    for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + 1e-9 * ys; y += ys)
+        sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" "
+                     "text-anchor=\"end\">%g</text>\n", f->L, fy(f, y), f->L + f->W, fy(f, y), f->L - 5, fy(f, y) + 4,
+                  fabs(y) < 1e-9 * ys ? 0 : y);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", f->L + f->W / 2, f->T + f->H + 34, xlabel);
+    sb_printf(b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", f->L - 42,
+              f->T + f->H / 2, ylabel);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n", f->L + f->W / 2,
+              f->T - 8, title);
+}
+
+static void svg_begin(sbuf* b, int w, int h) {
+    sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                 "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
+              w, h, w, h, w, h);
+}
+
+static void xml_text(sbuf* b, const char* s) {
+    for (; *s; s++)
+        if (*s == '<') sb_printf(b, "&lt;");
+        else if (*s == '>') sb_printf(b, "&gt;");
+        else if (*s == '&') sb_printf(b, "&amp;");
+        else sb_printf(b, "%c", *s);
+}
+
+static char* loss_svg(const mx_study* s) {
+    frame f = {INFINITY, -INFINITY, INFINITY, -INFINITY, 70, 40, 620, 380};
+    for (int i = 0; i < s->n_runs; i++)
+        for (int j = 0; j < s->runs[i].n_evals; j++) {
+            const mx_study_eval* e = &s->runs[i].evals[j];
+            if (!isfinite(e->val_loss)) continue;
+            f.x0 = fmin(f.x0, (double)e->tokens);
+            f.x1 = fmax(f.x1, (double)e->tokens);
+            if (e->tokens > 0) { f.y0 = fmin(f.y0, e->val_loss); f.y1 = fmax(f.y1, e->val_loss); } /* step 0 off scale */
+        }
+    if (!(f.y0 < INFINITY)) f.y0 = 0, f.y1 = 1;
+    if (isfinite(s->target)) f.y0 = fmin(f.y0, s->target);
+    if (!(f.x0 < f.x1)) f.x0 = 0, f.x1 = f.x0 + 1;
+    double pad = (f.y1 - f.y0) * 0.05 + 1e-6;
+    f.y0 -= pad;
+    f.y1 += pad;
+    int legend_h = 18 * s->n_recipes + 10;
+    sbuf b = {0};
+    svg_begin(&b, 900, 480 > f.T + legend_h + 40 ? 480 : f.T + legend_h + 40);
+    svg_axes(&b, &f, "tokens", "validation loss (nats)", "Validation loss against tokens", 0);
+    if (isfinite(s->target))
+        sb_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" stroke-dasharray=\"6,4\"/>"
+                      "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">target %.4g</text>\n", f.L, fy(&f, s->target),
+                  f.L + f.W, fy(&f, s->target), f.L + f.W - 4, fy(&f, s->target) - 4, s->target);
+    for (int i = 0; i < s->n_runs; i++) {
+        const mx_study_run* r = &s->runs[i];
+        int k = 0;
+        while (k < s->n_recipes && strcmp(s->recipes[k].recipe, r->recipe)) k++;
+        const char* col = k_colors[k % 10];
+        const char* dash = k >= 10 ? " stroke-dasharray=\"4,2\"" : "";
+        sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\"%s stroke-width=\"1.5\" points=\"", col,
+                  dash);
+        double lx = NAN, ly = NAN;
+        for (int j = 0; j < r->n_evals; j++) {
+            const mx_study_eval* e = &r->evals[j];
+            if (!isfinite(e->val_loss)) break;
+            lx = fx(&f, (double)e->tokens);
+            ly = fy(&f, e->val_loss);
+            sb_printf(&b, "%.1f,%.1f ", lx, ly);
+        }
+        sb_printf(&b, "\"><title>%s</title></polyline>\n", r->name);
+        if (r->diverged && isfinite(lx)) /* a cross where a diverged run's curve ends */
+            sb_printf(&b, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx - 4,
+                      fmin(fmax(ly, (double)f.T), (double)(f.T + f.H)) - 4, col);
+    }
+    int lx = f.L + f.W + 15, ly = f.T + 5;
+    for (int k = 0; k < s->n_recipes; k++) {
+        sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/><text x=\"%d\" "
+                      "y=\"%d\">", lx, ly + 18 * k, lx + 20, ly + 18 * k, k_colors[k % 10],
+                  k >= 10 ? " stroke-dasharray=\"4,2\"" : "", lx + 26, ly + 18 * k + 4);
+        xml_text(&b, s->recipes[k].recipe);
+        sb_printf(&b, "</text>\n");
+    }
+    int any_div = 0;
+    for (int i = 0; i < s->n_runs; i++) any_div |= s->runs[i].diverged;
+    if (any_div) sb_printf(&b, "<text x=\"%d\" y=\"%d\">x: diverged</text>\n", lx, ly + 18 * s->n_recipes + 4);
+    sb_printf(&b, "</svg>\n");
+    return sb_take(&b);
+}
+
+/* One panel per full-MXFP4 run with telemetry: the mean SQNR of each GEMM operand over steps. */
+static char* telemetry_svg(const mx_study* s) {
+    int idx[256], n = 0;
+    for (int i = 0; i < s->n_runs && n < 256; i++)
+        if (s->runs[i].n_tele && recipe_full_mxfp4(s->runs[i].recipe)) idx[n++] = i;
+    if (!n) return NULL;
+    const int PW = 360, PH = 220, cols = n < 2 ? n : 2, rows = (n + cols - 1) / cols;
+    sbuf b = {0};
+    svg_begin(&b, cols > 1 ? 40 + cols * (PW + 100) : 720, 80 + rows * (PH + 80));
+    sb_printf(&b, "<text x=\"20\" y=\"22\" font-weight=\"bold\">Quantization SQNR of each GEMM operand (dB, mean "
+                  "over the layers and linears) against steps</text>\n");
+    for (int o = 0; o < MX_STUDY_OPS; o++)
+        sb_printf(&b, "<line x1=\"%d\" y1=\"40\" x2=\"%d\" y2=\"40\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
+                      "y=\"44\">%s</text>\n", 20 + 110 * o, 40 + 110 * o, k_colors[o], 46 + 110 * o, k_ops[o]);
+    for (int p = 0; p < n; p++) {
+        const mx_study_run* r = &s->runs[idx[p]];
+        frame f = {INFINITY, -INFINITY, INFINITY, -INFINITY, 70 + (p % cols) * (PW + 100), 90 + (p / cols) * (PH + 80),
+                   PW, PH};
+        for (int t = 0; t < r->n_tele; t++)
+            for (int o = 0; o < MX_STUDY_OPS; o++)
+                if (isfinite(r->tele[t].sqnr_db[o])) {
+                    f.x0 = fmin(f.x0, (double)r->tele[t].step);
+                    f.x1 = fmax(f.x1, (double)r->tele[t].step);
+                    f.y0 = fmin(f.y0, r->tele[t].sqnr_db[o]);
+                    f.y1 = fmax(f.y1, r->tele[t].sqnr_db[o]);
+                }
+        if (!(f.x0 < INFINITY)) continue;
+        if (!(f.x0 < f.x1)) f.x0 -= 1, f.x1 += 1;
+        double pad = (f.y1 - f.y0) * 0.05 + 0.5;
+        f.y0 -= pad;
+        f.y1 += pad;
+        sbuf title = {0};
+        xml_text(&title, r->name);
+        char* tt = sb_take(&title);
+        svg_axes(&b, &f, "step", "SQNR (dB)", tt ? tt : "", p + 1);
+        free(tt);
+        for (int o = 0; o < MX_STUDY_OPS; o++) {
+            sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                      p + 1, k_colors[o]);
+            for (int t = 0; t < r->n_tele; t++)
+                if (isfinite(r->tele[t].sqnr_db[o]))
+                    sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].sqnr_db[o]));
+            sb_printf(&b, "\"/>\n");
+        }
+    }
+    sb_printf(&b, "</svg>\n");
+    return sb_take(&b);
+}
+
+int mx_study_write_report(const mx_study* s) {
+    char p[1200];
+    char* md = mx_study_markdown(s);
+    char* svg = loss_svg(s);
+    char* tel = telemetry_svg(s);
+    int rc = md && svg ? MX_OK : mx_fail(MX_ENOMEM, "study: out of memory");
+    if (!rc) { snprintf(p, sizeof p, "%s/results.md", s->dir); rc = write_atomic(p, md, strlen(md)); }
+    if (!rc) { snprintf(p, sizeof p, "%s/loss.svg", s->dir); rc = write_atomic(p, svg, strlen(svg)); }
+    if (!rc && tel) { snprintf(p, sizeof p, "%s/telemetry.svg", s->dir); rc = write_atomic(p, tel, strlen(tel)); }
+    free(md);
+    free(svg);
+    free(tel);
+    return rc;
+}

@@ -1,0 +1,334 @@
+/* test_study.c: the study harness. Synthetic run directories with known
+ * curves (written here) give exact tokens-to-target, default target,
+ * overheads, spread, did-not-converge (diverged, never reached, reached
+ * beyond the budget), throughput ratios and the report's table rows; then a
+ * tiny real study through `mxlm study run` end to end (skip, resume). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mxlm/study.h"
+#include "mxlm/train.h"
+#include "test.h"
+
+/* A run directory TMP/<study>/<name>: config.txt (100 tokens per step), the
+ * evaluations `loss[0..n)` at tokens 0, 100, 200, ... (NAN: logged null),
+ * training lines with the given tok/s (cycled), and a status line unless NULL. */
+static void fake_run(const char* study, const char* name, const char* recipe, int seed, int steps, const double* loss,
+                     int n, const double* tps, int ntps, const char* status) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s/%s", test_tmpdir(), study, name);
+    REQUIRE(test_sh("mkdir -p '%s'", p) == 0);
+    char f[600];
+    snprintf(f, sizeof f, "%s/config.txt", p);
+    FILE* c = fopen(f, "w");
+    REQUIRE(c);
+    fprintf(c, "preset = tiny\nvocab = 4096\ndim = 128\nlayers = 4\nheads = 4\nkv-heads = 2\nffn = 384\ncontext = 128\n"
+               "recipe = %s\nbatch = 1\nseq = 100\naccum = 1\nsteps = %d\nseed = %d\nlr = 0.003\nwarmup = 1\n"
+               "eval-every = 1\n", recipe, steps, seed);
+    fclose(c);
+    snprintf(f, sizeof f, "%s/metrics.jsonl", p);
+    FILE* m = fopen(f, "w");
+    REQUIRE(m);
+    for (int i = 0; i < n; i++) {
+        if (i > 0) /* a training line before each evaluation; tok/s from the list */
+            fprintf(m, "{\"step\":%d,\"tokens\":%d,\"loss\":%.9g,\"lr\":0.001,\"grad_norm\":1,\"tok_per_s\":%.9g}\n", i,
+                    100 * i, isfinite(loss[i]) ? loss[i] : 9.0, tps[(i - 1) % ntps]);
+        if (isfinite(loss[i])) fprintf(m, "{\"step\":%d,\"tokens\":%d,\"val_loss\":%.9g}\n", i, 100 * i, loss[i]);
+        else fprintf(m, "{\"step\":%d,\"tokens\":%d,\"val_loss\":null}\n", i, 100 * i);
+    }
+    /* an event line and a target event must not count as evaluations */
+    fprintf(m, "{\"event\":\"spike\",\"step\":1,\"loss\":0.5,\"z\":7,\"window_mean\":1,\"window_std\":0.1,\"skipped\":false}\n");
+    if (status) fprintf(m, "{\"status\":\"%s\",\"step\":%d,\"tokens\":%d,\"reason\":\"\"}\n", status, n - 1, 100 * (n - 1));
+    fclose(m);
+}
+
+/* The synthetic study of the tests below (written once). Baseline fp8, budget
+ * 1000 tokens: 80% = 800 tokens; fp8 s1 has 3.0 there, s2 3.25 -> target 3.125;
+ * fp8 reaches it at 700 (s1) and 900 (s2): mean 800. */
+static void fake_study(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    const double fp8_1[] = {8, 6, 5, 4.5, 4, 3.75, 3.5, 3.125, 3.0, 2.9, 2.8};
+    const double fp8_2[] = {8, 6, 5, 4.5, 4.25, 4, 3.75, 3.5, 3.25, 3.125, 3.0};
+    const double fp8_3[] = {8, 6, 5, 2.0, 2.0}; /* killed (no status): ignored */
+    const double h16_1[] = {8, 6, 5, 4.5, 4.25, 4, 3.75, 3.5, 3.3, 3.2, 3.1};        /* 1000: +25% */
+    const double h16_2[] = {8, 6, 5, 4.5, 4.25, 4, 3.75, 3.5, 3.25, 3.0, 2.95};      /* 900: +12.5% */
+    const double bf16_1[] = {8, 6, 5, 4.5, 4, 3.75, 3.5, 3.25, 3.125, 3.0, 2.9};     /* 800: +0% */
+    const double sr_1[] = {8, 6, 5, NAN};                                           /* diverged */
+    const double rh_1[] = {8, 6, 5, 4.5, 4, 3.75, 3.5, 3.5, 3.5, 3.5, 3.5};         /* never reaches */
+    double fdw_1[21], fd_1[31];                                                     /* 1700: +112.5%; 2500 > 2000 */
+    for (int i = 0; i < 21; i++) fdw_1[i] = i < 17 ? 8.0 - 0.25 * i : 3.0;
+    for (int i = 0; i < 31; i++) fd_1[i] = i < 25 ? 8.0 - 0.125 * i : 3.0;
+    const double tp_fp8_1[] = {90, 110}, tp_fp8_2[] = {100}, tp_bf16[] = {100, 300, 200};
+    const double tp_h16_1[] = {121, 119, 500, 1}, tp_h16_2[] = {120};
+    fake_run("fake", "fp8-s1", "fp8", 1, 10, fp8_1, 11, tp_fp8_1, 2, "budget");
+    fake_run("fake", "fp8-s2", "fp8", 2, 10, fp8_2, 11, tp_fp8_2, 1, "budget");
+    fake_run("fake", "fp8-s3", "fp8", 3, 10, fp8_3, 5, tp_fp8_2, 1, NULL);
+    fake_run("fake", "mxfp4-fdw-h16-s1", "mxfp4-fdw-h16", 1, 10, h16_1, 11, tp_h16_1, 4, "budget");
+    fake_run("fake", "mxfp4-fdw-h16-s2", "mxfp4-fdw-h16", 2, 10, h16_2, 11, tp_h16_2, 1, "converged");
+    fake_run("fake", "bf16-s1", "bf16", 1, 10, bf16_1, 11, tp_bf16, 3, "budget");
+    fake_run("fake", "mxfp4-fdw-sr-s1", "mxfp4-fdw-sr", 1, 10, sr_1, 4, tp_bf16, 3, "diverged");
+    fake_run("fake", "mxfp4-fdw-rh16-s1", "mxfp4-fdw-rh16", 1, 10, rh_1, 11, tp_bf16, 3, "budget");
+    fake_run("fake", "mxfp4-fdw-s1", "mxfp4-fdw", 1, 20, fdw_1, 21, tp_bf16, 3, "budget");
+    fake_run("fake", "mxfp4-fd-s1", "mxfp4-fd", 1, 30, fd_1, 31, tp_bf16, 3, "budget");
+    /* telemetry of h16 s1: two linears at step 5 (a null and an inf are skipped), one at step 10 */
+    char f[512];
+    snprintf(f, sizeof f, "%s/fake/mxfp4-fdw-h16-s1/metrics.jsonl", test_tmpdir());
+    FILE* m = fopen(f, "a");
+    REQUIRE(m);
+    fprintf(m, "{\"type\":\"telemetry\",\"step\":5,\"layer\":0,\"linear\":\"q\",\"fprop_a_sqnr_db\":10,\"fprop_a_clipped\":0.5,"
+               "\"wgrad_b_sqnr_db\":null,\"wgrad_b_clipped\":0}\n");
+    fprintf(m, "{\"type\":\"telemetry\",\"step\":5,\"layer\":0,\"linear\":\"k\",\"fprop_a_sqnr_db\":20,\"fprop_a_clipped\":0.25,"
+               "\"wgrad_b_sqnr_db\":1e999,\"wgrad_b_clipped\":0}\n");
+    fprintf(m, "{\"type\":\"telemetry\",\"step\":10,\"layer\":0,\"linear\":\"q\",\"fprop_a_sqnr_db\":12,\"fprop_a_clipped\":0,"
+               "\"wgrad_b_sqnr_db\":7,\"wgrad_b_clipped\":0}\n");
+    fclose(m);
+}
+
+static const mx_study_run* run_named(const mx_study* s, const char* name) {
+    for (int i = 0; i < s->n_runs; i++)
+        if (!strcmp(s->runs[i].name, name)) return &s->runs[i];
+    return NULL;
+}
+static const mx_study_recipe* recipe_named(const mx_study* s, const char* name) {
+    for (int i = 0; i < s->n_recipes; i++)
+        if (!strcmp(s->recipes[i].recipe, name)) return &s->recipes[i];
+    return NULL;
+}
+
+TEST(study_known_curves) {
+    fake_study();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/fake", test_tmpdir());
+    mx_study s;
+    REQUIRE(mx_study_load(dir, &s) == 0);
+    CHECK_EQ_INT(s.n_runs, 10);
+    REQUIRE(mx_study_compute(&s, NULL) == 0);
+    CHECK_SAME_F((float)s.target, 3.125f);
+    CHECK_EQ_INT(s.baseline_budget, 1000);
+    CHECK_NEAR(s.budget_limit, 2000, 0);
+    CHECK_NEAR(s.baseline_ttt, 800, 0);
+    CHECK(!strcmp(s.runs[0].recipe, "fp8")); /* the baseline first */
+    const mx_study_run* r;
+    REQUIRE((r = run_named(&s, "fp8-s1")));
+    CHECK_EQ_INT(r->tokens_to_target, 700);
+    CHECK_NEAR(r->overhead, -0.125, 1e-15);
+    CHECK_NEAR(r->tok_per_s, 100, 0); /* median of 90, 110, 90, ... */
+    REQUIRE((r = run_named(&s, "fp8-s2")));
+    CHECK_EQ_INT(r->tokens_to_target, 900);
+    CHECK_NEAR(r->overhead, 0.125, 1e-15);
+    REQUIRE((r = run_named(&s, "fp8-s3")));
+    CHECK(!r->finished && !r->reached);
+    CHECK_EQ_INT(r->tokens_to_target, 300); /* below the target, but the run did not finish */
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s1")));
+    CHECK_EQ_INT(r->tokens_to_target, 1000);
+    CHECK_NEAR(r->overhead, 0.25, 1e-15);
+    CHECK_NEAR(r->tok_per_s, 120, 0); /* median of 121, 119, 500, 1, 121, 119, 500, 1, 121, 119 */
+    CHECK_EQ_INT(r->n_train, 10);
+    CHECK_EQ_INT(r->last_step, 10);
+    CHECK_EQ_INT(r->last_tokens, 1000);
+    REQUIRE(r->n_tele == 2);
+    CHECK_EQ_INT(r->tele[0].step, 5);
+    CHECK_NEAR(r->tele[0].sqnr_db[0], 15, 0);
+    CHECK_NEAR(r->tele[0].clipped[0], 0.375, 0);
+    CHECK(isnan(r->tele[0].sqnr_db[5])); /* null and inf only */
+    CHECK(isnan(r->tele[0].sqnr_db[1])); /* absent */
+    CHECK_NEAR(r->tele[1].sqnr_db[5], 7, 0);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
+    CHECK(r->finished && r->diverged && !r->reached);
+    CHECK_EQ_INT(r->tokens_to_target, -1);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
+    CHECK(r->finished && !r->diverged && !r->reached);
+    CHECK_EQ_INT(r->tokens_to_target, -1);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-s1")));
+    CHECK(r->reached);
+    CHECK_EQ_INT(r->tokens_to_target, 1700);
+    CHECK_NEAR(r->overhead, 1.125, 1e-15);
+    REQUIRE((r = run_named(&s, "mxfp4-fd-s1")));
+    CHECK_EQ_INT(r->tokens_to_target, 2500); /* beyond 2 x 1000: did not converge */
+    CHECK(r->finished && !r->reached && isnan(r->overhead));
+
+    const mx_study_recipe* R;
+    REQUIRE((R = recipe_named(&s, "fp8")));
+    CHECK_EQ_INT(R->n_runs, 3);
+    CHECK_EQ_INT(R->n_finished, 2);
+    CHECK_EQ_INT(R->n_reached, 2);
+    CHECK_NEAR(R->overhead, 0, 1e-15);
+    CHECK_NEAR(R->overhead_min, -0.125, 1e-15);
+    CHECK_NEAR(R->overhead_max, 0.125, 1e-15);
+    CHECK_NEAR(R->final_loss, 2.9, 1e-15);
+    CHECK_NEAR(R->tok_per_s, 100, 0); /* runs' medians 100, 100 and 100 */
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-h16")));
+    CHECK(R->full_mxfp4);
+    CHECK_NEAR(R->ttt_mean, 950, 0);
+    CHECK_NEAR(R->overhead, 0.1875, 1e-15);
+    CHECK_NEAR(R->overhead_min, 0.125, 1e-15);
+    CHECK_NEAR(R->overhead_max, 0.25, 1e-15);
+    CHECK_NEAR(R->vs_baseline, 1.2, 1e-12);
+    CHECK_NEAR(R->vs_bf16, 0.6, 1e-12);
+    CHECK_NEAR(R->end_to_end, 1.2 / 1.1875, 1e-12);
+    REQUIRE((R = recipe_named(&s, "bf16")));
+    CHECK(!R->full_mxfp4);
+    CHECK_NEAR(R->overhead, 0, 1e-15);
+    CHECK_NEAR(R->vs_baseline, 2, 1e-12);
+    CHECK_NEAR(R->end_to_end, 2, 1e-12);
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-sr")));
+    CHECK(R->n_reached == 0 && R->n_finished == 1 && isnan(R->overhead) && isnan(R->end_to_end));
+    CHECK(strstr(s.warning, "token budget") != NULL); /* fdw and fd ran longer */
+
+    /* a given target: 3.5 is reached by fp8 at 600 (s1) and 700 (s2), by rh16 at 600 */
+    mx_study_opts o;
+    mx_study_opts_default(&o);
+    o.target = 3.5;
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    CHECK_NEAR(s.baseline_ttt, 650, 0);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
+    CHECK(r->reached);
+    CHECK_EQ_INT(r->tokens_to_target, 600);
+    /* the budget factor: at 1.5 x 1000 tokens mxfp4-fdw (1700) no longer converges */
+    mx_study_opts_default(&o);
+    o.budget_factor = 1.5;
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-s1")));
+    CHECK(!r->reached);
+    /* another baseline: bf16's single seed; its loss at 800 tokens is 3.125 too */
+    mx_study_opts_default(&o);
+    o.baseline = "bf16";
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    CHECK(!strcmp(s.runs[0].recipe, "bf16"));
+    CHECK_SAME_F((float)s.target, 3.125f);
+    CHECK_NEAR(s.baseline_ttt, 800, 0);
+    /* no baseline runs and no target: refused with a message */
+    o.baseline = "nonesuch";
+    CHECK(mx_study_compute(&s, &o) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "nonesuch") != NULL);
+    mx_study_free(&s);
+}
+
+static int file_has(const char* path, const char* needle) {
+    size_t n = 0;
+    char* t = test_read_file(path, &n);
+    int ok = t && strstr(t, needle) != NULL;
+    if (!ok) fprintf(stderr, "    %s lacks: %s\n", path, needle);
+    free(t);
+    return ok;
+}
+
+TEST(study_report_rows) {
+    fake_study();
+    const char* t = test_tmpdir();
+    REQUIRE(test_sh("%s study report %s/fake > %s/fake.log 2>&1", test_mxlm_bin(), t, t) == 0);
+    char md[512];
+    snprintf(md, sizeof md, "%s/fake/results.md", t);
+    CHECK(file_has(md, "| fp8 (baseline) | no | 2 / 2 / 3 | 800 | +0.0% (-12.5%..+12.5%, 2 seeds) | 2.9000 |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | yes | 2 / 2 / 2 | 950 | +18.8% (+12.5%..+25.0%, 2 seeds) | 3.0250 |"));
+    CHECK(file_has(md, "| bf16 | no | 1 / 1 / 1 | 800 | +0.0% (1 seed) | 2.9000 |"));
+    CHECK(file_has(md, "| mxfp4-fdw-sr | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.5000 |"));
+    CHECK(file_has(md, "| mxfp4-fdw | yes | 1 / 1 / 1 | 1700 | +112.5% (1 seed) | 3.0000 |"));
+    CHECK(file_has(md, "| mxfp4-fd | no | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.0000 |"));
+    /* the paper's grid */
+    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad | +112.5% (1 seed) | did not converge (1/1 seeds) | "
+                       "did not converge (1/1 seeds) | +18.8% (+12.5%..+25.0%, 2 seeds) |"));
+    /* Table 2 */
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +18.8% | 1.011x |"));
+    CHECK(file_has(md, "| bf16 | 200 | 2.000x | 1.000x | +0.0% | 2.000x |"));
+    CHECK(file_has(md, "| mxfp4-fdw-sr | 200 | 2.000x | 1.000x | - | did not converge |"));
+    /* runs, target, commands */
+    CHECK(file_has(md, "| mxfp4-fd-s1 | mxfp4-fd | 1 | budget (target beyond the budget: did not converge) | 3000 |"));
+    CHECK(file_has(md, "| fp8-s3 | fp8 | 3 | not finished | 400 |"));
+    CHECK(file_has(md, "validation loss 3.125 nats: the mean over 2 fp8 seeds"));
+    CHECK(file_has(md, "seed 1: 3 at 800 tokens; seed 2: 3.25 at 800 tokens"));
+    CHECK(file_has(md, "mxlm train --preset tiny --recipe mxfp4-fdw-h16 --seed 2 --steps 10 --batch 1 --seq 100"));
+    char svg[512];
+    snprintf(svg, sizeof svg, "%s/fake/loss.svg", t);
+    CHECK(file_has(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    CHECK(file_has(svg, ">mxfp4-fdw-rh16</text>"));
+    CHECK(file_has(svg, "x: diverged"));
+    CHECK(file_has(svg, "</svg>\n"));
+    snprintf(svg, sizeof svg, "%s/fake/telemetry.svg", t);
+    CHECK(file_has(svg, ">mxfp4-fdw-h16-s1</text>"));
+    /* --target and --baseline from the command line; a missing directory is an error */
+    REQUIRE(test_sh("%s study report %s/fake --target 3.5 --baseline bf16 > %s/fake2.log 2>&1", test_mxlm_bin(), t, t) == 0);
+    CHECK(file_has(md, "validation loss 3.5 nats: given (--target 3.5)"));
+    CHECK(file_has(md, "| bf16 (baseline) | no | 1 / 1 / 1 | 600 |"));
+    CHECK_EQ_INT(test_sh("%s study report %s/nothing-here > %s/fake3.log 2>&1", test_mxlm_bin(), t, t), 1);
+    CHECK(test_log_has("fake3", "cannot open"));
+    CHECK_EQ_INT(test_sh("%s study report %s/fake --baseline nonesuch > %s/fake4.log 2>&1", test_mxlm_bin(), t, t), 1);
+    CHECK(test_log_has("fake4", "no target loss"));
+}
+
+/* A tiny real study: 2 recipes x 1 seed, 10 steps of a micro model on synthetic shards. */
+#define STUDY_TRAIN "--vocab 256 --dim 32 --layers 1 --heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 " \
+                    "--val-tokens 64 --lr 1e-2 --steps 10 --eval-every 2 --telemetry-every 5 --threads 2"
+
+TEST(study_run_end_to_end) {
+    test_sentence_shards("study_", 4242, 20000, 2000);
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    REQUIRE(test_sh("%s study run --out %s/real --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 " STUDY_TRAIN
+                    " --train %s/study_train.bin --val %s/study_val.bin > %s/real.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("real", "[1/2] bf16 seed 1: training"));
+    CHECK(test_log_has("real", "[2/2] mxfp4-fdw-h16 seed 1: budget at step 10, 320 tokens"));
+    char p[512];
+    snprintf(p, sizeof p, "%s/real/results.md", t);
+    CHECK(file_has(p, "| bf16 (baseline) | no | 1 / 1 / 1 |"));
+    CHECK(file_has(p, "| mxfp4-fdw-h16 | yes | "));
+    CHECK(file_has(p, "- **Tokens**: 320 per run (10 steps x 32 tokens: batch 2 x seq 16 x accum 1)."));
+    CHECK(file_has(p, "--recipe mxfp4-fdw-h16 --seed 1 --steps 10"));
+    snprintf(p, sizeof p, "%s/real/telemetry.svg", t);
+    CHECK(file_has(p, ">mxfp4-fdw-h16-s1</text>"));
+    mx_study s;
+    snprintf(p, sizeof p, "%s/real", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    mx_study_opts o;
+    mx_study_opts_default(&o);
+    o.baseline = "bf16";
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    REQUIRE(s.n_runs == 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(!strcmp(s.runs[i].status, "budget"));
+        CHECK_EQ_INT(s.runs[i].n_evals, 6); /* steps 0, 2, ..., 10 */
+        CHECK_EQ_INT(s.runs[i].n_train, 10);
+    }
+    /* the default target: bf16's loss at the first evaluation at or after 256 tokens (step 8) */
+    CHECK_SAME_F((float)s.target, (float)s.runs[0].evals[4].val_loss);
+    CHECK_EQ_INT(s.runs[0].evals[4].tokens, 256);
+    CHECK(s.runs[0].tokens_to_target > 0 && s.runs[0].tokens_to_target <= 256);
+    CHECK(s.runs[1].n_tele == 2);
+    double bf16_last = s.runs[0].evals[5].val_loss;
+    mx_study_free(&s);
+
+    /* again: both finished, skipped; the report is re-rendered */
+    REQUIRE(test_sh("%s study run --out %s/real --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 " STUDY_TRAIN
+                    " --train %s/study_train.bin --val %s/study_val.bin > %s/real2.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("real2", "[1/2] bf16 seed 1: finished, skipped"));
+    CHECK(test_log_has("real2", "[2/2] mxfp4-fdw-h16 seed 1: finished, skipped"));
+
+    /* an interrupted run is continued with --resume, to the same bits */
+    REQUIRE(test_sh("%s train --recipe bf16 --seed 1 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "--halt-at 4 --out %s/resumed/bf16-s1 > %s/halt.log 2>&1", bin, t, t, t, t) == 0);
+    REQUIRE(test_sh("%s study run --out %s/resumed --recipes bf16 --seeds 1 --baseline bf16 " STUDY_TRAIN
+                    " --train %s/study_train.bin --val %s/study_val.bin > %s/resumed.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("resumed", "[1/1] bf16 seed 1: resuming"));
+    snprintf(p, sizeof p, "%s/resumed", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    REQUIRE(s.n_runs == 1 && s.runs[0].n_evals == 6);
+    CHECK(!strcmp(s.runs[0].status, "budget"));
+    CHECK_SAME_F((float)s.runs[0].evals[5].val_loss, (float)bf16_last);
+    mx_study_free(&s);
+
+    /* refusals: an unknown recipe, a train option train does not know, --seed (the study's) */
+    CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16,nonesuch " STUDY_TRAIN " > %s/bad1.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("bad1", "nonesuch"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --no-such-option 3 > %s/bad2.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("bad2", "no-such-option"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --seed 3 > %s/bad3.log 2>&1", bin, t, t), 2);
+    struct stat st;
+    snprintf(p, sizeof p, "%s/bad", t);
+    CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
+}
