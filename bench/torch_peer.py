@@ -243,11 +243,14 @@ def main():
     if a.check_export:
         if a.device == "cuda" and not torch.cuda.is_available():
             a.device = "cpu"
-        if a.device == "cuda":  # exact FP32 GEMMs (the default; set in case it was changed)
-            if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-                torch.backends.cuda.matmul.fp32_precision = "ieee"
-            else:
-                torch.backends.cuda.matmul.allow_tf32 = False
+        if a.device == "cuda":  # exact FP32 GEMMs (torch's default; turned off only if someone turned TF32 on)
+            m = torch.backends.cuda.matmul
+            try:
+                if m.fp32_precision == "tf32":  # torch >= 2.9 (never mix with the legacy flag there)
+                    m.fp32_precision = "ieee"
+            except Exception:
+                if m.allow_tf32:
+                    m.allow_tf32 = False
         return check_export(torch, a.check_export, torch.device(a.device))
     V, D, L, H, KV, F, Tp = PRESETS[a.preset]
     T = a.seq or Tp

@@ -27,17 +27,23 @@ import sys
 
 
 def exact_fp32(torch):
-    """No TF32 anywhere (the new fp32_precision API where it exists, else the old flags)."""
+    """FP32 matmuls without TF32 (torch's default; turned off here only if someone turned it on). Uses the
+    new fp32_precision API where it exists (torch >= 2.9: mixing it with the legacy allow_tf32 flag is an
+    error there), the legacy flag otherwise. Returns what it found, for the log."""
+    m = torch.backends.cuda.matmul
     try:
-        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-            torch.backends.cudnn.conv.fp32_precision = "ieee"
-        else:
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
+        prec = m.fp32_precision  # torch >= 2.9
+        if prec == "tf32":
+            m.fp32_precision = "ieee"
+        return f"cuda matmul fp32_precision {m.fp32_precision}"
+    except Exception:
+        pass
+    try:
+        if m.allow_tf32:
+            m.allow_tf32 = False
+        return f"cuda matmul allow_tf32 {m.allow_tf32}"
     except Exception as e:  # pragma: no cover - depends on the torch build
-        print(f"note: could not set the FP32 precision flags ({e}); using torch.set_float32_matmul_precision")
-        torch.set_float32_matmul_precision("highest")
+        return f"cuda matmul precision flags not readable ({e})"
 
 
 def main():
@@ -66,10 +72,10 @@ def main():
         ref = json.load(f)
 
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    exact_fp32(torch)
+    flags = exact_fp32(torch)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(0)})" if device.startswith("cuda") else "")
-          + f", attn_implementation {a.attn}")
+          + f", attn_implementation {a.attn}, {flags}")
     model = LlamaForCausalLM.from_pretrained(a.dir, attn_implementation=a.attn)
     model = model.to(device=device, dtype=torch.float32).eval()
     cfg = model.config
