@@ -308,6 +308,31 @@ TEST(study_run_end_to_end) {
                     " --train %s/study_train.bin --val %s/study_val.bin > %s/real2.log 2>&1", bin, t, t, t, t) == 0);
     CHECK(test_log_has("real2", "[1/2] bf16 seed 1: finished, skipped"));
     CHECK(test_log_has("real2", "[2/2] mxfp4-fdw-h16 seed 1: finished, skipped"));
+    snprintf(p, sizeof p, "%s/real/results.md", t);
+    size_t n = 0;
+    char* md = test_read_file(p, &n);
+    REQUIRE(md);
+    int ncmd = 0;
+    for (const char* q = md; (q = strstr(q, "**Study command**")); q++) ncmd++;
+    CHECK_EQ_INT(ncmd, 1); /* the same command twice in study.txt, once in the report */
+    free(md);
+    snprintf(p, sizeof p, "%s/real/study.txt", t);
+    md = test_read_file(p, &n);
+    REQUIRE(md);
+    ncmd = 0;
+    for (const char* q = md; (q = strstr(q, "command = mxlm study run --out")); q++) ncmd++;
+    CHECK_EQ_INT(ncmd, 2);
+    free(md);
+
+    /* --dry-run: the commands, nothing run */
+    REQUIRE(test_sh("%s study run --dry-run --out %s/real --recipes bf16,fp8 --seeds 1 " STUDY_TRAIN " > %s/dry.log 2>&1",
+                    bin, t, t) == 0);
+    CHECK(test_log_has("dry", " --recipe bf16 --seed 1 --out "));
+    CHECK(test_log_has("dry", "/real/bf16-s1   # finished"));
+    CHECK(test_log_has("dry", " --recipe fp8 --seed 1 --out "));
+    snprintf(p, sizeof p, "%s/real/fp8-s1", t);
+    struct stat st;
+    CHECK(stat(p, &st) != 0);
 
     /* an interrupted run is continued with --resume, to the same bits */
     REQUIRE(test_sh("%s train --recipe bf16 --seed 1 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
@@ -328,7 +353,6 @@ TEST(study_run_end_to_end) {
     CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --no-such-option 3 > %s/bad2.log 2>&1", bin, t, t), 2);
     CHECK(test_log_has("bad2", "no-such-option"));
     CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --seed 3 > %s/bad3.log 2>&1", bin, t, t), 2);
-    struct stat st;
     snprintf(p, sizeof p, "%s/bad", t);
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
 }

@@ -128,6 +128,8 @@ static double now_s(void) {
 }
 
 /* Run exe with args (NULL-terminated), output to `log` (NULL: /dev/null) appended.
+ * The study passes /proc/self/exe: the very binary that runs, even when ./mxlm
+ * is rebuilt while a study goes on.
  * Returns the exit status, 128 + signal when killed, -1 when it could not start. */
 static int spawn(const char* exe, char** args, const char* log) {
     fflush(stdout);
@@ -252,7 +254,7 @@ static int cmd_run(int argc, char** argv) {
         args[a++] = recipes[k];
         args[a++] = "--describe";
         args[a] = NULL;
-        int st = spawn(exe, args, NULL);
+        int st = spawn("/proc/self/exe", args, NULL);
         if (st) {
             fprintf(stderr, "mxlm study run: mxlm train refused the options for recipe %s (exit %d)\n", recipes[k], st);
             rc = 2;
@@ -329,7 +331,7 @@ static int cmd_run(int argc, char** argv) {
                 break;
             }
             double t0 = now_s();
-            int st = spawn(exe, args, log);
+            int st = spawn("/proc/self/exe", args, log);
             double dt = now_s() - t0;
             mx_study_run r;
             int loaded = mx_study_load_run(rundir, &r) == 0;

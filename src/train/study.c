@@ -647,6 +647,13 @@ static void model_line(sbuf* b, const mx_study_run* r) {
               (long long)cfg_i64(r->config, "eval-every", 0), (long long)cfg_i64(r->config, "val-tokens", 0), dev);
 }
 
+/* Does the line p[0..l) occur as a whole line of text before p? */
+static int line_seen(const char* text, const char* p, size_t l) {
+    for (const char* q = text; q < p; q = strchr(q, '\n'), q = q ? q + 1 : p)
+        if (strcspn(q, "\n") == l && !strncmp(q, p, l)) return 1;
+    return 0;
+}
+
 char* mx_study_markdown(const mx_study* s) {
     sbuf b = {0};
     char t1[64], t2[64], t3[64], t4[64], cell[160];
@@ -669,6 +676,7 @@ char* mx_study_markdown(const mx_study* s) {
     if (s->warning[0]) sb_printf(&b, "- **Warning**: %s.\n", s->warning);
     for (const char* p = s->study_txt; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         size_t l = strcspn(p, "\n");
+        if (line_seen(s->study_txt, p, l)) continue; /* a study run again (continued) */
         if (!strncmp(p, "machine = ", 10)) sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
         if (!strncmp(p, "command = ", 10)) sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
     }
