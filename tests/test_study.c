@@ -356,3 +356,29 @@ TEST(study_run_end_to_end) {
     snprintf(p, sizeof p, "%s/bad", t);
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
 }
+
+/* The study killed (SIGKILL) while a run trains: the trainer goes with it (no orphan holds the run's
+ * lock), and the same command continues the run from its checkpoint to the end. */
+TEST(study_run_killed_resumes) {
+    test_sentence_shards("study_", 4242, 20000, 2000);
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    char args[2048], dir[512];
+    snprintf(args, sizeof args, "--out %s/killed --recipes bf16 --seeds 1 --baseline bf16 --vocab 256 --dim 32 --layers 1 "
+             "--heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 --val-tokens 64 --steps 400 --eval-every 100 "
+             "--ckpt-every 50 --threads 1 --train %s/study_train.bin --val %s/study_val.bin", t, t, t);
+    snprintf(dir, sizeof dir, "%s/killed/bf16-s1", t);
+    REQUIRE(test_sh("exec 2>/dev/null; %s study run %s > %s/killed1.log 2>&1 & P=$!; i=0; "
+                    "while ! ls %s/ckpt-*.bin > /dev/null 2>&1 && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+                    "kill -9 $P; wait $P; s=$?; sleep 0.5; exit $s", bin, args, t, dir) == 137);
+    CHECK_EQ_INT(mx_study_run_state(dir), 1); /* started, not finished */
+    REQUIRE(test_sh("%s study run %s > %s/killed2.log 2>&1", bin, args, t) == 0);
+    CHECK(test_log_has("killed2", "[1/1] bf16 seed 1: resuming"));
+    CHECK_EQ_INT(mx_study_run_state(dir), 2);
+    mx_study_run r;
+    REQUIRE(mx_study_load_run(dir, &r) == 0);
+    CHECK(!strcmp(r.status, "budget"));
+    CHECK_EQ_INT(r.n_train, 400); /* the lines after the checkpoint were dropped and written again */
+    CHECK_EQ_INT(r.n_evals, 5);
+    mx_study_run_free(&r);
+}

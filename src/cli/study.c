@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -35,6 +36,12 @@ static const char* k_report_usage =
     "  80% of its token budget. A run did not converge when it diverged or did not reach the target within\n"
     "  budget-factor x the baseline's token budget. Definitions: docs/study.md.";
 
+/* A fraction as a percentage rounded to 0.1, without a negative zero. */
+static double pct1(double x) {
+    double v = round(x * 1000.0) / 10.0;
+    return v == 0 ? 0.0 : v;
+}
+
 static int render(const char* dir, const char* baseline, double target, double factor) {
     mx_study s;
     if (mx_study_load(dir, &s)) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); return 1; }
@@ -51,8 +58,8 @@ static int render(const char* dir, const char* baseline, double target, double f
         const mx_study_recipe* R = &s.recipes[k];
         printf("  %-24s reached %d/%d", R->recipe, R->n_reached, R->n_runs);
         if (R->n_reached && isfinite(R->overhead))
-            printf("  overhead %+.1f%% (%+.1f%%..%+.1f%%)", 100 * R->overhead, 100 * R->overhead_min,
-                   100 * R->overhead_max);
+            printf("  overhead %+.1f%% (%+.1f%%..%+.1f%%)", pct1(R->overhead), pct1(R->overhead_min),
+                   pct1(R->overhead_max));
         else if (R->n_finished && !R->n_reached) printf("  did not converge");
         if (isfinite(R->tok_per_s)) printf("  %.0f tok/s", R->tok_per_s);
         if (isfinite(R->vs_baseline)) printf(" (%.3fx)", R->vs_baseline);
@@ -134,9 +141,12 @@ static double now_s(void) {
 static int spawn(const char* exe, char** args, const char* log) {
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        /* the trainer ends with the study (killed by a time limit, say): no orphan keeps the run's lock */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
         int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd < 0 || dup2(fd, 1) < 0 || (log && dup2(fd, 2) < 0)) _exit(127);
         close(fd);

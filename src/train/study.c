@@ -913,23 +913,24 @@ static char* telemetry_svg(const mx_study* s) {
     for (int o = 0; o < MX_STUDY_OPS; o++)
         sb_printf(&b, "<line x1=\"%d\" y1=\"40\" x2=\"%d\" y2=\"40\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
                       "y=\"44\">%s</text>\n", 20 + 110 * o, 40 + 110 * o, k_colors[o], 46 + 110 * o, k_ops[o]);
+    /* one scale for every panel, so that runs compare at a glance */
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (int p = 0; p < n; p++)
+        for (int t = 0; t < s->runs[idx[p]].n_tele; t++)
+            for (int o = 0; o < MX_STUDY_OPS; o++) {
+                const mx_study_tele* te = &s->runs[idx[p]].tele[t];
+                if (!isfinite(te->sqnr_db[o])) continue;
+                x0 = fmin(x0, (double)te->step);
+                x1 = fmax(x1, (double)te->step);
+                y0 = fmin(y0, te->sqnr_db[o]);
+                y1 = fmax(y1, te->sqnr_db[o]);
+            }
+    if (!(x0 < INFINITY)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+    if (!(x0 < x1)) x0 -= 1, x1 += 1;
+    double pad = (y1 - y0) * 0.05 + 0.5;
     for (int p = 0; p < n; p++) {
         const mx_study_run* r = &s->runs[idx[p]];
-        frame f = {INFINITY, -INFINITY, INFINITY, -INFINITY, 70 + (p % cols) * (PW + 100), 90 + (p / cols) * (PH + 80),
-                   PW, PH};
-        for (int t = 0; t < r->n_tele; t++)
-            for (int o = 0; o < MX_STUDY_OPS; o++)
-                if (isfinite(r->tele[t].sqnr_db[o])) {
-                    f.x0 = fmin(f.x0, (double)r->tele[t].step);
-                    f.x1 = fmax(f.x1, (double)r->tele[t].step);
-                    f.y0 = fmin(f.y0, r->tele[t].sqnr_db[o]);
-                    f.y1 = fmax(f.y1, r->tele[t].sqnr_db[o]);
-                }
-        if (!(f.x0 < INFINITY)) continue;
-        if (!(f.x0 < f.x1)) f.x0 -= 1, f.x1 += 1;
-        double pad = (f.y1 - f.y0) * 0.05 + 0.5;
-        f.y0 -= pad;
-        f.y1 += pad;
+        frame f = {x0, x1, y0 - pad, y1 + pad, 70 + (p % cols) * (PW + 100), 90 + (p / cols) * (PH + 80), PW, PH};
         sbuf title = {0};
         xml_text(&title, r->name);
         char* tt = sb_take(&title);
