@@ -124,6 +124,11 @@ typedef enum {
 int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale, const void* B,
                 mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K, void* stream);
 
+/* The same with C += A B^T when `accumulate` (beta 1; C read in c_type). */
+int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale, const void* B,
+                    mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K,
+                    int accumulate, void* stream);
+
 /* Exact emulation of an MXFP4 GEMM: dequantize both (mxg_dequant_bf16) into
  * the BF16 workspaces wa [M,K], wb [N,K] (device), then a BF16 GEMM with FP32
  * accumulation. A and B have K as their block axis (1x32: rows are M/N;

@@ -119,6 +119,16 @@ int mxg_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda, cons
 int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets, int N, int D, int V, float scale,
                      float* losses, float* dxnf, float* dhead, float* chunk, int Nc, void* stream);
 
+/* The same GEMM with BF16 A and B (FP32 accumulation and C). */
+int mxg_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                  float* C, int ldc, int accumulate, void* stream);
+/* mxg_lm_head_xent on BF16 operands (tensor cores): xnf [N, D] and head
+ * [V, D] in BF16, the dlogits chunk rounded to BF16 (chunk16 [Nc, V]) for
+ * the two backward GEMMs; logits, softmax, losses, dxnf and dhead in FP32. */
+int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D, int V,
+                          float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16,
+                          int Nc, void* stream);
+
 /* ---- optimizer ------------------------------------------------------------- */
 
 /* Doubles of workspace for mxg_sum_squares: ceil(n / 4096). */
@@ -135,6 +145,97 @@ int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const 
 
 /* Release the FP32 GEMM handle and plans (optional at exit). */
 void mxg_layers_shutdown(void);
+
+/* ---- the quantized linear layer (src/cuda/linear.cu): the twin of linear.h ---- */
+
+/* Scratch of the linear layers (transposed operands, codes, scales), sized
+ * for operands of up to max_elems elements; one per model. */
+typedef struct mxg_linws mxg_linws;
+int mxg_linws_create(mxg_linws** ws, size_t max_elems);
+void mxg_linws_free(mxg_linws* ws);
+size_t mxg_linws_bytes(size_t max_elems);
+/* Test hook: the packed MXFP4 operand (0: a, 1: b) of the last exact-path
+ * MXFP4 GEMM (device pointers into the workspace; mx.h layout 1x32 or 32x32
+ * of the TN operand [rows, R]). */
+int mxg_linws_last_fp4(const mxg_linws* ws, int operand, mxg_fp4* t);
+/* Blocks with a clipped element, and blocks outside the E4M3 fold window,
+ * counted since the workspace was made (synchronous). */
+int mxg_linws_counters(const mxg_linws* ws, unsigned long long out[2]);
+
+typedef struct {
+    const mx_recipe* recipe;
+    uint64_t seed, step;  /* as mx_linear_ctx: the same SR bits and rhN signs */
+    uint32_t layer_id;
+    int exact;            /* MXFP4: 1 exact emulation (dequantize to BF16), 0 fast (E4M3 fold + FP8 GEMM) */
+    mxg_linws* ws;
+} mxg_linear_ctx;
+
+/* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
+ * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.
+ * Errors for what the GPU does not do: FP8 delayed scaling, a rotation on a
+ * non-MXFP4 GEMM. */
+int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t,
+                       float* C, int Ma, int Nb, int R, int accumulate, void* stream);
+/* Y[M,N] = X[M,K] W[N,K]^T;  dX[M,K] += dY W (dX NULL: skipped);  dW[N,K] += dY^T X. */
+int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, float* Y, int M, int K, int N,
+                       void* stream);
+int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX, float* dW,
+                        int M, int K, int N, void* stream);
+
+/* ---- the whole model on the GPU (src/cuda/model.cu): the twin of mx_llama ---- */
+
+typedef struct mxg_llama mxg_llama;
+
+typedef struct {
+    int64_t params, grads, adam, acts, scratch, total; /* device bytes */
+} mxg_mem_estimate;
+/* Device memory the model needs for micro-batches of B x T. recompute: the
+ * RMSNorm outputs and the SwiGLU product are recomputed in the backward
+ * instead of being kept per layer. */
+void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, mxg_mem_estimate* e);
+/* Allocate everything on the current GPU (weights zero: upload them). An
+ * out-of-memory error names the allocation, its size and the preset. */
+int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
+                     int bf16_last, uint64_t seed, int B, int T, int exact, int recompute);
+void mxg_llama_free(mxg_llama* g);
+/* Host <-> device copies of the FP32 master weights and the AdamW moments
+ * ([n_params] each, the layout of mx_param_layout; m, v may be NULL). */
+int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v);
+int mxg_llama_download(const mxg_llama* g, float* params, float* m, float* v);
+int mxg_llama_download_grads(const mxg_llama* g, float* grads);
+int mxg_llama_zero_grad(mxg_llama* g);
+/* Forward + backward of one micro-batch (tokens, targets: host [B, T]):
+ * grads += d(sum of token losses * grad_scale)/dparams, *loss = mean loss.
+ * `step` as mx_llama.step (SR bits). Synchronous (returns the loss). */
+int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step,
+                               float grad_scale, float* loss);
+/* Forward only (evaluation): *loss = mean cross-entropy; optional per-token
+ * losses [B*T] to the host. */
+int mxg_llama_loss(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step, float* loss,
+                   float* token_losses);
+/* Logits [rows, V] of the first `rows` positions of the last forward are
+ * not kept (chunked head); this recomputes them for tokens [B, T]: out [B*T, V]
+ * host (tests and interop checks; allocates a [B*T, V] device buffer). */
+int mxg_llama_logits(mxg_llama* g, const int32_t* tokens, uint64_t step, float* out);
+/* sum of squares of all gradients (deterministic, FP64). */
+int mxg_llama_grad_sumsq(mxg_llama* g, double* out);
+/* AdamW on every tensor (mx_adamw_update's twin: bit-identical). */
+int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t);
+/* The LM head's GEMMs on BF16 operands (1, the default unless every GEMM of
+ * the recipe is fp32) or in FP32 (0: what the CPU model does). */
+int mxg_llama_set_head_bf16(mxg_llama* g, int on);
+/* Test hooks: set one element of the weights (which 0) or gradients (1). */
+int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value);
+/* With MXLM_GPU_PROFILE=1 in the environment (read by mxg_llama_create) the
+ * GPU work is timed by part with CUDA events; this writes one line of the
+ * totals so far and returns 1 (0 when profiling is off). */
+int mxg_profile_report(char* buf, size_t n);
+/* Free and total memory of the current GPU in bytes. */
+int mxg_mem_info(int64_t* free_b, int64_t* total_b);
+/* Peak device memory allocated by this process so far (cudaMemGetInfo based). */
+int64_t mxg_llama_device_bytes(const mxg_llama* g);
+/* The linear-layer workspace (test hook: last quantized operands). */
+mxg_linws* mxg_llama_linws(mxg_llama* g);
 
 #ifdef __cplusplus
 }

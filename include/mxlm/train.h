@@ -123,6 +123,8 @@ typedef struct {
     int device;           /* MX_DEVICE_AUTO (the GPU when the CUDA build finds one), _CPU, _CUDA */
     int gemm_exact;       /* GPU MXFP4 GEMMs: 0 the fast path (E4M3 fold + FP8 GEMM), 1 exact emulation (BF16) */
     char init_from[1024]; /* "": seeded init; else a Hugging Face Llama directory (safetensors + config.json) */
+    int no_final_ckpt;    /* 1: no checkpoint at the last step (benchmarks) */
+    int recompute;        /* GPU: recompute the RMSNorm outputs and the SwiGLU product in the backward */
 } mx_train_config;
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };

@@ -63,7 +63,7 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"dim", 0}, {"layers", 0}, {"heads", 0}, {"kv-heads", 0}, {"ffn", 0}, {"context", 0}, {"rope-theta", 0},
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
-        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
+        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
         {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
     if (mx_config_load(path, keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
@@ -107,6 +107,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int log_every = 0;
     const char* on_nonfinite = NULL;
     const char *device = NULL, *gemm = NULL, *init_from = NULL;
+    int final_ckpt = 1;
     int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
@@ -154,6 +155,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"device", OPT_STR, &device, "auto (default: the GPU when the CUDA build finds one), cpu or cuda"},
         {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast (default: E4M3 fold + FP8 tensor cores) or exact "
                                  "(dequantize to BF16, BF16 GEMM)"},
+        {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
+        {"recompute", OPT_INT, &c.recompute, "GPU: 1 recomputes the norms and SwiGLU products in the backward "
+                                             "instead of keeping them per layer (less memory; same results)"},
         {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
@@ -221,6 +225,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         else { fprintf(stderr, "mxlm train: --gemm: 'fast' or 'exact', not '%s'\n", gemm); return 2; }
     }
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
+    c.no_final_ckpt = !final_ckpt;
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     c.mem_limit = mem_limit_mib * 1024 * 1024;
 

@@ -19,6 +19,14 @@
 
 #define MXG_STREAM(s) ((cudaStream_t)(s))
 
+/* Step-time breakdown (model.cu): with MXLM_GPU_PROFILE=1 in the environment,
+ * ranges of GPU work are timed with CUDA events by category. */
+enum { PROF_QUANT = 0, PROF_GEMM, PROF_ATTN, PROF_HEAD, PROF_ELEM, PROF_OPT, PROF_N };
+extern int g_mxg_prof;
+void mxg_prof_mark(int cat, int begin, cudaStream_t st);
+#define PROF_B(cat, st) do { if (g_mxg_prof) mxg_prof_mark((cat), 1, (st)); } while (0)
+#define PROF_E(cat, st) do { if (g_mxg_prof) mxg_prof_mark((cat), 0, (st)); } while (0)
+
 /* Free quant.cu's scratch (called by mxg_shutdown). */
 void mxg_quant_release(void);
 

@@ -38,7 +38,8 @@ struct Plan {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
 };
-Plan g_plans[32];
+#define MAX_PLANS 128
+Plan g_plans[MAX_PLANS];
 float* g_dummy_scale = NULL;  // placeholder scale vector for the heuristic query
 int g_nplans = 0;
 
@@ -106,11 +107,11 @@ int get_plan(Plan** out, int mode, int at, int bt, int ct, int M, int N, int K) 
             return MX_OK;
         }
     }
-    if (g_nplans == 32) {  // evict the oldest
+    if (g_nplans == MAX_PLANS) {  // evict the oldest
         Plan* p = &g_plans[0];
         cublasLtMatmulDescDestroy(p->op);
         cublasLtMatrixLayoutDestroy(p->la); cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->lc);
-        memmove(&g_plans[0], &g_plans[1], sizeof(Plan) * 31);
+        memmove(&g_plans[0], &g_plans[1], sizeof(Plan) * (MAX_PLANS - 1));
         g_nplans--;
     }
     Plan* p = &g_plans[g_nplans];
@@ -126,6 +127,12 @@ int get_plan(Plan** out, int mode, int at, int bt, int ct, int M, int N, int K) 
 extern "C" int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale, const void* B,
                            mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K,
                            void* stream) {
+    return mxg_gemm_tn_acc(mode, A, a_type, a_scale, B, b_type, b_scale, C, c_type, M, N, K, 0, stream);
+}
+
+extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale,
+                               const void* B, mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M,
+                               int N, int K, int accumulate, void* stream) {
     int rc = lt_init();
     if (rc) return rc;
     if (M <= 0 || N <= 0 || K <= 0) return mx_fail(MX_EINVAL, "mxg_gemm_tn: bad shape %d x %d x %d", M, N, K);
@@ -143,7 +150,7 @@ extern "C" int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type,
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
     }
-    float alpha = 1.0f, beta = 0.0f;
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     LT_TRY(cublasLtMatmul(g_lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, g_ws, g_ws_size,
                           MXG_STREAM(stream)));
     return MX_OK;

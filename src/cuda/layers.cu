@@ -507,6 +507,7 @@ __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n
 
 struct SPlan {
     int ta, tb, M, N, K, lda, ldb, ldc;
+    int bf16;   /* 1: A and B are BF16 (FP32 accumulation and output) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -527,15 +528,16 @@ void splan_destroy(SPlan* p) {
 /* Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLASLt's
  * A is our B (stored [K,N] row-major = [N,K] col-major: no transpose; stored [N,K]: T),
  * its B is our A (stored [M,K] = [K,M] col-major: N; stored [K,M]: T). */
-int splan_make(SPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+int splan_make(SPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bf16) {
     memset(p, 0, sizeof *p);
-    p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->lda = lda; p->ldb = ldb; p->ldc = ldc;
+    p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->lda = lda; p->ldb = ldb; p->ldc = ldc; p->bf16 = bf16;
+    const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, ta ? M : K, ta ? K : M, lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->la, in, tb ? K : N, tb ? N : K, ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, in, ta ? M : K, ta ? K : M, lda));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, N, M, ldc));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -565,7 +567,7 @@ int splan_make(SPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, 
     return MX_OK;
 }
 
-int splan_get(SPlan** out, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+int splan_get(SPlan** out, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bf16) {
     if (!g_slt) {
         LT_TRY(cublasLtCreate(&g_slt));
         CU_TRY(cudaMalloc(&g_sws, g_sws_size));
@@ -573,7 +575,7 @@ int splan_get(SPlan** out, int ta, int tb, int M, int N, int K, int lda, int ldb
     for (int i = 0; i < g_nsplans; i++) {
         SPlan* p = &g_splans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda && p->ldb == ldb &&
-            p->ldc == ldc) {
+            p->ldc == ldc && p->bf16 == bf16) {
             *out = p;
             return MX_OK;
         }
@@ -583,7 +585,7 @@ int splan_get(SPlan** out, int ta, int tb, int M, int N, int K, int lda, int ldb
         memmove(&g_splans[0], &g_splans[1], sizeof(SPlan) * 63);
         g_nsplans--;
     }
-    int rc = splan_make(&g_splans[g_nsplans], ta, tb, M, N, K, lda, ldb, ldc);
+    int rc = splan_make(&g_splans[g_nsplans], ta, tb, M, N, K, lda, ldb, ldc, bf16);
     if (rc) return rc;
     *out = &g_splans[g_nsplans++];
     return MX_OK;
@@ -782,17 +784,45 @@ extern "C" int mxg_mean(const float* x, int n, float* out, void* stream) {
     return MX_OK;
 }
 
-extern "C" int mxg_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                         float* C, int ldc, int accumulate, void* stream) {
+static int gemm_nt(int ta, int tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, float* C,
+                   int ldc, int accumulate, int bf16, void* stream) {
     ARG_CHECK(M > 0 && N > 0 && K > 0, "mxg_sgemm: bad shape %d x %d x %d", M, N, K);
     ARG_CHECK(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N, "mxg_sgemm: leading dimension too small");
     ARG_CHECK(!(((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15), "mxg_sgemm: pointers must be 16-byte aligned");
     SPlan* p;
-    int rc = splan_get(&p, ta, tb, M, N, K, lda, ldb, ldc);
+    int rc = splan_get(&p, ta, tb, M, N, K, lda, ldb, ldc, bf16);
     if (rc) return rc;
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     LT_TRY(cublasLtMatmul(g_slt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, g_sws,
                           g_sws_size, MXG_STREAM(stream)));
+    return MX_OK;
+}
+
+extern "C" int mxg_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                         float* C, int ldc, int accumulate, void* stream) {
+    return gemm_nt(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, 0, stream);
+}
+
+extern "C" int mxg_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B,
+                             int ldb, float* C, int ldc, int accumulate, void* stream) {
+    return gemm_nt(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, 1, stream);
+}
+
+extern "C" int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D,
+                                     int V, float scale, float* losses, float* dxnf, float* dhead, float* chunk,
+                                     uint16_t* chunk16, int Nc, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0 && !(Nc * D % 8) && !(V % 8),
+              "mxg_lm_head_xent_bf16: bad shape N %d D %d V %d chunk %d (Nc*D and V multiples of 8)", N, D, V, Nc);
+    for (int n0 = 0; n0 < N; n0 += Nc) {
+        const int nc = N - n0 < Nc ? N - n0 : Nc;
+        const uint16_t* xc = xnf + (size_t)n0 * D; /* [nc, D] */
+        int rc = mxg_gemm_bf16(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, stream); /* logits [nc, V] */
+        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
+        if (!rc && dxnf) rc = mxg_to_bf16(chunk, (size_t)nc * V, chunk16, stream);
+        if (!rc && dxnf) rc = mxg_gemm_bf16(0, 0, nc, D, V, chunk16, V, head, D, dxnf + (size_t)n0 * D, D, 0, stream);
+        if (!rc && dxnf) rc = mxg_gemm_bf16(1, 0, V, D, nc, chunk16, V, xc, D, dhead, D, 1, stream);
+        if (rc) return rc;
+    }
     return MX_OK;
 }
 

@@ -24,7 +24,12 @@
 #include <unistd.h>
 
 #include "mxlm/data.h"
+#include "mxlm/hf.h"
 #include "mxlm/train.h"
+#ifdef MXLM_CUDA
+#include "mxlm/gpu.h"
+#include "mxlm/gpu_model.h"
+#endif
 
 void mx_train_config_default(mx_train_config* c) {
     memset(c, 0, sizeof *c);
@@ -86,8 +91,8 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
     if (!trajectory_only) {
         static const char* dev[3] = {"auto", "cpu", "cuda"};
-        ADD("device = %s\ngemm = %s\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
-            c->gemm_exact ? "exact" : "fast");
+        ADD("device = %s\ngemm = %s\nrecompute = %d\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
+            c->gemm_exact ? "exact" : "fast", c->recompute);
         ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
@@ -281,11 +286,132 @@ typedef struct {
     int lock_fd;
     char fingerprint[8192];
     int64_t n_val;        /* validation windows */
+    void* gpu;            /* mxg_llama* when the run is on the GPU (CUDA build), else NULL */
 } run_state;
+
+/* ---- the engine: the CPU model (mx_llama) or its GPU twin (mxg_llama) ------------
+ * On the GPU the weights, gradients and AdamW moments live on the device; the
+ * host model keeps a copy of the weights (and m, v) for checkpoints, refreshed
+ * before each save. */
+#ifdef MXLM_CUDA
+#define GPU(r) ((mxg_llama*)(r)->gpu)
+#endif
+
+static int eng_zero_grad(run_state* r) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_zero_grad(GPU(r));
+#endif
+    mx_llama_zero_grad(&r->model);
+    return MX_OK;
+}
+
+static int eng_micro_step(run_state* r, uint64_t step, float grad_scale, float* loss) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_forward_backward(GPU(r), r->inp, r->tgt, step, grad_scale, loss);
+#endif
+    r->model.step = step;
+    int rc = mx_llama_forward(&r->model, r->inp, r->tgt, r->c.batch, r->c.seq, loss);
+    return rc ? rc : mx_llama_backward(&r->model, r->inp, r->tgt, grad_scale);
+}
+
+static int eng_grad_sumsq(run_state* r, double* ss) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_grad_sumsq(GPU(r), ss);
+#endif
+    *ss = mx_sum_squares(r->model.grads, r->model.n_params);
+    return MX_OK;
+}
+
+static int eng_adamw(run_state* r, double lr, float gscale, int64_t t) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_adamw(GPU(r), &r->c.adamw, lr, gscale, t);
+#endif
+    mx_adamw_update(&r->model, r->m, r->v, &r->c.adamw, lr, gscale, t);
+    return MX_OK;
+}
+
+/* Test hooks: one weight (which 0) or gradient (1) element. */
+static int eng_poke(run_state* r, int which, size_t off, float val) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_poke(GPU(r), which, off, val);
+#endif
+    (which ? r->model.grads : r->model.params)[off] = val;
+    return MX_OK;
+}
+
+/* The host copy of the weights and moments made current (before a checkpoint). */
+static int eng_to_host(run_state* r) {
+#ifdef MXLM_CUDA
+    if (r->gpu) return mxg_llama_download(GPU(r), r->model.params, r->m, r->v);
+#endif
+    (void)r;
+    return MX_OK;
+}
+
+static int eng_evaluate(run_state* r, float* loss) {
+#ifdef MXLM_CUDA
+    if (r->gpu) { /* mx_evaluate's loop: the mean of the batch means, summed in double */
+        const int B = r->c.batch, T = r->c.seq;
+        double tot = 0.0;
+        int64_t nb = r->n_val / B;
+        int rc = MX_OK;
+        for (int64_t b = 0; b < nb && !rc; b++) {
+            for (int i = 0; i < B && !rc; i++) rc = mx_loader_val_window(&r->val, b * B + i, r->inp + i * T, r->tgt + i * T);
+            float lo = 0.0f;
+            if (!rc) rc = mxg_llama_loss(GPU(r), r->inp, r->tgt, 0, &lo, NULL);
+            tot += lo;
+        }
+        if (!rc) *loss = nb > 0 ? (float)(tot / (double)nb) : 0.0f;
+        return rc;
+    }
+#endif
+    return mx_evaluate(&r->model, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
+}
+
+/* Decide where the run goes: 1 GPU, 0 CPU, or an error. */
+static int eng_pick_device(const mx_train_config* c, const mx_recipe* rec, char* what, size_t n) {
+#ifdef MXLM_CUDA
+    char info[512];
+    int have = mxg_device_info(info, sizeof info) == 0;
+    if (c->device == MX_DEVICE_CUDA && !have)
+        return mx_fail(MX_EINVAL, "train: --device cuda: no usable GPU: %s", info);
+    if (c->device == MX_DEVICE_CPU || !have) {
+        snprintf(what, n, "device: CPU%s", c->device == MX_DEVICE_AUTO ? " (no usable GPU: " : "");
+        if (c->device == MX_DEVICE_AUTO) {
+            size_t k = strlen(what);
+            snprintf(what + k, n - k, "%s)", info);
+        }
+        return 0;
+    }
+    if (rec->fp8_scaling == MX_FP8_DELAYED && mx_recipe_uses(rec, MX_FMT_FP8))
+        return mx_fail(MX_EINVAL, "train: recipe %s: FP8 delayed scaling is CPU-only for now (use --device cpu, or "
+                                  "fp8 with current scaling)", c->recipe);
+    for (int g = 0; g < 3; g++)
+        if (rec->g[g].had_n && rec->g[g].fmt != MX_FMT_MXFP4)
+            return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates MXFP4 operands only (use --device cpu)",
+                           c->recipe);
+    if (c->telemetry_every > 0)
+        return mx_fail(MX_EINVAL, "train: --telemetry-every: the per-GEMM telemetry is CPU-only for now (use "
+                                  "--device cpu)");
+    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s", info,
+             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)");
+    return 1;
+#else
+    if (c->device == MX_DEVICE_CUDA)
+        return mx_fail(MX_EINVAL, "train: --device cuda: this mxlm was built without CUDA (build it with make cuda)");
+    (void)rec;
+    snprintf(what, n, "device: CPU");
+    return 0;
+#endif
+}
 
 static void run_free(run_state* r) {
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;
+#ifdef MXLM_CUDA
+    if (r->gpu) mxg_llama_free(GPU(r));
+#endif
+    r->gpu = NULL;
     mx_llama_free(&r->model);
     if (r->train.shards) mx_loader_close(&r->train);
     if (r->val.shards) mx_loader_close(&r->val);
@@ -307,7 +433,7 @@ static int metrics_flush(run_state* r) {
 static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_train_result* res, mx_train_cb cb,
                    void* user, double t0) {
     float vl = 0.0f;
-    int rc = mx_evaluate(&r->model, &r->val, r->n_val, r->c.batch, r->c.seq, &vl);
+    int rc = eng_evaluate(r, &vl);
     if (rc) return rc;
     fprintf(r->metrics, "{\"step\":%lld,\"tokens\":%lld", (long long)step, (long long)tokens);
     jnum(r->metrics, "val_loss", vl);
@@ -439,6 +565,9 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     if (rc) return rc;
     mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
     char msg[1600];
+    const int on_gpu = eng_pick_device(c, &recipe, msg, sizeof msg);
+    if (on_gpu < 0) return on_gpu;
+    emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
     /* limits: memory, before anything is allocated or created */
     mx_mem_estimate est;
     mx_train_config ce = *c;
@@ -446,6 +575,31 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     ce.resume = c->resume && mx_ckpt_latest(c->out, peek, sizeof peek);
     const int resume_est = ce.resume;
     mx_train_estimate(&ce, &est);
+    if (on_gpu) { /* the host keeps the weights, moments (and an unused gradient array) only */
+        est.acts = est.scratch = 0;
+        est.total = est.params + est.grads + est.adam + est.resume;
+    }
+#ifdef MXLM_CUDA
+    if (on_gpu) {
+        mxg_mem_estimate ge;
+        mxg_llama_estimate(&c->model, B, T, c->recompute, &ge);
+        int64_t gfree = 0, gtotal = 0;
+        int have = mxg_mem_info(&gfree, &gtotal) == 0;
+        snprintf(msg, sizeof msg, "GPU memory: %.1f MiB estimated (weights %.1f, gradients %.1f, AdamW %.1f, "
+                 "activations %.1f%s, scratch %.1f), %.0f MiB free of %.0f", mib(ge.total), mib(ge.params),
+                 mib(ge.grads), mib(ge.adam), mib(ge.acts), c->recompute ? " with recompute" : "", mib(ge.scratch),
+                 mib(gfree), mib(gtotal));
+        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        if (have && ge.total > gfree && !c->ignore_limits) {
+            mx_fail(MX_ENOMEM, "train: %s with batch %d x %d needs about %.1f MiB of GPU memory (weights %.1f, "
+                    "gradients %.1f, AdamW %.1f, activations %.1f, scratch %.1f MiB) but %.1f MiB are free; use a "
+                    "smaller --batch/--seq, --recompute 1, another preset, or --ignore-limits", c->model.name, B, T,
+                    mib(ge.total), mib(ge.params), mib(ge.grads), mib(ge.adam), mib(ge.acts), mib(ge.scratch),
+                    mib(gfree));
+            return MX_LIMITS;
+        }
+    }
+#endif
     int64_t avail = c->mem_limit > 0 ? c->mem_limit : mx_mem_available();
     char rpart[64] = "";
     if (resume_est) snprintf(rpart, sizeof rpart, ", checkpoint read %.1f", mib(est.resume));
@@ -528,7 +682,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
 
     rc = mx_llama_create(&r->model, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed);
-    if (!rc) rc = mx_llama_alloc_acts(&r->model, B, T);
+    if (!rc && !on_gpu) rc = mx_llama_alloc_acts(&r->model, B, T);
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
     if (rc) { run_free(r); return rc; }
@@ -561,9 +715,24 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         if (rc) { run_free(r); return rc; }
         res->tokens_to_target = meta.tokens_to_target;
         res->val_loss0 = meta.val_loss0;
+    } else if (c->init_from[0]) {
+        rc = mx_hf_load(c->init_from, &r->model); /* checks config.json against the model; nothing loaded on refusal */
+        if (rc) { run_free(r); return rc; }
+        snprintf(msg, sizeof msg, "initial weights from %s", c->init_from);
+        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
     } else {
         mx_llama_init_weights(&r->model, c->seed);
     }
+#ifdef MXLM_CUDA
+    if (on_gpu) {
+        mxg_llama* g = NULL;
+        rc = mxg_llama_create(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
+                              c->recompute);
+        if (!rc) rc = mxg_llama_upload(g, r->model.params, r->m, r->v);
+        r->gpu = g;
+        if (rc) { run_free(r); return rc; }
+    }
+#endif
     int stale = remove_stale_temps(c->out);
     if (resume) rc = truncate_metrics(mpath, meta.step);
     if (resume && !rc) res->val_loss = last_val_loss(mpath); /* a run resumed at its end reports it */
@@ -611,15 +780,15 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     while (step < c->steps) {
         int64_t k = step + 1; /* this update */
         double ts = now_s();
-        if (c->debug_nan_at == k) M->params[M->info[MX_P_WQ].offset] = NAN;
+        if (c->debug_nan_at == k) rc = eng_poke(r, 0, M->info[MX_P_WQ].offset, NAN);
         int tele = c->telemetry_every > 0 && k % c->telemetry_every == 0;
         if (tele) mx_telemetry_reset(M);
         M->telemetry = tele;
         memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * nls);
-        mx_llama_zero_grad(M);
+        if (!rc) rc = eng_zero_grad(r);
         double lsum = 0.0;
         for (int a = 0; a < c->accum; a++) {
-            M->step = (uint64_t)(k - 1) * (uint64_t)c->accum + (uint64_t)a;
+            uint64_t mstep = (uint64_t)(k - 1) * (uint64_t)c->accum + (uint64_t)a;
             for (int b = 0; b < B && !rc; b++)
                 rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample++), r->inp + b * T,
                                       r->tgt + b * T);
@@ -627,16 +796,18 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
                 for (int i = 0; i < B * T; i++)
                     r->tgt[i] = (int32_t)(((uint32_t)i * 2654435761u + (uint32_t)k * 40503u) % (uint32_t)c->model.vocab);
             float lo = 0.0f;
-            if (!rc) rc = mx_llama_forward(M, r->inp, r->tgt, B, T, &lo);
-            if (!rc) rc = mx_llama_backward(M, r->inp, r->tgt, 1.0f / (float)tok_step);
+            if (!rc) rc = eng_micro_step(r, mstep, 1.0f / (float)tok_step, &lo);
             if (rc) goto fail;
             lsum += lo;
         }
         M->telemetry = 0;
-        if (c->debug_nan_grad_at == k) M->grads[M->info[MX_P_WO].offset] = NAN;
+        if (c->debug_nan_grad_at == k) rc = eng_poke(r, 1, M->info[MX_P_WO].offset, NAN);
         mx_crash_point("step", k);
         float loss = (float)(lsum / c->accum);
-        double gn = sqrt(mx_sum_squares(M->grads, np));
+        double ss = 0.0;
+        if (!rc) rc = eng_grad_sumsq(r, &ss);
+        if (rc) goto fail;
+        double gn = sqrt(ss);
         double lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
         int bad = !isfinite(loss) || !isfinite(gn);
         const char* skipped = NULL;
@@ -659,7 +830,8 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             float gscale = (c->clip > 0 && gn > c->clip) ? (float)(c->clip / gn) : 1.0f;
             /* bias correction counts the updates applied (skipped ones are not) */
             int64_t t = k - meta.skipped_nonfinite - meta.skipped_spikes;
-            mx_adamw_update(M, r->m, r->v, &c->adamw, lr, gscale, t);
+            rc = eng_adamw(r, lr, gscale, t);
+            if (rc) goto fail;
             window_push(&meta, c->spike_window, loss);
         } else if (skipped) {
             memcpy(M->lstate, r->lsave, sizeof(mx_linear_state) * nls); /* as if the batch had not been seen */
@@ -718,20 +890,24 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
         }
         int halt = c->halt_at > 0 && k == c->halt_at;
-        if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || k == c->steps) {
+        if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || (k == c->steps && !c->no_final_ckpt)) {
             char path[1200];
             snprintf(path, sizeof path, "%s/ckpt-%08lld.bin", c->out, (long long)k);
             meta.step = k;
             meta.sample = sample;
             meta.tokens = tokens;
             meta.tokens_to_target = res->tokens_to_target;
-            rc = mx_ckpt_save(path, M, r->m, r->v, &meta, r->fingerprint);
+            rc = eng_to_host(r);
+            if (!rc) rc = mx_ckpt_save(path, M, r->m, r->v, &meta, r->fingerprint);
             if (rc) goto fail;
             prune_ckpts(c->out, c->keep_ckpts);
             mx_crash_point("ckpt-pruned", k);
         }
         if (halt) break;
     }
+#ifdef MXLM_CUDA
+    if (r->gpu && mxg_profile_report(msg, sizeof msg)) emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+#endif
     res->status = step < c->steps ? "halted" : res->tokens_to_target >= 0 ? "converged" : "budget";
     if (step >= c->steps && c->target_loss > 0 && res->tokens_to_target < 0) res->reason = "target loss not reached";
     res->step = step;

@@ -1,0 +1,23 @@
+#!/bin/sh
+# gpu_train.sh: training throughput of the GPU trainer (not a test).
+#   bench/gpu_train.sh OUTDIR "PRESET:B:T ..." "RECIPE[/exact] ..." [STEPS]
+# One short `mxlm train` per (preset, recipe) on the embedded tiny shards (token
+# ids < 4096 fit every preset's vocabulary; the data do not change the speed),
+# with MXLM_GPU_PROFILE=1 for the time split; then bench/train_table.py prints
+# the table (median step time over steps 3..STEPS).
+set -u
+OUT=$1; CONFIGS=$2; RECIPES=$3; STEPS=${4:-8}
+MXLM=${MXLM:-./mxlm}
+mkdir -p "$OUT"
+for pc in $CONFIGS; do
+  p=${pc%%:*}; rest=${pc#*:}; b=${rest%%:*}; t=${rest#*:}
+  for rr in $RECIPES; do
+    r=${rr%/exact}; g=fast; [ "$rr" != "$r" ] && g=exact
+    d="$OUT/$p-$r-$g"
+    rm -rf "$d"
+    MXLM_GPU_PROFILE=1 timeout 300 $MXLM train --device cuda --preset $p --recipe $r --gemm $g --batch $b --seq $t \
+      --steps $STEPS --warmup 1 --eval-every 0 --val-tokens $((b * t)) --out "$d" --log-every 1 ${EXTRA:-} \
+      > "$d.log" 2>&1 || echo "$p $r $g: exit $? ($(tail -1 "$d.log"))"
+  done
+done
+python3 "$(dirname "$0")/train_table.py" "$OUT"

@@ -1,0 +1,303 @@
+/*
+ * linear.cu: the quantized linear layer on the GPU, the twin of src/nn/linear.c.
+ *
+ * Same recipe, same operands, same random streams as the CPU: for GEMM g the
+ * two TN operands ([rows, R], R the reduction dim contiguous) are made
+ * (transposed in a scratch buffer where the GEMM needs it: W for Dgrad, dY and
+ * X for Wgrad, exactly as linear.c does), rotated and quantized by the
+ * bit-exact quantizers of quant.cu with linear.c's seeds, stream ids and
+ * element indices, then multiplied with FP32 accumulation:
+ *   fp32   FP32 GEMM (no TF32) straight on the untransposed tensors
+ *   bf16   both operands rounded to BF16 (RNE), BF16 GEMM
+ *   fp8    per-tensor current scaling, E4M3 (E5M2 for dY), FP8 GEMM with the
+ *          two dequantization multipliers (given as VEC128 scales when R is a
+ *          multiple of 128: FP32 promotion every 128, see below)
+ *   mxfp4  exact: codes + E8M0 scales, dequantized to BF16 (exact), BF16 GEMM
+ *          fast:  exponent-folded E4M3 + per-128 float scales, FP8 GEMM
+ *          (VEC128_32F); falls back to exact when R is not a multiple of 128
+ * The products equal the CPU's (FP32 products of the same quantized values);
+ * only the accumulation order differs (cuBLASLt's), and on the fast path a
+ * block more than 14 binades below its 128-group's largest rounds in E4M3.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/common.cuh"
+#include "mxlm/gpu_model.h"
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+struct mxg_linws {
+    size_t cap;            // elements per operand buffer
+    float* t[2];           // [cap] transposed FP32 operands (a, b)
+    uint16_t* h[2];        // [cap] BF16 operands / dequantized MXFP4
+    uint8_t* codes[2];     // [cap/2] packed E2M1
+    uint8_t* scales[2];    // [cap/32] E8M0
+    uint8_t* q8[2];        // [cap] E4M3/E5M2 codes (fp8) or folded E4M3 (mxfp4 fast)
+    float* fs[2];          // [cap/128 + 4] per-128 float scales
+    float* sc;             // [16] fp8: amax, scale, inv_scale per operand (16-byte aligned slots)
+    unsigned long long* counters; // [2] clipped blocks, blocks outside the fold window
+    /* what the last MXFP4 GEMM quantized (test hook) */
+    int last_rows[2], last_R, last_layout[2];
+};
+
+namespace {
+
+/* dst[cols, rows] = src[rows, cols]^T in 32x32 tiles through shared memory. */
+__global__ void k_transpose(float* __restrict__ dst, const float* __restrict__ src, int rows, int cols) {
+    __shared__ float tile[32][33];
+    int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        int r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) tile[i][threadIdx.x] = src[(size_t)r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        int c = c0 + i, r = r0 + threadIdx.x;
+        if (r < rows && c < cols) dst[(size_t)c * rows + r] = tile[threadIdx.x][i];
+    }
+}
+
+int transpose(float* dst, const float* src, int rows, int cols, cudaStream_t st) {
+    dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
+    k_transpose<<<grid, block, 0, st>>>(dst, src, rows, cols);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+const char* k_gemm_name[3] = {"fprop", "dgrad", "wgrad"};
+
+/* out[i] = *v for i < n (one per-tensor multiplier as a VEC128 scale tensor). */
+__global__ void k_broadcast(float* __restrict__ out, size_t n, const float* __restrict__ v) {
+    float x = *v;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) out[i] = x;
+}
+
+mx_fp8_kind fp8_kind(mx_gemm_id g, int operand) {
+    return (operand == 0 && g != MX_FPROP) ? MX_FP8_E5M2 : MX_FP8_E4M3;
+}
+
+int check_dims(mx_gemm_id g, const mx_gemm_recipe* q, int Ma, int Nb, int R) {
+    if (Ma <= 0 || Nb <= 0 || R <= 0)
+        return mx_fail(MX_EINVAL, "linear %s: empty shape %dx%dx%d", k_gemm_name[g], Ma, Nb, R);
+    if (q->had_n && R % q->had_n)
+        return mx_fail(MX_EINVAL, "linear %s: Hadamard h%d does not divide the reduction dim %d", k_gemm_name[g],
+                       q->had_n, R);
+    if (q->fmt == MX_FMT_MXFP4) {
+        if (R % MX_BLOCK)
+            return mx_fail(MX_EINVAL, "linear %s: MXFP4 needs the reduction dim (%d) to be a multiple of 32",
+                           k_gemm_name[g], R);
+        if (q->w2d && g != MX_WGRAD && Nb % MX_BLOCK)
+            return mx_fail(MX_EINVAL, "linear %s: 32x32 weight tiles need %d to be a multiple of 32", k_gemm_name[g], Nb);
+    } else if (q->had_n) {
+        return mx_fail(MX_EINVAL, "linear %s: the GPU rotates MXFP4 operands only (a Hadamard rotation with %s is "
+                                  "CPU-only)", k_gemm_name[g], q->fmt == MX_FMT_FP8 ? "fp8" : "bf16/fp32");
+    }
+    return MX_OK;
+}
+
+int gemm_timed(mxg_scale_mode mode, const void* A, mxg_dtype at, const float* as, const void* B, mxg_dtype bt,
+               const float* bs, void* C, mxg_dtype ct, int M, int N, int K, int acc, void* stream) {
+    PROF_B(PROF_GEMM, MXG_STREAM(stream));
+    int rc = mxg_gemm_tn_acc(mode, A, at, as, B, bt, bs, C, ct, M, N, K, acc, stream);
+    PROF_E(PROF_GEMM, MXG_STREAM(stream));
+    return rc;
+}
+
+}  // namespace
+
+extern "C" int mxg_linws_create(mxg_linws** out, size_t max_elems) {
+    *out = NULL;
+    mxg_linws* w = (mxg_linws*)calloc(1, sizeof *w);
+    if (!w) return mx_fail(MX_ENOMEM, "linear workspace: out of host memory");
+    size_t cap = (max_elems + 127) / 128 * 128;
+    w->cap = cap;
+    int rc = MX_OK;
+#define ALLOC(p, bytes)                                                                                          \
+    do {                                                                                                         \
+        if (!rc && cudaMalloc((void**)&(p), (bytes)) != cudaSuccess) {                                          \
+            cudaGetLastError();                                                                                  \
+            rc = mx_fail(MX_ENOMEM, "GPU out of memory: linear-layer workspace (%s, %.1f MiB)", #p,               \
+                         (double)(bytes) / 1048576.0);                                                          \
+        }                                                                                                        \
+    } while (0)
+    for (int o = 0; o < 2; o++) {
+        ALLOC(w->t[o], cap * sizeof(float));
+        ALLOC(w->h[o], cap * sizeof(uint16_t));
+        ALLOC(w->codes[o], cap / 2);
+        ALLOC(w->scales[o], cap / 32);
+        ALLOC(w->q8[o], cap);
+        ALLOC(w->fs[o], (cap / 128 + 4) * sizeof(float));
+    }
+    ALLOC(w->sc, 16 * sizeof(float));
+    ALLOC(w->counters, 2 * sizeof(unsigned long long));
+#undef ALLOC
+    if (!rc && cudaMemset(w->counters, 0, 2 * sizeof(unsigned long long)) != cudaSuccess)
+        rc = mx_fail(MX_EIO, "linear workspace: cudaMemset failed");
+    if (rc) { mxg_linws_free(w); return rc; }
+    *out = w;
+    return MX_OK;
+}
+
+extern "C" void mxg_linws_free(mxg_linws* w) {
+    if (!w) return;
+    for (int o = 0; o < 2; o++) {
+        cudaFree(w->t[o]); cudaFree(w->h[o]); cudaFree(w->codes[o]); cudaFree(w->scales[o]);
+        cudaFree(w->q8[o]); cudaFree(w->fs[o]);
+    }
+    cudaFree(w->sc);
+    cudaFree(w->counters);
+    free(w);
+}
+
+extern "C" size_t mxg_linws_bytes(size_t max_elems) {
+    size_t cap = (max_elems + 127) / 128 * 128;
+    return 2 * (cap * 4 + cap * 2 + cap / 2 + cap / 32 + cap + (cap / 128 + 4) * 4) + 64 + 16;
+}
+
+extern "C" int mxg_linws_last_fp4(const mxg_linws* w, int operand, mxg_fp4* t) {
+    if (!w || operand < 0 || operand > 1 || !w->last_R) return mx_fail(MX_EINVAL, "linear workspace: no MXFP4 GEMM yet");
+    t->rows = w->last_rows[operand];
+    t->cols = w->last_R;
+    t->layout = (mx_layout)w->last_layout[operand];
+    t->codes = w->codes[operand];
+    t->scales = w->scales[operand];
+    return MX_OK;
+}
+
+extern "C" int mxg_linws_counters(const mxg_linws* w, unsigned long long out[2]) {
+    CU_TRY(cudaMemcpy(out, w->counters, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    return MX_OK;
+}
+
+extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
+                                  int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {
+    const mx_gemm_recipe* q = &c->recipe->g[g];
+    int rc = check_dims(g, q, Ma, Nb, R);
+    if (rc) return rc;
+    cudaStream_t st = MXG_STREAM(stream);
+    if (q->fmt == MX_FMT_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
+        PROF_B(PROF_GEMM, st);
+        rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, C, Nb, accumulate, stream);
+        PROF_E(PROF_GEMM, st);
+        return rc;
+    }
+    mxg_linws* w = c->ws;
+    if ((size_t)Ma * R > w->cap || (size_t)Nb * R > w->cap)
+        return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
+                       k_gemm_name[g], Ma, R, Nb, R, w->cap);
+    PROF_B(PROF_QUANT, st);
+    /* the TN operands [rows, R] */
+    const float* op[2] = {A, B};
+    const int rows[2] = {Ma, Nb}, tr[2] = {a_t, b_t};
+    for (int o = 0; o < 2; o++)
+        if (tr[o]) {
+            rc = transpose(w->t[o], op[o], R, rows[o], st); /* stored [R, rows] -> [rows, R] */
+            if (rc) return rc;
+            op[o] = w->t[o];
+        }
+    switch (q->fmt) {
+    case MX_FMT_BF16:
+        for (int o = 0; o < 2 && !rc; o++) rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
+        PROF_E(PROF_QUANT, st);
+        if (!rc)
+            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
+                                 R, accumulate, stream);
+        return rc;
+    case MX_FMT_FP8: {
+        if (c->recipe->fp8_scaling == MX_FP8_DELAYED)
+            return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
+                                      "GPU)", k_gemm_name[g]);
+        mxg_dtype kt[2];
+        for (int o = 0; o < 2 && !rc; o++) {
+            mx_fp8_kind k = fp8_kind(g, o);
+            kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
+            float* s = w->sc + 8 * o; /* amax, scale, _, _, inv_scale (16-byte aligned) */
+            rc = mxg_fp8_quantize(op[o], MXG_F32, (size_t)rows[o] * R, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+        }
+        if (rc) return rc;
+        if (R % 128 == 0) {
+            /* The per-tensor multipliers given as VEC128 scale tensors (all equal): cuBLASLt's VEC128 kernels
+             * promote the FP8 partial sums to FP32 every 128 along K (measured <= 6e-5 of sum|ab|), its
+             * per-tensor ones less often (up to 4.2e-4: tests/gpu/test_gpu.cu), which is enough to make a
+             * trajectory drift away from the CPU's FP32 accumulation. Same products, same scales. */
+            for (int o = 0; o < 2; o++) {
+                size_t n = (size_t)(R / 128) * rows[o];
+                k_broadcast<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, st>>>(
+                    w->fs[o], n, w->sc + 8 * o + 4);
+                CU_LAUNCHED();
+            }
+            PROF_E(PROF_QUANT, st);
+            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], kt[0], w->fs[0], w->q8[1], kt[1], w->fs[1], C,
+                                   MXG_F32, Ma, Nb, R, accumulate, stream);
+        }
+        PROF_E(PROF_QUANT, st);
+        return gemm_timed(MXG_SCALE_TENSOR, w->q8[0], kt[0], w->sc + 4, w->q8[1], kt[1], w->sc + 12, C,
+                               MXG_F32, Ma, Nb, R, accumulate, stream);
+    }
+    case MX_FMT_MXFP4: {
+        const int fast = !c->exact && R % 128 == 0;
+        uint64_t rs = c->seed + (c->recipe->rh_mode == MX_RH_STEP ? c->step * GOLDEN : 0);
+        for (int o = 0; o < 2 && !rc; o++) {
+            int is_weight = (o == 1 && g != MX_WGRAD);
+            mxg_qspec s;
+            memset(&s, 0, sizeof s);
+            s.layout = (is_weight && q->w2d) ? MX_LAYOUT_32x32 : MX_LAYOUT_1x32;
+            s.scale = q->scale;
+            s.round = o == 0 ? q->round_a : q->round_b;
+            s.seed = c->seed + c->step * GOLDEN;
+            s.tensor_id = c->layer_id * 6u + (uint32_t)g * 2u + (uint32_t)o;
+            s.had_n = q->had_n;
+            s.had_axis = 1;
+            s.had_random = q->had_random;
+            s.had_seed = rs;
+            s.rot_id = c->layer_id * 3u + (uint32_t)g;
+            mxg_qout qo;
+            memset(&qo, 0, sizeof qo);
+            qo.counters = w->counters;
+            if (fast) {
+                qo.e4m3 = w->q8[o];
+                qo.fscale = w->fs[o];
+                qo.fold = MXG_FOLD_VEC128;
+            } else {
+                qo.codes = w->codes[o];
+                qo.scales = w->scales[o];
+                w->last_rows[o] = rows[o];
+                w->last_layout[o] = s.layout;
+            }
+            rc = mxg_quantize(op[o], MXG_F32, rows[o], R, &s, &qo, NULL, NULL, stream);
+        }
+        if (rc) return rc;
+        if (fast) {
+            PROF_E(PROF_QUANT, st);
+            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], MXG_E4M3, w->fs[0], w->q8[1], MXG_E4M3, w->fs[1], C,
+                                   MXG_F32, Ma, Nb, R, accumulate, stream);
+        }
+        w->last_R = R;
+        for (int o = 0; o < 2 && !rc; o++) {
+            mxg_fp4 t = {rows[o], R, (mx_layout)w->last_layout[o], w->codes[o], w->scales[o]};
+            rc = mxg_dequant_bf16(&t, 1, w->h[o], stream);
+        }
+        PROF_E(PROF_QUANT, st);
+        if (!rc)
+            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
+                                 R, accumulate, stream);
+        return rc;
+    }
+    default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", k_gemm_name[g], (int)q->fmt);
+    }
+}
+
+extern "C" int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, float* Y, int M, int K,
+                                  int N, void* stream) {
+    return mxg_gemm_recipe_tn(c, MX_FPROP, X, 0, W, 0, Y, M, N, K, 0, stream); /* Y[M,N] = X[M,K] W[N,K]^T */
+}
+
+extern "C" int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX,
+                                   float* dW, int M, int K, int N, void* stream) {
+    int rc = MX_OK;
+    if (dX) rc = mxg_gemm_recipe_tn(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, 1, stream); /* dX[M,K] += dY[M,N] (W^T)[K,N]^T */
+    if (!rc && dW) rc = mxg_gemm_recipe_tn(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, stream); /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
+    return rc;
+}

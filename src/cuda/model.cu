@@ -1,0 +1,614 @@
+/*
+ * model.cu: the Llama 3 model on the GPU, the twin of src/nn/llama.c, built
+ * from the layer kernels of layers.cu and the quantized linear layer of
+ * linear.cu. It reads top to bottom like llama.c; the differences:
+ *   - the LM head and the loss run in row chunks (mxg_lm_head_xent), and the
+ *     head's backward happens inside the forward of a training step;
+ *   - attention keeps the log-sum-exp per query instead of the T x T
+ *     probabilities (flash-style);
+ *   - with `recompute` the RMSNorm outputs and the SwiGLU product are not
+ *     kept per layer: the backward recomputes them (the same bits).
+ * Activations are FP32; the block linears follow the recipe (linear.cu).
+ * No floating-point atomics: two runs give the same bytes.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/common.cuh"
+#include "mxlm/gpu_model.h"
+
+struct mxg_llama {
+    mx_model_config cfg;
+    mx_param_info info[MX_P_COUNT];
+    size_t n_params;
+    mx_recipe recipe, recipe_bf16;
+    int bf16_first, bf16_last, exact, recompute;
+    uint64_t seed;
+    int B, T;
+    cudaStream_t st;
+    /* device */
+    float *params, *grads, *m, *v;  // [n_params] each
+    float* acts;                    // one allocation, carved below
+    float *x;                       // [L+1, N, D]
+    float *xn1, *rstd1;             // [L or 1, N, D], [L, N]
+    float *q, *k, *v_;              // [L, N, QD], [L, N, KD] x2 (after RoPE)
+    float *lse;                     // [L, B, H, T]
+    float *ao;                      // [L, N, QD]
+    float *xmid, *xn2, *rstd2;      // [L, N, D], [L or 1, N, D], [L, N]
+    float *gate, *up, *hid;         // [L, N, F] x2, [L or 1, N, F]
+    float *xnf, *rstdf, *losses;    // [N, D], [N], [N]
+    float *rope_cos, *rope_sin;     // [T, hd/2]
+    float *dx, *dxn, *dq, *dk, *dv, *dao, *dgate, *dup, *dhid, *tmp; // [N, *]
+    float *delta;                   // [B, H, T]
+    float *chunk;                   // [Nc, V] LM-head logits chunk
+    float *rms_ws;                  // rmsnorm backward partials
+    float *dmean;                   // [4]
+    double *ss_ws, *ss_out;         // sum of squares
+    void* emb_ws;
+    size_t emb_ws_bytes;
+    int32_t *tok, *tgt;             // [N]
+    int Nc;
+    int head_bf16;                  /* LM head GEMMs on BF16 operands (tensor cores) */
+    uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
+    mxg_linws* lin;
+    int64_t bytes;                  // allocated
+};
+
+/* ---- step-time breakdown (MXLM_GPU_PROFILE=1) ------------------------------------------ */
+
+int g_mxg_prof = 0;
+namespace {
+const int kProfMax = 4096;
+cudaEvent_t g_pev[2 * kProfMax];
+int g_pcat[kProfMax], g_pn = 0, g_pev_made = 0;
+double g_pms[PROF_N];
+const char* k_prof_name[PROF_N] = {"quantize/rotate/transpose", "GEMMs (linears)", "attention", "LM head + loss",
+                                   "norms, RoPE, SwiGLU, residual, embedding", "grad norm + AdamW"};
+
+void prof_flush(void) {
+    if (!g_pn) return;
+    cudaEventSynchronize(g_pev[2 * (g_pn - 1) + 1]);
+    for (int i = 0; i < g_pn; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, g_pev[2 * i], g_pev[2 * i + 1]) == cudaSuccess) g_pms[g_pcat[i]] += ms;
+    }
+    cudaGetLastError();
+    g_pn = 0;
+}
+}  // namespace
+
+void mxg_prof_mark(int cat, int begin, cudaStream_t st) {
+    if (!g_pev_made) {
+        for (int i = 0; i < 2 * kProfMax; i++) cudaEventCreate(&g_pev[i]);
+        g_pev_made = 1;
+    }
+    if (begin) {
+        if (g_pn == kProfMax) prof_flush();
+        cudaEventRecord(g_pev[2 * g_pn], st);
+        g_pcat[g_pn] = cat;
+    } else {
+        cudaEventRecord(g_pev[2 * g_pn + 1], st);
+        g_pn++;
+    }
+}
+
+extern "C" int mxg_profile_report(char* buf, size_t n) {
+    if (!g_mxg_prof) return 0;
+    prof_flush();
+    double tot = 0;
+    for (int i = 0; i < PROF_N; i++) tot += g_pms[i];
+    size_t k = (size_t)snprintf(buf, n, "GPU time by part (MXLM_GPU_PROFILE, %.1f ms in all):", tot);
+    for (int i = 0; i < PROF_N && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s %s %.1f ms (%.1f%%)", i ? ";" : "", k_prof_name[i], g_pms[i],
+                              tot > 0 ? 100.0 * g_pms[i] / tot : 0.0);
+    return 1;
+}
+
+namespace {
+
+struct Part {
+    float** p;
+    size_t n;
+};
+
+size_t up16(size_t n) { return (n + 63) / 64 * 64; }
+
+/* The activation buffers of a model for B x T, in one list (used for the
+ * estimate and the allocation alike). */
+int act_parts(mxg_llama* g, Part* parts, int B, int T) {
+    const mx_model_config* c = &g->cfg;
+    const size_t N = (size_t)B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
+    const size_t hd = D / H, QD = H * hd, KD = c->n_kv_heads * hd, V = c->vocab;
+    const size_t Lr = g->recompute ? 1 : L;
+    const size_t W = F > QD ? (F > D ? F : D) : (QD > D ? QD : D);
+    Part p[] = {
+        {&g->x, (L + 1) * N * D}, {&g->xn1, Lr * N * D}, {&g->rstd1, L * N}, {&g->q, L * N * QD},
+        {&g->k, L * N * KD}, {&g->v_, L * N * KD}, {&g->lse, L * B * H * T}, {&g->ao, L * N * QD},
+        {&g->xmid, L * N * D}, {&g->xn2, Lr * N * D}, {&g->rstd2, L * N}, {&g->gate, L * N * F},
+        {&g->up, L * N * F}, {&g->hid, Lr * N * F}, {&g->xnf, N * D}, {&g->rstdf, N}, {&g->losses, N},
+        {&g->rope_cos, (size_t)T * hd / 2}, {&g->rope_sin, (size_t)T * hd / 2},
+        {&g->dx, N * D}, {&g->dxn, N * D}, {&g->dq, N * QD}, {&g->dk, N * KD}, {&g->dv, N * KD},
+        {&g->dao, N * QD}, {&g->dgate, N * F}, {&g->dup, N * F}, {&g->dhid, N * F}, {&g->tmp, N * W},
+        {&g->delta, (size_t)B * H * T}, {&g->chunk, (size_t)g->Nc * V},
+        {&g->rms_ws, mxg_rmsnorm_backward_workspace((int)N, (int)D)}, {&g->dmean, 4},
+    };
+    memcpy(parts, p, sizeof p);
+    return (int)(sizeof p / sizeof p[0]);
+}
+
+int choose_nc(const mx_model_config* c, int N) {
+    /* a logits chunk of about 64 Mi floats at most, a multiple of 8 rows */
+    long nc = (64l << 20) / c->vocab;
+    if (nc > N) nc = N;
+    nc = nc / 8 * 8;
+    if (nc < 8) nc = 8;
+    return (int)nc;
+}
+
+size_t max_operand(const mx_model_config* c, int N) {
+    const size_t D = c->dim, F = c->ffn, hd = D / c->n_heads, QD = c->n_heads * hd;
+    size_t w = F > QD ? F : QD;
+    if (D > w) w = D;
+    size_t a = (size_t)N * w, b = F * D > QD * D ? F * D : QD * D;
+    return a > b ? a : b;
+}
+
+}  // namespace
+
+extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, mxg_mem_estimate* e) {
+    memset(e, 0, sizeof *e);
+    mxg_llama g;
+    memset(&g, 0, sizeof g);
+    g.cfg = *cfg;
+    g.recompute = recompute;
+    g.Nc = choose_nc(cfg, B * T);
+    mx_param_info info[MX_P_COUNT];
+    size_t np = mx_param_layout(cfg, info);
+    e->params = (int64_t)np * 4;
+    e->grads = (int64_t)np * 4;
+    e->adam = (int64_t)np * 8;
+    Part parts[64];
+    int n = act_parts(&g, parts, B, T);
+    for (int i = 0; i < n; i++) e->acts += (int64_t)up16(parts[i].n) * 4;
+    e->acts += ((int64_t)B * T * cfg->dim + (int64_t)g.Nc * cfg->vocab) * 2; /* BF16 head operands */
+    e->params += (int64_t)cfg->vocab * cfg->dim * 2;
+    const int N = B * T;
+    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
+                 (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
+    e->total = e->params + e->grads + e->adam + e->acts + e->scratch;
+}
+
+#define DALLOC(ptr, sz, what)                                                                                   \
+    do {                                                                                                           \
+        size_t b_ = (sz);                                                                                       \
+        if (cudaMalloc((void**)&(ptr), b_) != cudaSuccess) {                                                      \
+            cudaGetLastError();                                                                                    \
+            size_t fr_ = 0, tot_ = 0;                                                                              \
+            cudaMemGetInfo(&fr_, &tot_);                                                                           \
+            int rc_ = mx_fail(MX_ENOMEM,                                                                           \
+                              "GPU out of memory: %s (%.1f MiB) for preset %s with batch %d x %d (%.1f MiB free of " \
+                              "%.1f MiB); use a smaller --batch/--seq, --recompute, or another preset",            \
+                              what, (double)b_ / 1048576.0, g->cfg.name, B, T, (double)fr_ / 1048576.0,            \
+                              (double)tot_ / 1048576.0);                                                           \
+            mxg_llama_free(g);                                                                                     \
+            return rc_;                                                                                            \
+        }                                                                                                          \
+        g->bytes += (int64_t)b_;                                                                                   \
+    } while (0)
+
+extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
+                                int bf16_last, uint64_t seed, int B, int T, int exact, int recompute) {
+    *out = NULL;
+    int rc = mx_model_config_check(cfg);
+    if (rc) return rc;
+    if (B <= 0 || T <= 0 || T > cfg->seq_len)
+        return mx_fail(MX_EINVAL, "model: batch %dx%d invalid (context %d)", B, T, cfg->seq_len);
+    const int hd = cfg->dim / cfg->n_heads;
+    if (hd % 32 || hd > 128) return mx_fail(MX_EINVAL, "GPU model: head dim %d must be a multiple of 32, <= 128", hd);
+    const char* pe = getenv("MXLM_GPU_PROFILE");
+    g_mxg_prof = pe && *pe && strcmp(pe, "0");
+    mxg_llama* g = (mxg_llama*)calloc(1, sizeof *g);
+    if (!g) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+    g->cfg = *cfg;
+    g->n_params = mx_param_layout(cfg, g->info);
+    g->recipe = *recipe;
+    rc = mx_recipe_parse("bf16", &g->recipe_bf16);
+    if (rc) { free(g); return rc; }
+    g->bf16_first = bf16_first;
+    g->bf16_last = bf16_last;
+    g->seed = seed;
+    g->exact = exact;
+    g->recompute = recompute;
+    g->B = B;
+    g->T = T;
+    const int N = B * T;
+    g->Nc = choose_nc(cfg, N);
+    if (cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        free(g);
+        return mx_fail(MX_EIO, "GPU model: cannot create a CUDA stream (is a GPU present?)");
+    }
+    const size_t np = g->n_params;
+    DALLOC(g->params, np * 4, "FP32 master weights");
+    DALLOC(g->grads, np * 4, "gradients");
+    DALLOC(g->m, np * 4, "AdamW first moments");
+    DALLOC(g->v, np * 4, "AdamW second moments");
+    Part parts[64];
+    int n = act_parts(g, parts, B, T);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += up16(parts[i].n);
+    DALLOC(g->acts, total * 4, "activations");
+    float* p = g->acts;
+    for (int i = 0; i < n; i++) {
+        *parts[i].p = p;
+        p += up16(parts[i].n);
+    }
+    g->emb_ws_bytes = mxg_embedding_backward_workspace(N, cfg->vocab);
+    DALLOC(g->emb_ws, g->emb_ws_bytes, "embedding-backward workspace");
+    DALLOC(g->ss_ws, (mxg_sum_squares_workspace(np) + 1) * 8, "gradient-norm workspace");
+    g->ss_out = g->ss_ws + mxg_sum_squares_workspace(np);
+    DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
+    DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
+    DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
+    g->head_bf16 = mx_recipe_uses(recipe, MX_FMT_BF16) || mx_recipe_uses(recipe, MX_FMT_FP8) ||
+                   mx_recipe_uses(recipe, MX_FMT_MXFP4) || bf16_first > 0 || bf16_last > 0;
+    DALLOC(g->tok, (size_t)N * 4, "tokens");
+    DALLOC(g->tgt, (size_t)N * 4, "targets");
+    rc = mxg_linws_create(&g->lin, max_operand(cfg, N));
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s (preset %s, batch %d x %d)", mx_last_error(), cfg->name, B, T);
+        mxg_llama_free(g);
+        return mx_fail(rc, "%s", msg);
+    }
+    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N));
+    CU_TRY(cudaMemset(g->params, 0, np * 4));
+    CU_TRY(cudaMemset(g->grads, 0, np * 4));
+    CU_TRY(cudaMemset(g->m, 0, np * 4));
+    CU_TRY(cudaMemset(g->v, 0, np * 4));
+    /* RoPE tables from the CPU reference */
+    size_t nr = (size_t)T * hd / 2;
+    float* hc = (float*)malloc(nr * 2 * sizeof(float));
+    if (!hc) { mxg_llama_free(g); return mx_fail(MX_ENOMEM, "GPU model: out of host memory"); }
+    mx_rope_tables(hc, hc + nr, T, hd, cfg->rope_theta);
+    cudaError_t e1 = cudaMemcpy(g->rope_cos, hc, nr * 4, cudaMemcpyHostToDevice);
+    cudaError_t e2 = cudaMemcpy(g->rope_sin, hc + nr, nr * 4, cudaMemcpyHostToDevice);
+    free(hc);
+    if (e1 != cudaSuccess || e2 != cudaSuccess) {
+        mxg_llama_free(g);
+        return mx_fail(MX_EIO, "GPU model: copying the RoPE tables failed");
+    }
+    *out = g;
+    return MX_OK;
+}
+
+extern "C" void mxg_llama_free(mxg_llama* g) {
+    if (!g) return;
+    cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
+    cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
+    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16);
+    mxg_linws_free(g->lin);
+    if (g->st) cudaStreamDestroy(g->st);
+    free(g);
+}
+
+extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
+    const size_t b = g->n_params * 4;
+    CU_TRY(cudaMemcpy(g->params, params, b, cudaMemcpyHostToDevice));
+    if (m) CU_TRY(cudaMemcpy(g->m, m, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->m, 0, b));
+    if (v) CU_TRY(cudaMemcpy(g->v, v, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->v, 0, b));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_download(const mxg_llama* g, float* params, float* m, float* v) {
+    const size_t b = g->n_params * 4;
+    CU_TRY(cudaStreamSynchronize(g->st));
+    if (params) CU_TRY(cudaMemcpy(params, g->params, b, cudaMemcpyDeviceToHost));
+    if (m) CU_TRY(cudaMemcpy(m, g->m, b, cudaMemcpyDeviceToHost));
+    if (v) CU_TRY(cudaMemcpy(v, g->v, b, cudaMemcpyDeviceToHost));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_download_grads(const mxg_llama* g, float* grads) {
+    CU_TRY(cudaStreamSynchronize(g->st));
+    CU_TRY(cudaMemcpy(grads, g->grads, g->n_params * 4, cudaMemcpyDeviceToHost));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_zero_grad(mxg_llama* g) {
+    CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_params * 4, g->st));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value) {
+    if (offset >= g->n_params) return mx_fail(MX_EINVAL, "GPU model: poke offset out of range");
+    CU_TRY(cudaStreamSynchronize(g->st));
+    CU_TRY(cudaMemcpy((which ? g->grads : g->params) + offset, &value, 4, cudaMemcpyHostToDevice));
+    return MX_OK;
+}
+
+extern "C" int mxg_mem_info(int64_t* free_b, int64_t* total_b) {
+    size_t f = 0, t = 0;
+    CU_TRY(cudaMemGetInfo(&f, &t));
+    *free_b = (int64_t)f;
+    *total_b = (int64_t)t;
+    return MX_OK;
+}
+
+extern "C" int64_t mxg_llama_device_bytes(const mxg_llama* g) { return g->bytes; }
+extern "C" mxg_linws* mxg_llama_linws(mxg_llama* g) { return g->lin; }
+
+/* ---- forward / backward ------------------------------------------------------------ */
+
+#define P(t) (g->params + g->info[t].offset)
+#define G(t) (g->grads + g->info[t].offset)
+#define CHK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+static const mx_recipe* block_recipe(const mxg_llama* g, int l) {
+    if (l < g->bf16_first || l >= g->cfg.n_layers - g->bf16_last) return &g->recipe_bf16;
+    return &g->recipe;
+}
+
+static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
+    mxg_linear_ctx c;
+    c.recipe = block_recipe(g, l);
+    c.seed = g->seed;
+    c.step = step;
+    c.layer_id = mx_linear_id(l, j);
+    c.exact = g->exact;
+    c.ws = g->lin;
+    return c;
+}
+
+static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, float* Y, int M, int K,
+                   int N) {
+    mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    return mxg_linear_forward(&c, X, W, Y, M, K, N, g->st);
+}
+
+static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
+                   float* dX, float* dW, int M, int K, int N) {
+    mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    return mxg_linear_backward(&c, X, W, dY, dX, dW, M, K, N, g->st);
+}
+
+/* Embedding and blocks: x[L] (the final residual stream) from tokens already on the device. */
+static int forward_blocks(mxg_llama* g, uint64_t step) {
+    const mx_model_config* c = &g->cfg;
+    const int B = g->B, T = g->T, N = B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
+    const int KV = c->n_kv_heads, hd = D / H, QD = H * hd, KD = KV * hd;
+    const size_t ND = (size_t)N * D;
+    cudaStream_t st = g->st;
+    PROF_B(PROF_ELEM, st);
+    CHK(mxg_embedding_forward(g->x, g->tok, P(MX_P_EMBED), N, D, st));
+    PROF_E(PROF_ELEM, st);
+    for (int l = 0; l < L; l++) {
+        const size_t lr = g->recompute ? 0 : (size_t)l;
+        float* x = g->x + (size_t)l * ND;                  /* [N, D] block input */
+        float* xn1 = g->xn1 + lr * ND;                     /* [N, D] */
+        float* q = g->q + (size_t)l * N * QD;              /* [N, QD] */
+        float* k = g->k + (size_t)l * N * KD;              /* [N, KD] */
+        float* v = g->v_ + (size_t)l * N * KD;             /* [N, KD] */
+        float* lse = g->lse + (size_t)l * B * H * T;       /* [B, H, T] */
+        float* ao = g->ao + (size_t)l * N * QD;            /* [N, QD] */
+        float* xmid = g->xmid + (size_t)l * ND;            /* [N, D] */
+        float* xn2 = g->xn2 + lr * ND;                     /* [N, D] */
+        float* gate = g->gate + (size_t)l * N * F;         /* [N, F] */
+        float* up = g->up + (size_t)l * N * F;             /* [N, F] */
+        float* hid = g->hid + lr * N * F;                  /* [N, F] */
+        float* xout = g->x + (size_t)(l + 1) * ND;         /* [N, D] */
+
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_rmsnorm_forward(xn1, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD));
+        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, k, N, D, KD));
+        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, v, N, D, KD));
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_rope_forward(q, g->rope_cos, g->rope_sin, B, T, H, hd, st));
+        CHK(mxg_rope_forward(k, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
+        PROF_E(PROF_ELEM, st);
+        PROF_B(PROF_ATTN, st);
+        CHK(mxg_attention_forward(ao, lse, q, k, v, B, T, H, KV, hd, st));
+        PROF_E(PROF_ATTN, st);
+        CHK(lin_fwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->tmp, N, QD, D));
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_add(xmid, x, g->tmp, ND, st));
+        CHK(mxg_rmsnorm_forward(xn2, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F));
+        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F));
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->tmp, N, F, D));
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_add(xout, xmid, g->tmp, ND, st));
+        PROF_E(PROF_ELEM, st);
+    }
+    float* xL = g->x + (size_t)L * ND;
+    PROF_B(PROF_ELEM, st);
+    CHK(mxg_rmsnorm_forward(g->xnf, g->rstdf, xL, P(MX_P_FINAL_NORM), N, D, c->norm_eps, st));
+    PROF_E(PROF_ELEM, st);
+    return MX_OK;
+}
+
+static int backward_blocks(mxg_llama* g, uint64_t step) {
+    const mx_model_config* c = &g->cfg;
+    const int B = g->B, T = g->T, N = B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
+    const int KV = c->n_kv_heads, hd = D / H, QD = H * hd, KD = KV * hd;
+    const size_t ND = (size_t)N * D;
+    cudaStream_t st = g->st;
+    /* g->dxn holds dxnf (from the head) */
+    PROF_B(PROF_ELEM, st);
+    CU_TRY(cudaMemsetAsync(g->dx, 0, ND * 4, st));
+    CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FINAL_NORM), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
+                             D, g->rms_ws, st));
+    PROF_E(PROF_ELEM, st);
+    for (int l = L - 1; l >= 0; l--) {
+        /* g->dx [N, D]: gradient of the block output x[l+1] = xmid + down(hid) */
+        const size_t lr = g->recompute ? 0 : (size_t)l;
+        float* x = g->x + (size_t)l * ND;
+        float* xn1 = g->xn1 + lr * ND;
+        float* q = g->q + (size_t)l * N * QD;
+        float* k = g->k + (size_t)l * N * KD;
+        float* v = g->v_ + (size_t)l * N * KD;
+        float* lse = g->lse + (size_t)l * B * H * T;
+        float* ao = g->ao + (size_t)l * N * QD;
+        float* xmid = g->xmid + (size_t)l * ND;
+        float* xn2 = g->xn2 + lr * ND;
+        float* gate = g->gate + (size_t)l * N * F;
+        float* up = g->up + (size_t)l * N * F;
+        float* hid = g->hid + lr * N * F;
+        PROF_B(PROF_ELEM, st);
+        if (g->recompute) { /* the same kernels on the same inputs: the same bits as the forward's */
+            CHK(mxg_rmsnorm_forward(xn2, g->tmp, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+            CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
+        }
+        CU_TRY(cudaMemsetAsync(g->dhid, 0, (size_t)N * F * 4, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, g->dhid,
+                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D));
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_swiglu_backward(g->dgate, g->dup, g->dhid, gate, up, (size_t)N * F, st));
+        CU_TRY(cudaMemsetAsync(g->dxn, 0, ND * 4, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, g->dgate, g->dxn,
+                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F));
+        CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, g->dup, g->dxn,
+                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F));
+        /* dx becomes the gradient of xmid: residual + the norm's path */
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FFN_NORM) + (size_t)l * D, g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
+                                 g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
+        if (g->recompute)
+            CHK(mxg_rmsnorm_forward(xn1, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+        CU_TRY(cudaMemsetAsync(g->dao, 0, (size_t)N * QD * 4, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
+                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D));
+        PROF_B(PROF_ATTN, st);
+        CHK(mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
+        PROF_E(PROF_ATTN, st);
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_rope_backward(g->dq, g->rope_cos, g->rope_sin, B, T, H, hd, st));
+        CHK(mxg_rope_backward(g->dk, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
+        CU_TRY(cudaMemsetAsync(g->dxn, 0, ND * 4, st));
+        PROF_E(PROF_ELEM, st);
+        CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, g->dq, g->dxn,
+                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD));
+        CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, g->dk, g->dxn,
+                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD));
+        CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, g->dv, g->dxn,
+                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD));
+        /* dx becomes the gradient of the block input x[l] */
+        PROF_B(PROF_ELEM, st);
+        CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_ATTN_NORM) + (size_t)l * D, g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
+                                 g->rstd1 + (size_t)l * N, N, D, g->rms_ws, st));
+        PROF_E(PROF_ELEM, st);
+    }
+    PROF_B(PROF_ELEM, st);
+    CHK(mxg_embedding_backward(G(MX_P_EMBED), g->dx, g->tok, N, D, c->vocab, g->emb_ws, g->emb_ws_bytes, st));
+    PROF_E(PROF_ELEM, st);
+    return MX_OK;
+}
+
+static int put_tokens(mxg_llama* g, const int32_t* tokens, const int32_t* targets) {
+    const int N = g->B * g->T, V = g->cfg.vocab;
+    for (int n = 0; n < N; n++)
+        if (tokens[n] < 0 || tokens[n] >= V || (targets && (targets[n] < 0 || targets[n] >= V)))
+            return mx_fail(MX_EINVAL, "model: token id at position %d outside the vocabulary [0, %d)", n, V);
+    CU_TRY(cudaMemcpyAsync(g->tok, tokens, (size_t)N * 4, cudaMemcpyHostToDevice, g->st));
+    if (targets) CU_TRY(cudaMemcpyAsync(g->tgt, targets, (size_t)N * 4, cudaMemcpyHostToDevice, g->st));
+    return MX_OK;
+}
+
+static int mean_loss(mxg_llama* g, float* loss) {
+    const int N = g->B * g->T;
+    CHK(mxg_mean(g->losses, N, g->dmean, g->st));
+    float h = 0;
+    CU_TRY(cudaMemcpyAsync(&h, g->dmean, 4, cudaMemcpyDeviceToHost, g->st));
+    CU_TRY(cudaStreamSynchronize(g->st));
+    *loss = h;
+    return MX_OK;
+}
+
+/* The LM head and the loss (dxnf, dhead NULL: loss only): FP32 GEMMs, or BF16
+ * operands on tensor cores (head_bf16, the default for non-fp32 recipes). */
+static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
+    const mx_model_config* c = &g->cfg;
+    const int N = g->B * g->T;
+    if (!g->head_bf16)
+        return mxg_lm_head_xent(g->xnf, P(MX_P_HEAD), g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
+                                g->chunk, g->Nc, g->st);
+    CHK(mxg_to_bf16(P(MX_P_HEAD), (size_t)c->vocab * c->dim, g->head16, g->st));
+    CHK(mxg_to_bf16(g->xnf, (size_t)N * c->dim, g->xnf16, g->st));
+    return mxg_lm_head_xent_bf16(g->xnf16, g->head16, g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
+                                 g->chunk, g->chunk16, g->Nc, g->st);
+}
+
+extern "C" int mxg_llama_set_head_bf16(mxg_llama* g, int on) {
+    g->head_bf16 = on;
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step,
+                                          float grad_scale, float* loss) {
+    const mx_model_config* c = &g->cfg;
+    const int N = g->B * g->T;
+    CHK(put_tokens(g, tokens, targets));
+    CHK(forward_blocks(g, step));
+    /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
+    PROF_B(PROF_HEAD, g->st);
+    CHK(head_xent(g, grad_scale, g->dxn, G(MX_P_HEAD)));
+    PROF_E(PROF_HEAD, g->st);
+    CHK(backward_blocks(g, step));
+    return mean_loss(g, loss);
+}
+
+extern "C" int mxg_llama_loss(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step, float* loss,
+                              float* token_losses) {
+    const mx_model_config* c = &g->cfg;
+    const int N = g->B * g->T;
+    CHK(put_tokens(g, tokens, targets));
+    CHK(forward_blocks(g, step));
+    PROF_B(PROF_HEAD, g->st);
+    CHK(head_xent(g, 1.0f, NULL, NULL));
+    PROF_E(PROF_HEAD, g->st);
+    CHK(mean_loss(g, loss));
+    if (token_losses) CU_TRY(cudaMemcpy(token_losses, g->losses, (size_t)N * 4, cudaMemcpyDeviceToHost));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_logits(mxg_llama* g, const int32_t* tokens, uint64_t step, float* out) {
+    const mx_model_config* c = &g->cfg;
+    const int N = g->B * g->T;
+    CHK(put_tokens(g, tokens, NULL));
+    CHK(forward_blocks(g, step));
+    float* d = NULL;
+    CU_TRY(cudaMalloc(&d, (size_t)N * c->vocab * 4));
+    int rc = mxg_sgemm(0, 1, N, c->vocab, c->dim, g->xnf, c->dim, P(MX_P_HEAD), c->dim, d, c->vocab, 0, g->st);
+    if (!rc && cudaStreamSynchronize(g->st) != cudaSuccess) rc = mx_fail(MX_EIO, "GPU logits: sync failed");
+    if (!rc && cudaMemcpy(out, d, (size_t)N * c->vocab * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rc = mx_fail(MX_EIO, "GPU logits: copy failed");
+    cudaFree(d);
+    return rc;
+}
+
+extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
+    PROF_B(PROF_OPT, g->st);
+    CHK(mxg_sum_squares(g->grads, g->n_params, g->ss_out, g->ss_ws, g->st));
+    PROF_E(PROF_OPT, g->st);
+    CU_TRY(cudaMemcpyAsync(out, g->ss_out, 8, cudaMemcpyDeviceToHost, g->st));
+    CU_TRY(cudaStreamSynchronize(g->st));
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t) {
+    PROF_B(PROF_OPT, g->st);
+    int rc = mxg_adamw_update(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st);
+    PROF_E(PROF_OPT, g->st);
+    return rc;
+}
