@@ -357,28 +357,36 @@ TEST(study_run_end_to_end) {
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
 }
 
-/* The study killed (SIGKILL) while a run trains: the trainer goes with it (no orphan holds the run's
- * lock), and the same command continues the run from its checkpoint to the end. */
+/* The study killed (SIGKILL) while its trainer is paused after the step-50 checkpoint (a test
+ * crash point): the trainer goes with it (no orphan holds the run's lock), and the same command
+ * continues the run from that checkpoint to the end. */
 TEST(study_run_killed_resumes) {
     test_sentence_shards("study_", 4242, 20000, 2000);
     const char* t = test_tmpdir();
     const char* bin = test_mxlm_bin();
     char args[2048], dir[512];
     snprintf(args, sizeof args, "--out %s/killed --recipes bf16 --seeds 1 --baseline bf16 --vocab 256 --dim 32 --layers 1 "
-             "--heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 --val-tokens 64 --steps 400 --eval-every 100 "
+             "--heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 --val-tokens 64 --steps 100 --eval-every 25 "
              "--ckpt-every 50 --threads 1 --train %s/study_train.bin --val %s/study_val.bin", t, t, t);
     snprintf(dir, sizeof dir, "%s/killed/bf16-s1", t);
-    REQUIRE(test_sh("exec 2>/dev/null; %s study run %s > %s/killed1.log 2>&1 & P=$!; i=0; "
-                    "while ! ls %s/ckpt-*.bin > /dev/null 2>&1 && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
-                    "kill -9 $P; wait $P; s=$?; sleep 0.5; exit $s", bin, args, t, dir) == 137);
+    REQUIRE(test_sh("exec 2>/dev/null; MXLM_TEST_CRASH=ckpt-pruned@50:pause %s study run %s > %s/killed1.log 2>&1 & "
+                    "P=$!; i=0; while ! grep -q paused %s/train.log 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; "
+                    "i=$((i+1)); done; C=$(sed -n 's/.*(pid \\([0-9]*\\)), paused.*/\\1/p' %s/train.log); "
+                    "kill -9 $P; wait $P; s=$?; i=0; " /* then wait (10 s at most) for the trainer to end */
+                    "while [ -n \"$C\" ] && [ -e /proc/$C ] && ! grep -q '^State:.*Z' /proc/$C/status && [ $i -lt 200 ]; "
+                    "do sleep 0.05; i=$((i+1)); done; exit $s", bin, args, t, dir, dir) == 137);
     CHECK_EQ_INT(mx_study_run_state(dir), 1); /* started, not finished */
+    char log[600];
+    snprintf(log, sizeof log, "%s/train.log", dir);
+    REQUIRE(file_has(log, "test crash point ckpt-pruned@50 reached (pid "));
     REQUIRE(test_sh("%s study run %s > %s/killed2.log 2>&1", bin, args, t) == 0);
     CHECK(test_log_has("killed2", "[1/1] bf16 seed 1: resuming"));
     CHECK_EQ_INT(mx_study_run_state(dir), 2);
+    CHECK(file_has(log, "resumed from ") && file_has(log, "(step 50)"));
     mx_study_run r;
     REQUIRE(mx_study_load_run(dir, &r) == 0);
     CHECK(!strcmp(r.status, "budget"));
-    CHECK_EQ_INT(r.n_train, 400); /* the lines after the checkpoint were dropped and written again */
-    CHECK_EQ_INT(r.n_evals, 5);
+    CHECK_EQ_INT(r.n_train, 100);
+    CHECK_EQ_INT(r.n_evals, 5); /* steps 0, 25, 50, 75, 100 */
     mx_study_run_free(&r);
 }
