@@ -353,6 +353,8 @@ TEST(study_run_end_to_end) {
     CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --no-such-option 3 > %s/bad2.log 2>&1", bin, t, t), 2);
     CHECK(test_log_has("bad2", "no-such-option"));
     CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --seed 3 > %s/bad3.log 2>&1", bin, t, t), 2);
+    CHECK_EQ_INT(test_sh("%s study run --out %s/bad --recipes bf16 --target=-1 > %s/bad4.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("bad4", "--target: '-1' is not a positive number"));
     snprintf(p, sizeof p, "%s/bad", t);
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
 }

@@ -103,6 +103,15 @@ static const char* own_opt(int argc, char** argv, int* i, const char* name, int*
     return argv[++*i];
 }
 
+/* A positive number: 0, else 1 (not one). */
+static int pos_number(const char* v, double* out) {
+    char* end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x > 0) || !isfinite(x)) return 1;
+    *out = x;
+    return 0;
+}
+
 static void machine_text(char* b, size_t n) {
     char line[512], model[256] = "unknown CPU";
     FILE* f = fopen("/proc/cpuinfo", "r");
@@ -186,7 +195,7 @@ static int cmd_run(int argc, char** argv) {
     int n_lists = 0;
     for (int i = 1; i < argc; i++) {
         int missing = 0;
-        const char* v;
+        const char *v, *bad = NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: mxlm study %s\n", k_run_usage);
             free(pass);
@@ -199,8 +208,10 @@ static int cmd_run(int argc, char** argv) {
         else if ((v = own_opt(argc, argv, &i, "seeds", &missing))) seeds_s = v;
         else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) baseline = v;
         else if ((v = own_opt(argc, argv, &i, "machine", &missing))) machine = v;
-        else if ((v = own_opt(argc, argv, &i, "target", &missing))) target = atof(v);
-        else if ((v = own_opt(argc, argv, &i, "budget-factor", &missing))) factor = atof(v);
+        else if ((v = own_opt(argc, argv, &i, "target", &missing))) { if (pos_number(v, &target)) bad = "--target"; }
+        else if ((v = own_opt(argc, argv, &i, "budget-factor", &missing))) {
+            if (pos_number(v, &factor)) bad = "--budget-factor";
+        }
         else if (!missing) {
             static const char* mine[] = {"--seed", "--out", "--resume", "--describe"};
             for (int k = 0; k < 4; k++) {
@@ -215,6 +226,11 @@ static int cmd_run(int argc, char** argv) {
             pass[n_pass++] = argv[i];
         }
         if (missing) { fprintf(stderr, "mxlm study run: %s needs a value\n", argv[i]); free(pass); return 2; }
+        if (bad) {
+            fprintf(stderr, "mxlm study run: %s: '%s' is not a positive number\n", bad, v);
+            free(pass);
+            return 2;
+        }
     }
     for (int k = 0; k < n_lists; k++) { /* copies: split_list writes into them */
         char* tmp[256];
