@@ -4,7 +4,8 @@
 Per run: median step time over steps 3.. (steps 1-2 build cuBLASLt plans),
 tokens/s, and model FLOP utilisation against the H200's dense BF16 peak
 (989.4 TFLOP/s) with FLOPs per token = 6 * (non-embedding parameters + LM head
-V*D) + 6 * L * T * D (causal attention: half of 12 L T D). The time split comes
+V*D) + 12 * L * T * D (attention counted dense, the formula of bench/torch_peer.py,
+so the two MFU columns compare). The time split comes
 from the MXLM_GPU_PROFILE line of the log. Standard library only.
 """
 import json
@@ -49,7 +50,7 @@ def main(out):
         tok = B * T * acc
         tps = statistics.median(d["tok_per_s"] for d in steps[2:])
         ms = tok / tps * 1e3
-        flops = (6 * (nonemb + V * D) + 6 * L * T * D) * tok
+        flops = (6 * (nonemb + V * D) + 12 * L * T * D) * tok
         mfu = flops / (ms / 1e3) / PEAK
         split = ""
         log = run + ".log"

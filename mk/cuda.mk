@@ -51,12 +51,14 @@ gpu-layers-bin:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers
 
-# Both programs; the exit status fails if either fails.
+# Both programs, then the 100-step GPU-vs-CPU curves of the trainer (tests/gpu/curves.sh, with
+# ./mxlm from the CUDA build); the exit status fails if any fails.
 test-gpu:
 	$(need_nvcc)
-	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers $(B_CUDA)/mxlm build/data/tiny_train.bin
 	@rc=0; $(B_CUDA)/tests/gpu/run $(T) || rc=1; \
-	 OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T) || rc=1; exit $$rc
+	 OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T) || rc=1; \
+	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/curves.sh || rc=1; exit $$rc
 test-gpu-layers:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers

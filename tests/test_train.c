@@ -257,3 +257,34 @@ TEST(train_default_corpus) {
     REQUIRE(test_metric_strings("dflt", "val_loss", NULL, v, 4) == 2);
     CHECK_NEAR(atof(v[0]), log(4096.0), 0.1); /* the initial model is close to uniform */
 }
+
+/* Device and precision options: bad values are usage errors (exit 2) naming the option; the CPU
+ * build refuses --device cuda with a message (exit 1); --head bf16 on the CPU rounds the head's
+ * operands (a different, deterministic trajectory) and is recorded in the fingerprint, so a resume
+ * with another head precision is refused. */
+TEST(train_device_and_head_options) {
+    CHECK_EQ_INT(train("dev_bad", "--steps 2 --device tpu"), 2);
+    CHECK(test_log_has("dev_bad", "--device: 'auto', 'cpu' or 'cuda'"));
+    CHECK_EQ_INT(train("gemm_bad", "--steps 2 --gemm quick"), 2);
+    CHECK(test_log_has("gemm_bad", "--gemm: 'fast' or 'exact'"));
+    CHECK_EQ_INT(train("head_bad", "--steps 2 --head fp16"), 2);
+    CHECK(test_log_has("head_bad", "--head: 'auto', 'fp32' or 'bf16'"));
+#ifndef MXLM_CUDA
+    CHECK_EQ_INT(train("dev_cuda", "--steps 2 --device cuda"), 1);
+    CHECK(test_log_has("dev_cuda", "built without CUDA"));
+#endif
+    REQUIRE(train("head32", "--steps 4 --device cpu --recipe bf16") == 0);
+    REQUIRE(train("head16", "--steps 4 --device cpu --recipe bf16 --head bf16 --halt-at 2") == 0);
+    REQUIRE(train("head16", "--steps 4 --device cpu --recipe bf16 --head bf16 --resume") == 0);
+    REQUIRE(train("head16b", "--steps 4 --device cpu --recipe bf16 --head bf16") == 0);
+    char a[16][32], b[16][32], c[16][32];
+    int na = test_metric_strings("head32", "loss", "event", a, 16);
+    int nb = test_metric_strings("head16", "loss", "event", b, 16);
+    int nc = test_metric_strings("head16b", "loss", "event", c, 16);
+    REQUIRE(na == 4 && nb == 4 && nc == 4);
+    CHECK(strcmp(a[3], b[3]) != 0);              /* the BF16 head changes the numbers */
+    for (int i = 0; i < 4; i++) CHECK(!strcmp(b[i], c[i])); /* halted + resumed = straight, bit for bit */
+    CHECK(test_sh("grep -q '^head = bf16$' %s/head16/config.txt", test_tmpdir()) == 0);
+    CHECK_EQ_INT(train("head16", "--steps 6 --device cpu --recipe bf16 --head fp32 --resume"), 1);
+    CHECK(test_log_has("head16", "head"));
+}

@@ -25,6 +25,7 @@
 #define MXLM_GPU_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/gpu.h"
 #include "mxlm/model.h"
 #include "mxlm/train.h"
 

@@ -104,6 +104,8 @@ typedef struct {
     mx_recipe recipe_bf16;
     int bf16_first, bf16_last;
     uint64_t seed;        /* run seed (SR bits, rhN signs) */
+    int head_bf16;        /* 1: the LM head's GEMMs take BF16-rounded operands (xnf, head, dlogits), FP32
+                           * accumulation: what the GPU's tensor-core head computes; 0: FP32 */
     uint64_t step;        /* passed to the linear layers (set by the trainer) */
     int telemetry;        /* 1: linear layers accumulate SQNR/clipping stats */
     mx_linear_state* lstate; /* [L * 7] per linear: telemetry + FP8 amax history */

@@ -124,10 +124,13 @@ typedef struct {
     int gemm_exact;       /* GPU MXFP4 GEMMs: 0 the fast path (E4M3 fold + FP8 GEMM), 1 exact emulation (BF16) */
     char init_from[1024]; /* "": seeded init; else a Hugging Face Llama directory (safetensors + config.json) */
     int no_final_ckpt;    /* 1: no checkpoint at the last step (benchmarks) */
+    int head;             /* LM head GEMMs: MX_HEAD_AUTO (BF16 on the GPU unless the recipe is all fp32, FP32 on
+                             the CPU), MX_HEAD_FP32, MX_HEAD_BF16 (BF16 operands, FP32 accumulation) */
     int recompute;        /* GPU: recompute the RMSNorm outputs and the SwiGLU product in the backward */
 } mx_train_config;
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
+enum { MX_HEAD_AUTO = 0, MX_HEAD_FP32 = 1, MX_HEAD_BF16 = 2 };
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
 /* Canonical "key = value" lines of the whole config (the run directory's

@@ -12,6 +12,9 @@
 #include "cli/cli.h"
 #include "mxlm/config.h"
 #include "mxlm/train.h"
+#ifdef MXLM_CUDA
+#include "mxlm/gpu_model.h"
+#endif
 
 typedef struct {
     int tty, log_every;
@@ -63,7 +66,7 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"dim", 0}, {"layers", 0}, {"heads", 0}, {"kv-heads", 0}, {"ffn", 0}, {"context", 0}, {"rope-theta", 0},
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
-        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
+        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"head", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
         {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
     if (mx_config_load(path, keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
@@ -108,6 +111,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     const char* on_nonfinite = NULL;
     const char *device = NULL, *gemm = NULL, *init_from = NULL;
     int final_ckpt = 1;
+    const char* head = NULL;
     int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
@@ -155,6 +159,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"device", OPT_STR, &device, "auto (default: the GPU when the CUDA build finds one), cpu or cuda"},
         {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast (default: E4M3 fold + FP8 tensor cores) or exact "
                                  "(dequantize to BF16, BF16 GEMM)"},
+        {"head", OPT_STR, &head, "LM head GEMMs: auto (default: bf16 on the GPU unless the recipe is fp32, fp32 on "
+                                 "the CPU), fp32, or bf16 (BF16 operands, FP32 accumulation; CPU and GPU alike)"},
         {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
         {"recompute", OPT_INT, &c.recompute, "GPU: 1 recomputes the norms and SwiGLU products in the backward "
                                              "instead of keeping them per layer (less memory; same results)"},
@@ -226,6 +232,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
     }
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
+    if (head) {
+        if (!strcmp(head, "auto")) c.head = MX_HEAD_AUTO;
+        else if (!strcmp(head, "fp32")) c.head = MX_HEAD_FP32;
+        else if (!strcmp(head, "bf16")) c.head = MX_HEAD_BF16;
+        else { fprintf(stderr, "mxlm train: --head: 'auto', 'fp32' or 'bf16', not '%s'\n", head); return 2; }
+    }
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     c.mem_limit = mem_limit_mib * 1024 * 1024;
 
@@ -245,6 +257,26 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf("memory  %.1f MiB estimated: parameters %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
                "scratch %.1f; a checkpoint is %.1f MiB\n", e.total / M, e.params / M, e.grads / M, e.adam / M,
                e.acts / M, e.scratch / M, e.ckpt_bytes / M);
+#ifdef MXLM_CUDA
+        for (int rcp = 0; rcp < 2; rcp++) {
+            mxg_mem_estimate ge;
+            mxg_llama_estimate(&c.model, c.batch, c.seq, rcp, &ge);
+            printf("GPU     %.1f GiB estimated%s: weights %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
+                   "scratch %.1f\n", ge.total / (M * 1024), rcp ? " with --recompute 1" : "", ge.params / (M * 1024),
+                   ge.grads / (M * 1024), ge.adam / (M * 1024), ge.acts / (M * 1024), ge.scratch / (M * 1024));
+            if (rcp) { /* ZeRO-1: AdamW moments sharded over N GPUs (the multi-GPU issue) */
+                int64_t cap = (int64_t)141 << 30; /* H200 */
+                for (int n = 1; n <= 64; n *= 2) {
+                    int64_t per = ge.total - ge.adam + ge.adam / n;
+                    if (per <= cap * 95 / 100 || n == 64) {
+                        printf("ZeRO-1  %.1f GiB per GPU with the moments sharded over %d GPU%s (%s an H200's 141 GiB)\n",
+                               per / (M * 1024), n, n > 1 ? "s" : "", per <= cap * 95 / 100 ? "within 95% of" : "above");
+                        break;
+                    }
+                }
+            }
+        }
+#endif
         return 0;
     }
 

@@ -275,7 +275,13 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
     }
     float* xL = m->x + (size_t)L * N * D; /* [N, D] */
     mx_rmsnorm_forward(m->xnf, m->rstdf, xL, P(m, MX_P_FINAL_NORM), N, D, c->norm_eps);
-    CHK(mx_sgemm_tn(m->xnf, P(m, MX_P_HEAD), m->logits, N, V, D, 0)); /* logits [N, V] */
+    if (m->head_bf16) { /* BF16 operands: dtmp [N, W >= D] and headT [D*V] are free here */
+        mx_bf16_fakequant(m->xnf, m->dtmp, (size_t)N * D);
+        mx_bf16_fakequant(P(m, MX_P_HEAD), m->headT, (size_t)V * D);
+        CHK(mx_sgemm_tn(m->dtmp, m->headT, m->logits, N, V, D, 0)); /* logits [N, V] */
+    } else {
+        CHK(mx_sgemm_tn(m->xnf, P(m, MX_P_HEAD), m->logits, N, V, D, 0)); /* logits [N, V] */
+    }
     if (targets) {
         float lo = mx_xent_forward(m->logits, m->losses, targets, N, V);
         if (loss) *loss = lo;
@@ -291,11 +297,14 @@ int mx_llama_backward(mx_llama* m, const int32_t* tokens, const int32_t* targets
 
     /* head and loss: logits [N, V] hold the probabilities; turn them into dlogits */
     mx_xent_backward(m->logits, targets, N, V, grad_scale);
+    if (m->head_bf16) mx_bf16_fakequant(m->logits, m->logits, (size_t)N * V); /* dlogits in BF16 */
     transpose(m->scratchT, m->logits, N, V); /* dlogits^T [V, N] */
     transpose(m->dtmp, m->xnf, N, D);        /* xnf^T [D, N] (dtmp [N, W >= D] is free here; headT is
                                               * only [D, V], too small when N > V) */
+    if (m->head_bf16) mx_bf16_fakequant(m->dtmp, m->dtmp, (size_t)D * N);
     CHK(mx_sgemm_tn(m->scratchT, m->dtmp, G(m, MX_P_HEAD), V, D, N, 1)); /* dhead [V, D] += dlogits^T xnf */
     transpose(m->headT, P(m, MX_P_HEAD), V, D); /* head^T [D, V] */
+    if (m->head_bf16) mx_bf16_fakequant(m->headT, m->headT, (size_t)D * V);
     CHK(mx_sgemm_tn(m->logits, m->headT, m->dxn, N, D, V, 0)); /* dxnf [N, D] = dlogits head */
     memset(m->dx, 0, sizeof(float) * N * D);
     mx_rmsnorm_backward(m->dx, G(m, MX_P_FINAL_NORM), m->dxn, m->x + (size_t)L * N * D, P(m, MX_P_FINAL_NORM),

@@ -89,6 +89,7 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
         dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
     ADD("train = %s\n", c->train);
     if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
+    if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
         static const char* dev[3] = {"auto", "cpu", "cuda"};
         ADD("device = %s\ngemm = %s\nrecompute = %d\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
@@ -568,6 +569,12 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     const int on_gpu = eng_pick_device(c, &recipe, msg, sizeof msg);
     if (on_gpu < 0) return on_gpu;
     emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+    if (c->head == MX_HEAD_AUTO) { /* BF16 tensor cores for the head on the GPU, unless the recipe is all FP32 */
+        int all32 = 1;
+        for (int g = 0; g < 3; g++) all32 &= recipe.g[g].fmt == MX_FMT_FP32;
+        c->head = on_gpu && !(all32 && c->bf16_first == 0 && c->bf16_last == 0) ? MX_HEAD_BF16 : MX_HEAD_FP32;
+        mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
+    }
     /* limits: memory, before anything is allocated or created */
     mx_mem_estimate est;
     mx_train_config ce = *c;
@@ -682,6 +689,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
 
     rc = mx_llama_create(&r->model, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed);
+    r->model.head_bf16 = c->head == MX_HEAD_BF16;
     if (!rc && !on_gpu) rc = mx_llama_alloc_acts(&r->model, B, T);
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
@@ -729,6 +737,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         rc = mxg_llama_create(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
                               c->recompute);
         if (!rc) rc = mxg_llama_upload(g, r->model.params, r->m, r->v);
+        if (!rc) rc = mxg_llama_set_head_bf16(g, c->head == MX_HEAD_BF16);
         r->gpu = g;
         if (rc) { run_free(r); return rc; }
     }

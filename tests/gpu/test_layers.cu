@@ -731,9 +731,9 @@ static void test_linear_operands(const char* recipe) {
  * Loss, per-token losses, logits and every parameter gradient within the
  * stated tolerances (normwise, relative to the largest reference element);
  * two GPU runs and the recompute variant give identical bytes. */
-static void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad) {
+static void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16 = 0) {
     char name[128];
-    snprintf(name, sizeof name, "gpu model tiny %s %s", recipe, exact ? "exact" : "fast");
+    snprintf(name, sizeof name, "gpu model tiny %s %s%s", recipe, exact ? "exact" : "fast", head16 ? " bf16-head" : "");
     if (!wanted(name)) return;
     begin(name);
     mx_model_config cfg;
@@ -746,6 +746,7 @@ static void test_gpu_model(const char* recipe, int exact, double tol_loss, doubl
     }
     mx_llama_init_weights(&m, 7);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndn();
+    m.head_bf16 = head16;
     const int B = 2, T = 64, N = B * T;
     const uint64_t step = 5;
     std::vector<int32_t> tok(N), tgt(N);
@@ -770,7 +771,7 @@ static void test_gpu_model(const char* recipe, int exact, double tol_loss, doubl
         mxg_llama* g = NULL;
         MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2));
         MXC(mxg_llama_upload(g, m.params, NULL, NULL));
-        MXC(mxg_llama_set_head_bf16(g, 0)); /* the CPU model's FP32 head (the BF16 one: curves.sh) */
+        MXC(mxg_llama_set_head_bf16(g, head16)); /* the CPU model's head precision */
         for (int rep = 0; rep < (r == 1 ? 2 : 1); rep++) {
             MXC(mxg_llama_zero_grad(g));
             MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), step, 1.0f / N, &loss_g[r]));
@@ -786,7 +787,7 @@ static void test_gpu_model(const char* recipe, int exact, double tol_loss, doubl
             MXC(mxg_llama_logits(g, tok.data(), step, lg.data()));
             MXC(mx_llama_forward(&m, tok.data(), NULL, B, T, NULL));
             vecf lc(m.logits, m.logits + (size_t)N * cfg.vocab);
-            compare("logits", lg, lc, FROB, tol_grad);
+            if (!head16) compare("logits", lg, lc, FROB, tol_grad); /* mxg_llama_logits: FP32 head only */
         }
         mxg_llama_free(g);
     }
@@ -970,6 +971,8 @@ int main(int argc, char** argv) {
     /* tolerances: relative to the loss, and normwise per gradient tensor (see docs/gpu.md) */
     test_gpu_model("fp32", 0, 1e-6, 1e-5);
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
+    test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
+    test_gpu_model("mxfp4-fdw-h16", 0, 1e-4, 5e-2, 1);
     /* fp8: Hopper's FP8 tensor cores accumulate with ~4e-4 relative error (cuBLASLt, FAST_ACCUM off;
      * test_gpu.cu measures it), the CPU in FP32; the next layer's E4M3/E5M2 casts turn those
      * differences into rounding flips, so gradients differ by ~12% (measured 0.119) while the
