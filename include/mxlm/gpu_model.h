@@ -82,6 +82,19 @@ int mxg_attention_backward(float* dq, float* dk, float* dv, float* delta, const 
                            const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
                            int KV, int hd, void* stream);
 
+/* The same through cuBLASLt strided-batched GEMMs (src/cuda/attn_gemm.cu): per
+ * sequence the [H, T, T] scores exist in ws (mxg_attention_gemm_workspace
+ * floats: 2 H T T); tf32: the four products on TF32 tensor cores (operands
+ * rounded to a 10-bit mantissa), else FP32. Same outputs and lse as the
+ * kernels above up to the summation order (FP32); deterministic. */
+size_t mxg_attention_gemm_workspace(int T, int H);
+int mxg_attention_forward_gemm(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T,
+                               int H, int KV, int hd, float* ws, int tf32, void* stream);
+int mxg_attention_backward_gemm(float* dq, float* dk, float* dv, float* delta, const float* dout, const float* out,
+                                const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
+                                int KV, int hd, float* ws, int tf32, void* stream);
+void mxg_attention_gemm_shutdown(void);
+
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 
 int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream);
@@ -193,11 +206,13 @@ typedef struct {
 /* Device memory the model needs for micro-batches of B x T. recompute: the
  * RMSNorm outputs and the SwiGLU product are recomputed in the backward
  * instead of being kept per layer. */
-void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, mxg_mem_estimate* e);
+void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, int attn, mxg_mem_estimate* e);
+/* Attention implementations of the GPU model. */
+enum { MXG_ATTN_FLASH = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
  * out-of-memory error names the allocation, its size and the preset. */
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
-                     int bf16_last, uint64_t seed, int B, int T, int exact, int recompute);
+                     int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn);
 void mxg_llama_free(mxg_llama* g);
 /* Host <-> device copies of the FP32 master weights and the AdamW moments
  * ([n_params] each, the layout of mx_param_layout; m, v may be NULL). */

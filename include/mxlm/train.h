@@ -126,13 +126,18 @@ typedef struct {
     int no_final_ckpt;    /* 1: no checkpoint at the last step (benchmarks) */
     int head;             /* LM head GEMMs: MX_HEAD_AUTO (BF16 on the GPU unless the recipe is all fp32, FP32 on
                              the CPU), MX_HEAD_FP32, MX_HEAD_BF16 (BF16 operands, FP32 accumulation) */
+    int attn;             /* GPU attention: MX_ATTN_AUTO, _FLASH (FP32 kernels, T x T never stored), _GEMM (cuBLASLt
+                             FP32 GEMMs, one sequence's scores at a time), _TF32 (the same on TF32 tensor cores) */
     int recompute;        /* GPU: recompute the RMSNorm outputs and the SwiGLU product in the backward */
 } mx_train_config;
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
 enum { MX_HEAD_AUTO = 0, MX_HEAD_FP32 = 1, MX_HEAD_BF16 = 2 };
+enum { MX_ATTN_AUTO = 0, MX_ATTN_FLASH = 1, MX_ATTN_GEMM = 2, MX_ATTN_TF32 = 3 };
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
+/* The GPU model's attention implementation for c->attn (0 flash, 1 GEMM FP32, 2 GEMM TF32; gpu_model.h). */
+int mx_train_gpu_attn(const mx_train_config* c);
 /* Canonical "key = value" lines of the whole config (the run directory's
  * config.txt); `trajectory_only`: only what changes the numbers (the
  * checkpoint's fingerprint). Returns the length (snprintf semantics). */

@@ -66,7 +66,7 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"dim", 0}, {"layers", 0}, {"heads", 0}, {"kv-heads", 0}, {"ffn", 0}, {"context", 0}, {"rope-theta", 0},
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
-        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"head", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
+        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
         {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
     if (mx_config_load(path, keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
@@ -112,6 +112,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     const char *device = NULL, *gemm = NULL, *init_from = NULL;
     int final_ckpt = 1;
     const char* head = NULL;
+    const char* attn = NULL;
     int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
@@ -161,6 +162,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
                                  "(dequantize to BF16, BF16 GEMM)"},
         {"head", OPT_STR, &head, "LM head GEMMs: auto (default: bf16 on the GPU unless the recipe is fp32, fp32 on "
                                  "the CPU), fp32, or bf16 (BF16 operands, FP32 accumulation; CPU and GPU alike)"},
+        {"attn", OPT_STR, &attn, "GPU attention: auto (default: tf32), flash (FP32 kernels, scores never stored), "
+                                 "gemm (cuBLASLt FP32 GEMMs, one sequence's scores at a time), tf32 (the same on TF32 "
+                                 "tensor cores)"},
         {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
         {"recompute", OPT_INT, &c.recompute, "GPU: 1 recomputes the norms and SwiGLU products in the backward "
                                              "instead of keeping them per layer (less memory; same results)"},
@@ -232,6 +236,13 @@ static int train_main(int argc, char** argv, const char* config_path) {
     }
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
+    if (attn) {
+        if (!strcmp(attn, "auto")) c.attn = MX_ATTN_AUTO;
+        else if (!strcmp(attn, "flash")) c.attn = MX_ATTN_FLASH;
+        else if (!strcmp(attn, "gemm")) c.attn = MX_ATTN_GEMM;
+        else if (!strcmp(attn, "tf32")) c.attn = MX_ATTN_TF32;
+        else { fprintf(stderr, "mxlm train: --attn: 'auto', 'flash', 'gemm' or 'tf32', not '%s'\n", attn); return 2; }
+    }
     if (head) {
         if (!strcmp(head, "auto")) c.head = MX_HEAD_AUTO;
         else if (!strcmp(head, "fp32")) c.head = MX_HEAD_FP32;
@@ -260,7 +271,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
 #ifdef MXLM_CUDA
         for (int rcp = 0; rcp < 2; rcp++) {
             mxg_mem_estimate ge;
-            mxg_llama_estimate(&c.model, c.batch, c.seq, rcp, &ge);
+            mxg_llama_estimate(&c.model, c.batch, c.seq, rcp, mx_train_gpu_attn(&c), &ge);
             printf("GPU     %.1f GiB estimated%s: weights %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
                    "scratch %.1f\n", ge.total / (M * 1024), rcp ? " with --recompute 1" : "", ge.params / (M * 1024),
                    ge.grads / (M * 1024), ge.adam / (M * 1024), ge.acts / (M * 1024), ge.scratch / (M * 1024));

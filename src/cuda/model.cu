@@ -24,7 +24,7 @@ struct mxg_llama {
     mx_param_info info[MX_P_COUNT];
     size_t n_params;
     mx_recipe recipe, recipe_bf16;
-    int bf16_first, bf16_last, exact, recompute;
+    int bf16_first, bf16_last, exact, recompute, attn;
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -45,6 +45,7 @@ struct mxg_llama {
     float *chunk;                   // [Nc, V] LM-head logits chunk
     float *rms_ws;                  // rmsnorm backward partials
     float *dmean;                   // [4]
+    float *attws;                   // [2, H, T, T] scores of one sequence (attn GEMM/TF32) or unused
     double *ss_ws, *ss_out;         // sum of squares
     void* emb_ws;
     size_t emb_ws_bytes;
@@ -133,6 +134,7 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
         {&g->dao, N * QD}, {&g->dgate, N * F}, {&g->dup, N * F}, {&g->dhid, N * F}, {&g->tmp, N * W},
         {&g->delta, (size_t)B * H * T}, {&g->chunk, (size_t)g->Nc * V},
         {&g->rms_ws, mxg_rmsnorm_backward_workspace((int)N, (int)D)}, {&g->dmean, 4},
+        {&g->attws, g->attn ? mxg_attention_gemm_workspace(T, (int)H) : 1},
     };
     memcpy(parts, p, sizeof p);
     return (int)(sizeof p / sizeof p[0]);
@@ -157,12 +159,14 @@ size_t max_operand(const mx_model_config* c, int N) {
 
 }  // namespace
 
-extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, mxg_mem_estimate* e) {
+extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, int attn,
+                                   mxg_mem_estimate* e) {
     memset(e, 0, sizeof *e);
     mxg_llama g;
     memset(&g, 0, sizeof g);
     g.cfg = *cfg;
     g.recompute = recompute;
+    g.attn = attn;
     g.Nc = choose_nc(cfg, B * T);
     mx_param_info info[MX_P_COUNT];
     size_t np = mx_param_layout(cfg, info);
@@ -199,7 +203,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int
     } while (0)
 
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
-                                int bf16_last, uint64_t seed, int B, int T, int exact, int recompute) {
+                                int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn) {
     *out = NULL;
     int rc = mx_model_config_check(cfg);
     if (rc) return rc;
@@ -221,6 +225,7 @@ extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, con
     g->seed = seed;
     g->exact = exact;
     g->recompute = recompute;
+    g->attn = attn;
     g->B = B;
     g->T = T;
     const int N = B * T;
@@ -411,7 +416,8 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(mxg_rope_forward(k, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
         PROF_E(PROF_ELEM, st);
         PROF_B(PROF_ATTN, st);
-        CHK(mxg_attention_forward(ao, lse, q, k, v, B, T, H, KV, hd, st));
+        if (g->attn) CHK(mxg_attention_forward_gemm(ao, lse, q, k, v, B, T, H, KV, hd, g->attws, g->attn == MXG_ATTN_TF32, st));
+        else CHK(mxg_attention_forward(ao, lse, q, k, v, B, T, H, KV, hd, st));
         PROF_E(PROF_ATTN, st);
         CHK(lin_fwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->tmp, N, QD, D));
         PROF_B(PROF_ELEM, st);
@@ -490,7 +496,10 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
                     G(MX_P_WO) + (size_t)l * D * QD, N, QD, D));
         PROF_B(PROF_ATTN, st);
-        CHK(mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
+        if (g->attn)
+            CHK(mxg_attention_backward_gemm(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd,
+                                            g->attws, g->attn == MXG_ATTN_TF32, st));
+        else CHK(mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
         PROF_E(PROF_ATTN, st);
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rope_backward(g->dq, g->rope_cos, g->rope_sin, B, T, H, hd, st));
@@ -570,7 +579,6 @@ extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, c
 
 extern "C" int mxg_llama_loss(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step, float* loss,
                               float* token_losses) {
-    const mx_model_config* c = &g->cfg;
     const int N = g->B * g->T;
     CHK(put_tokens(g, tokens, targets));
     CHK(forward_blocks(g, step));

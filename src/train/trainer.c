@@ -92,8 +92,9 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
         static const char* dev[3] = {"auto", "cpu", "cuda"};
-        ADD("device = %s\ngemm = %s\nrecompute = %d\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
-            c->gemm_exact ? "exact" : "fast", c->recompute);
+        static const char* att[4] = {"auto", "flash", "gemm", "tf32"};
+        ADD("device = %s\ngemm = %s\nrecompute = %d\nattn = %s\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
+            c->gemm_exact ? "exact" : "fast", c->recompute, att[c->attn >= 0 && c->attn < 4 ? c->attn : 0]);
         ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
@@ -369,6 +370,15 @@ static int eng_evaluate(run_state* r, float* loss) {
     return mx_evaluate(&r->model, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
 }
 
+int mx_train_gpu_attn(const mx_train_config* c) {
+    switch (c->attn) {
+    case MX_ATTN_FLASH: return 0;
+    case MX_ATTN_GEMM: return 1;
+    case MX_ATTN_TF32: return 2;
+    default: return 2; /* auto: TF32 tensor cores through cuBLASLt (the spec allows reduced-precision attention products) */
+    }
+}
+
 /* Decide where the run goes: 1 GPU, 0 CPU, or an error. */
 static int eng_pick_device(const mx_train_config* c, const mx_recipe* rec, char* what, size_t n) {
 #ifdef MXLM_CUDA
@@ -589,7 +599,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
 #ifdef MXLM_CUDA
     if (on_gpu) {
         mxg_mem_estimate ge;
-        mxg_llama_estimate(&c->model, B, T, c->recompute, &ge);
+        mxg_llama_estimate(&c->model, B, T, c->recompute, mx_train_gpu_attn(c), &ge);
         int64_t gfree = 0, gtotal = 0;
         int have = mxg_mem_info(&gfree, &gtotal) == 0;
         snprintf(msg, sizeof msg, "GPU memory: %.1f MiB estimated (weights %.1f, gradients %.1f, AdamW %.1f, "
@@ -735,7 +745,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     if (on_gpu) {
         mxg_llama* g = NULL;
         rc = mxg_llama_create(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
-                              c->recompute);
+                              c->recompute, mx_train_gpu_attn(c));
         if (!rc) rc = mxg_llama_upload(g, r->model.params, r->m, r->v);
         if (!rc) rc = mxg_llama_set_head_bf16(g, c->head == MX_HEAD_BF16);
         r->gpu = g;

@@ -1,0 +1,286 @@
+/*
+ * attn_gemm.cu: causal GQA attention through cuBLASLt strided-batched GEMMs,
+ * the faster alternative to the flash-style kernels of layers.cu (which run
+ * on CUDA cores). Same results up to the summation order in FP32 mode; in
+ * TF32 mode the four score/probability products run on tensor cores with
+ * operands rounded to TF32 (10-bit mantissa), accumulation in FP32.
+ *
+ * Per sequence b (so the T x T scores of one sequence exist at a time, all
+ * heads: ws [2, H, T, T] floats), query head h = kvh * g + j (g = H / KV):
+ *   forward   S_h = Q_h K_kvh^T;  P = softmax(scale S) causal, lse kept;  O_h = P_h V_kvh
+ *   backward  S, P recomputed from lse;  dP_h = dO_h V_kvh^T;  dV_kvh = sum_j P_h^T dO_h;
+ *             dS = P (dP - delta) scale;  dQ_h = dS_h K_kvh;  dK_kvh = sum_j dS_h^T Q_h
+ * Each GEMM is batched over the KV heads for one j (constant strides); the
+ * sums over j run in increasing j (beta 1 after the first): deterministic,
+ * no atomics. The masked upper triangle is computed and zeroed (simple, not
+ * the causal half of the FLOPs).
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/common.cuh"
+#include "mxlm/gpu_model.h"
+
+#define LT_TRY(call)                                                                                 \
+    do {                                                                                             \
+        cublasStatus_t s_ = (call);                                                                  \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                             \
+            return mx_fail(MX_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)s_); \
+    } while (0)
+
+namespace {
+
+cublasLtHandle_t g_lt = NULL;
+void* g_ws = NULL;
+const size_t g_ws_size = 32u << 20;
+
+struct BPlan {
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, tf32;
+    long long sa, sb, sc;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+const int kMaxPlans = 64;
+BPlan g_plans[kMaxPlans];
+int g_nplans = 0;
+
+void plan_destroy(BPlan* p) {
+    cublasLtMatmulDescDestroy(p->op);
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+}
+
+int layout(cublasLtMatrixLayout_t* l, uint64_t rows, uint64_t cols, int64_t ld, int batch, long long stride) {
+    LT_TRY(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld));
+    int32_t bc = batch;
+    int64_t st = stride;
+    LT_TRY(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+    LT_TRY(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+    return MX_OK;
+}
+
+/* Row-major C[M,N] (+)= op(A)[M,K] op(B)[K,N] for `batch` matrices at strides sa, sb, sc (elements);
+ * ta: A stored [K, M]; tb: B stored [N, K]. As cuBLASLt column-major: D^T = op(B)^T op(A)^T. */
+int plan_make(BPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int batch, long long sa,
+              long long sb, long long sc, int tf32) {
+    memset(p, 0, sizeof *p);
+    p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->lda = lda; p->ldb = ldb; p->ldc = ldc;
+    p->batch = batch; p->sa = sa; p->sb = sb; p->sc = sc; p->tf32 = tf32;
+    LT_TRY(cublasLtMatmulDescCreate(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    int rc = layout(&p->la, tb ? K : N, tb ? N : K, ldb, batch, sb);
+    if (!rc) rc = layout(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
+    if (!rc) rc = layout(&p->lc, N, M, ldc, batch, sc);
+    if (rc) return rc;
+    cublasLtMatmulPreference_t pref;
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = g_ws_size;
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE; /* no split-K: one fixed order per output */
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    cublasLtMatmulHeuristicResult_t res[1];
+    int nres = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+        plan_destroy(p);
+        return mx_fail(MX_EINVAL, "cuBLASLt has no batched %s algorithm for %s%s M %d N %d K %d x %d: status %d",
+                       tf32 ? "TF32" : "FP32", ta ? "T" : "N", tb ? "T" : "N", M, N, K, batch, (int)st);
+    }
+    p->algo = res[0].algo;
+    return MX_OK;
+}
+
+int gemm_batched(int ta, int tb, int M, int N, int K, const float* A, int lda, long long sa, const float* B, int ldb,
+                 long long sb, float* C, int ldc, long long sc, int batch, int accumulate, int tf32, cudaStream_t st) {
+    if (!g_lt) {
+        LT_TRY(cublasLtCreate(&g_lt));
+        CU_TRY(cudaMalloc(&g_ws, g_ws_size));
+    }
+    BPlan* p = NULL;
+    for (int i = 0; i < g_nplans && !p; i++) {
+        BPlan* q = &g_plans[i];
+        if (q->ta == ta && q->tb == tb && q->M == M && q->N == N && q->K == K && q->lda == lda && q->ldb == ldb &&
+            q->ldc == ldc && q->batch == batch && q->sa == sa && q->sb == sb && q->sc == sc && q->tf32 == tf32)
+            p = q;
+    }
+    if (!p) {
+        if (g_nplans == kMaxPlans) {
+            plan_destroy(&g_plans[0]);
+            memmove(&g_plans[0], &g_plans[1], sizeof(BPlan) * (kMaxPlans - 1));
+            g_nplans--;
+        }
+        int rc = plan_make(&g_plans[g_nplans], ta, tb, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, tf32);
+        if (rc) return rc;
+        p = &g_plans[g_nplans++];
+    }
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    LT_TRY(cublasLtMatmul(g_lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, g_ws, g_ws_size,
+                          st));
+    return MX_OK;
+}
+
+/* Block-wide reductions over 256 threads in a fixed tree. */
+__device__ float block_max(float v, float* sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+__device__ float block_sum(float v, float* sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* One block per row r of S [H*T, T] (t = r % T): P = exp(scale s - lse) for keys j <= t, 0 above.
+ * With `make_lse` the log-sum-exp is computed (max, then the sum of exponentials) and stored;
+ * otherwise it is read (the backward's recomputation). */
+__global__ void __launch_bounds__(256) k_softmax_causal(float* S, float* lse, int T, float scale, int make_lse) {
+    __shared__ float sh[256];
+    const size_t r = blockIdx.x;
+    const int t = (int)(r % T);
+    float* row = S + r * T;
+    float L;
+    if (make_lse) {
+        float m = -INFINITY;
+        for (int j = threadIdx.x; j <= t; j += 256) m = fmaxf(m, row[j] * scale);
+        m = block_max(m, sh);
+        float l = 0.0f;
+        for (int j = threadIdx.x; j <= t; j += 256) l += expf(row[j] * scale - m);
+        l = block_sum(l, sh);
+        L = m + logf(l);
+        if (threadIdx.x == 0) lse[r] = L;
+    } else {
+        L = lse[r];
+    }
+    for (int j = threadIdx.x; j < T; j += 256) row[j] = j <= t ? expf(row[j] * scale - L) : 0.0f;
+}
+
+/* dS = P (dP - delta) scale in place of dP (0 above the diagonal: P is 0 there). */
+__global__ void __launch_bounds__(256) k_dsoftmax(float* dP, const float* P, const float* delta, int T, float scale) {
+    const size_t r = blockIdx.x;
+    const float d = delta[r];
+    float* dp = dP + r * T;
+    const float* p = P + r * T;
+    for (int j = threadIdx.x; j < T; j += 256) dp[j] = p[j] * (dp[j] - d) * scale;
+}
+
+/* delta[b, h, t] = dout_t . out_t over the head's hd values (a warp per row, fixed butterfly). */
+__global__ void k_delta(float* delta, const float* dout, const float* out, int B, int T, int H, int hd) {
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= B * H * T) return;
+    const int t = row % T, bh = row / T, b = bh / H, h = bh % H;
+    const size_t base = (size_t)(b * T + t) * H * hd + (size_t)h * hd;
+    float s = 0.0f;
+    for (int i = lane; i < hd; i += 32) s += dout[base + i] * out[base + i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) delta[row] = s;
+}
+
+int check(const char* who, int B, int T, int H, int KV, int hd, const float* ws) {
+    if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || H % KV || hd <= 0 || hd % 4 || !ws)
+        return mx_fail(MX_EINVAL, "%s: bad shape B %d T %d H %d/%d hd %d (or no workspace)", who, B, T, H, KV, hd);
+    return MX_OK;
+}
+
+}  // namespace
+
+extern "C" size_t mxg_attention_gemm_workspace(int T, int H) { return 2 * (size_t)H * T * T; }
+
+extern "C" int mxg_attention_forward_gemm(float* out, float* lse, const float* q, const float* k, const float* v,
+                                          int B, int T, int H, int KV, int hd, float* ws, int tf32, void* stream) {
+    int rc = check("mxg_attention_forward_gemm", B, T, H, KV, hd, ws);
+    if (rc) return rc;
+    cudaStream_t st = MXG_STREAM(stream);
+    const int g = H / KV, qs = H * hd, ks = KV * hd;
+    const long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float* S = ws; /* [H, T, T] */
+    for (int b = 0; b < B && !rc; b++) {
+        const float* qb = q + (size_t)b * T * qs;
+        const float* kb = k + (size_t)b * T * ks;
+        const float* vb = v + (size_t)b * T * ks;
+        for (int j = 0; j < g && !rc; j++) /* S_h = Q_h K_kvh^T, h = kvh g + j */
+            rc = gemm_batched(0, 1, T, T, hd, qb + j * hd, qs, (long long)g * hd, kb, ks, hd, S + j * TT, T, g * TT,
+                              KV, 0, tf32, st);
+        if (rc) break;
+        k_softmax_causal<<<(unsigned)(H * T), 256, 0, st>>>(S, lse + (size_t)b * H * T, T, scale, 1);
+        CU_LAUNCHED();
+        for (int j = 0; j < g && !rc; j++) /* O_h = P_h V_kvh */
+            rc = gemm_batched(0, 0, T, hd, T, S + j * TT, T, g * TT, vb, ks, hd, out + (size_t)b * T * qs + j * hd, qs,
+                              (long long)g * hd, KV, 0, tf32, st);
+    }
+    return rc;
+}
+
+extern "C" int mxg_attention_backward_gemm(float* dq, float* dk, float* dv, float* delta, const float* dout,
+                                           const float* out, const float* lse, const float* q, const float* k,
+                                           const float* v, int B, int T, int H, int KV, int hd, float* ws, int tf32,
+                                           void* stream) {
+    int rc = check("mxg_attention_backward_gemm", B, T, H, KV, hd, ws);
+    if (rc) return rc;
+    cudaStream_t st = MXG_STREAM(stream);
+    const int g = H / KV, qs = H * hd, ks = KV * hd;
+    const long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *P = ws, *dP = ws + (size_t)H * TT; /* [H, T, T] each */
+    k_delta<<<(unsigned)(((size_t)B * H * T + 7) / 8), 256, 0, st>>>(delta, dout, out, B, T, H, hd);
+    CU_LAUNCHED();
+    for (int b = 0; b < B && !rc; b++) {
+        const float *qb = q + (size_t)b * T * qs, *kb = k + (size_t)b * T * ks, *vb = v + (size_t)b * T * ks;
+        const float* dob = dout + (size_t)b * T * qs;
+        float *dqb = dq + (size_t)b * T * qs, *dkb = dk + (size_t)b * T * ks, *dvb = dv + (size_t)b * T * ks;
+        for (int j = 0; j < g && !rc; j++) /* S_h again */
+            rc = gemm_batched(0, 1, T, T, hd, qb + j * hd, qs, (long long)g * hd, kb, ks, hd, P + j * TT, T, g * TT,
+                              KV, 0, tf32, st);
+        if (rc) break;
+        k_softmax_causal<<<(unsigned)(H * T), 256, 0, st>>>(P, (float*)lse + (size_t)b * H * T, T, scale, 0);
+        CU_LAUNCHED();
+        for (int j = 0; j < g && !rc; j++) /* dP_h = dO_h V_kvh^T */
+            rc = gemm_batched(0, 1, T, T, hd, dob + j * hd, qs, (long long)g * hd, vb, ks, hd, dP + j * TT, T, g * TT,
+                              KV, 0, tf32, st);
+        for (int j = 0; j < g && !rc; j++) /* dV_kvh (+)= P_h^T dO_h, in increasing j */
+            rc = gemm_batched(1, 0, T, hd, T, P + j * TT, T, g * TT, dob + j * hd, qs, (long long)g * hd, dvb, ks, hd,
+                              KV, j > 0, tf32, st);
+        if (rc) break;
+        k_dsoftmax<<<(unsigned)(H * T), 256, 0, st>>>(dP, P, delta + (size_t)b * H * T, T, scale);
+        CU_LAUNCHED();
+        for (int j = 0; j < g && !rc; j++) /* dQ_h = dS_h K_kvh */
+            rc = gemm_batched(0, 0, T, hd, T, dP + j * TT, T, g * TT, kb, ks, hd, dqb + j * hd, qs, (long long)g * hd,
+                              KV, 0, tf32, st);
+        for (int j = 0; j < g && !rc; j++) /* dK_kvh (+)= dS_h^T Q_h, in increasing j */
+            rc = gemm_batched(1, 0, T, hd, T, dP + j * TT, T, g * TT, qb + j * hd, qs, (long long)g * hd, dkb, ks, hd,
+                              KV, j > 0, tf32, st);
+    }
+    return rc;
+}
+
+extern "C" void mxg_attention_gemm_shutdown(void) {
+    for (int i = 0; i < g_nplans; i++) plan_destroy(&g_plans[i]);
+    g_nplans = 0;
+    if (g_ws) cudaFree(g_ws);
+    g_ws = NULL;
+    if (g_lt) cublasLtDestroy(g_lt);
+    g_lt = NULL;
+}
