@@ -448,3 +448,30 @@ TEST(hf_export_cli_end_to_end) {
     CHECK_EQ_INT(test_sh("%s export --hf %s/hf_x --run %s/nowhere > %s/hf_nowhere.log 2>&1", bin, T, T, T), 1);
     CHECK(test_log_has("hf_nowhere", "config.txt"));
 }
+
+/* --init-from: a run started from an export evaluates, at step 0, exactly where the exported run
+ * ended (same weights, same validation set: the same loss bits); a directory whose config.json
+ * does not match the model is refused before anything is trained. */
+TEST(hf_init_from_continues_the_exported_weights) {
+    const char* T = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    test_sentence_shards("hfi_", 778, 20000, 4000);
+    REQUIRE(test_sh("rm -rf %s/hfi_a %s/hfi_b %s/hfi_c %s/hfi_hf", T, T, T, T) == 0);
+    REQUIRE(test_sh("%s train " MICRO_RUN " --steps 3 --batch 2 --seq 32 --recipe fp32 --train %s/hfi_train.bin "
+                    "--val %s/hfi_val.bin --out %s/hfi_a > %s/hfi_a.log 2>&1", bin, T, T, T, T) == 0);
+    REQUIRE(test_sh("%s export --hf %s/hfi_hf --run %s/hfi_a > %s/hfi_export.log 2>&1", bin, T, T, T) == 0);
+    REQUIRE(test_sh("%s train " MICRO_RUN " --steps 1 --batch 2 --seq 32 --recipe fp32 --train %s/hfi_train.bin "
+                    "--val %s/hfi_val.bin --init-from %s/hfi_hf --out %s/hfi_b > %s/hfi_b.log 2>&1", bin, T, T, T, T,
+                    T) == 0);
+    CHECK(test_log_has("hfi_b", "initial weights from"));
+    char a[8][32], b[8][32];
+    int na = test_metric_strings("hfi_a", "val_loss", "event", a, 8);
+    int nb = test_metric_strings("hfi_b", "val_loss", "event", b, 8);
+    REQUIRE(na >= 2 && nb >= 1);
+    CHECK(!strcmp(a[na - 1], b[0])); /* a's last evaluation == b's step-0 evaluation, bit for bit */
+    /* another width: refused, naming the mismatch */
+    CHECK(test_sh("%s train " MICRO_RUN " --steps 1 --batch 2 --seq 32 --dim 96 --train %s/hfi_train.bin "
+                  "--val %s/hfi_val.bin --init-from %s/hfi_hf --out %s/hfi_c > %s/hfi_c.log 2>&1", bin, T, T, T, T,
+                  T) == 1);
+    CHECK(test_log_has("hfi_c", "hidden_size"));
+}
