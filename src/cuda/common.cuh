@@ -19,6 +19,14 @@
 
 #define MXG_STREAM(s) ((cudaStream_t)(s))
 
+/* Return an MX_EIO error if a cuBLAS(Lt) call fails (include <cublasLt.h> first). */
+#define LT_TRY(call)                                                                                 \
+    do {                                                                                             \
+        cublasStatus_t s_ = (call);                                                                  \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                             \
+            return mx_fail(MX_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)s_); \
+    } while (0)
+
 /* Step-time breakdown (model.cu): with MXLM_GPU_PROFILE=1 in the environment,
  * ranges of GPU work are timed with CUDA events by category. */
 enum { PROF_QUANT = 0, PROF_GEMM, PROF_ATTN, PROF_HEAD, PROF_ELEM, PROF_OPT, PROF_N };

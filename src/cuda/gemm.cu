@@ -18,12 +18,6 @@
 
 #include "cuda/common.cuh"
 
-#define LT_TRY(call)                                                                                 \
-    do {                                                                                             \
-        cublasStatus_t s_ = (call);                                                                  \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                             \
-            return mx_fail(MX_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)s_); \
-    } while (0)
 
 namespace {
 

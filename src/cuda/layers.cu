@@ -498,12 +498,6 @@ __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n
 
 /* ---- FP32 GEMM through cuBLASLt (own handle; gemm.cu's plans are for BF16/FP8) ---- */
 
-#define LT_TRY(call)                                                                                 \
-    do {                                                                                             \
-        cublasStatus_t s_ = (call);                                                                  \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                             \
-            return mx_fail(MX_EIO, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)s_); \
-    } while (0)
 
 struct SPlan {
     int ta, tb, M, N, K, lda, ldb, ldc;

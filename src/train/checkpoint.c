@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "mxlm/train.h"
+#include "mxlm/util.h"
 
 static const char k_magic[8] = {'M', 'X', 'L', 'M', 'C', 'K', 'P', '1'};
 static const char k_end[8] = {'M', 'X', 'L', 'M', 'E', 'N', 'D', '1'};
@@ -109,21 +110,8 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
 
 /* Reads at increasing offsets of fd, never beyond `end`. */
 typedef struct { int fd; uint64_t off, end; } rd;
-static int pread_all(int fd, void* dst, size_t n, uint64_t off) {
-    unsigned char* p = dst;
-    while (n) {
-        size_t c = n > (1u << 30) ? (1u << 30) : n;
-        ssize_t k = pread(fd, p, c, (off_t)off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
 static int take(rd* r, void* dst, size_t n) {
-    if (r->end - r->off < n || pread_all(r->fd, dst, n, r->off)) return -1;
+    if (r->end - r->off < n || mx_pread_all(r->fd, dst, n, r->off)) return -1;
     r->off += n;
     return 0;
 }
@@ -157,11 +145,11 @@ static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckp
     char* fp = NULL;
     unsigned char* chunk = NULL;
     unsigned char head[8], tail[12];
-    if (n < 8 + 8 + 4 + 4 || pread_all(fd, head, 8, 0) || memcmp(head, k_magic, 8)) {
+    if (n < 8 + 8 + 4 + 4 || mx_pread_all(fd, head, 8, 0) || memcmp(head, k_magic, 8)) {
         rc = mx_fail(MX_EFORMAT, "%s: not an mxlm checkpoint (bad magic or too short)", path);
         goto out;
     }
-    if (pread_all(fd, tail, 12, n - 12) || memcmp(tail + 4, k_end, 8)) {
+    if (mx_pread_all(fd, tail, 12, n - 12) || memcmp(tail + 4, k_end, 8)) {
         rc = mx_fail(MX_EFORMAT, "%s: checkpoint is truncated or corrupt (no end marker)", path);
         goto out;
     }
@@ -172,7 +160,7 @@ static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckp
     uLong c = crc32(0L, Z_NULL, 0);
     for (uint64_t off = 0; off < n - 12;) {
         size_t k = n - 12 - off < CH ? (size_t)(n - 12 - off) : CH;
-        if (pread_all(fd, chunk, k, off)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+        if (mx_pread_all(fd, chunk, k, off)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
         c = crc32(c, chunk, (uInt)k);
         off += k;
     }

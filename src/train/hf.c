@@ -13,6 +13,7 @@
  * objects, arrays, strings with escapes, numbers, true/false/null) with a
  * depth limit; it builds a tree that the two files are read from. */
 #include "mxlm/hf.h"
+#include "mxlm/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -384,28 +385,6 @@ static int wopen(wfile* w, char* tmp, size_t tn, const char* path) {
     return MX_OK;
 }
 
-/* A growing text buffer. */
-typedef struct { char* s; size_t n, cap; int oom; } sbuf;
-static void sb_printf(sbuf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf* b, const char* fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if ((size_t)k < room) { b->n += (size_t)k; return; }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->n <= (size_t)k) cap *= 2;
-        char* t = realloc(b->s, cap);
-        if (!t) { b->oom = 1; return; }
-        b->s = t;
-        b->cap = cap;
-    }
-}
-
 /* The shortest %g that reads back to the same float. */
 static const char* fmt_float(char* buf, float x) {
     for (int prec = 6; prec <= 9; prec++) {
@@ -420,8 +399,8 @@ static const char* fmt_float(char* buf, float x) {
 static int write_config(const mx_model_config* c, const char* dir, int bf16) {
     char path[4200], tmp[4300], e1[32], e2[32];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    sbuf b = {0};
-    sb_printf(&b,
+    mx_sbuf b = {0};
+    mx_sb_printf(&b,
               "{\n"
               "  \"architectures\": [\"LlamaForCausalLM\"],\n"
               "  \"model_type\": \"llama\",\n"
@@ -465,8 +444,8 @@ int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
     const int ns = n_slots(c);
     const size_t esz = bf16 ? 2 : 4;
     /* the header */
-    sbuf h = {0};
-    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"mxlm %s\"}", MXLM_VERSION);
+    mx_sbuf h = {0};
+    mx_sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"mxlm %s\"}", MXLM_VERSION);
     uint64_t data_off = 0;
     char name[128];
     for (int i = 0; i < ns; i++) {
@@ -478,17 +457,17 @@ int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
         mx_hf_tensor_name(s.t, s.layer, name, sizeof name);
         uint64_t nb = (uint64_t)numel * esz;
         if (nd == 1)
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}", name,
+            mx_sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}", name,
                       bf16 ? "BF16" : "F32", (long long)shape[0], (unsigned long long)data_off,
                       (unsigned long long)(data_off + nb));
         else
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}", name,
+            mx_sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}", name,
                       bf16 ? "BF16" : "F32", (long long)shape[0], (long long)shape[1], (unsigned long long)data_off,
                       (unsigned long long)(data_off + nb));
         data_off += nb;
     }
-    sb_printf(&h, "}");
-    while (!h.oom && h.n % 8) sb_printf(&h, " "); /* the data starts 8-byte aligned */
+    mx_sb_printf(&h, "}");
+    while (!h.oom && h.n % 8) mx_sb_printf(&h, " "); /* the data starts 8-byte aligned */
     if (h.oom) { free(h.s); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
 
     char path[4200], tmp[4300];
@@ -672,19 +651,6 @@ static float f16_to_f32(uint16_t h) {
     return mx_u2f(sign | ((e + 112) << 23) | (f << 13));
 }
 
-static int pread_all(int fd, void* dst, size_t n, uint64_t off) {
-    unsigned char* p = dst;
-    while (n) {
-        ssize_t k = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 enum { DT_F32, DT_BF16, DT_F16 };
 typedef struct { int present, dtype; uint64_t begin; size_t dst_off, numel; } plan;
 
@@ -741,7 +707,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     memset(&root, 0, sizeof root);
     const int ns = n_slots(mc);
     rc = MX_OK;
-    if (fsize < 8 || pread_all(fd, &hlen, 8, 0)) {
+    if (fsize < 8 || mx_pread_all(fd, &hlen, 8, 0)) {
         rc = mx_fail(MX_EFORMAT, "%s: %llu bytes, too short for a safetensors file", path, (unsigned long long)fsize);
         goto out;
     }
@@ -758,7 +724,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     htext = malloc(hlen + 1);
     pl = calloc((size_t)ns, sizeof *pl);
     if (!htext || !pl) { rc = mx_fail(MX_ENOMEM, "%s: out of memory", path); goto out; }
-    if (pread_all(fd, htext, hlen, 8)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+    if (mx_pread_all(fd, htext, hlen, 8)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     htext[hlen] = 0;
     char err[200];
     if (jparse_all(htext, hlen, &root, err, sizeof err)) {
@@ -853,13 +819,13 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         if (!pl[i].present) continue;
         float* dst = m->params + pl[i].dst_off; /* [numel] */
         if (pl[i].dtype == DT_F32) {
-            if (pread_all(fd, dst, pl[i].numel * 4, pl[i].begin)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+            if (mx_pread_all(fd, dst, pl[i].numel * 4, pl[i].begin)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
             continue;
         }
         uint16_t* h = (uint16_t*)conv;
         for (size_t j = 0; j < pl[i].numel; j += CH) {
             size_t k = pl[i].numel - j < CH ? pl[i].numel - j : CH;
-            if (pread_all(fd, h, k * 2, pl[i].begin + j * 2)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
+            if (mx_pread_all(fd, h, k * 2, pl[i].begin + j * 2)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
             for (size_t e = 0; e < k; e++)
                 dst[j + e] = pl[i].dtype == DT_BF16 ? mx_bf16_to_f32(h[e]) : f16_to_f32(h[e]);
         }

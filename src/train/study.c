@@ -16,31 +16,12 @@
 #include <unistd.h>
 
 #include "mxlm/study.h"
+#include "mxlm/util.h"
 #include "mxlm/train.h"
 
 /* ---- a growing string ------------------------------------------------------------ */
 
-typedef struct { char* s; size_t n, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf* b, const char* fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->s && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
-        char* s2 = realloc(b->s, cap);
-        if (!s2) { b->oom = 1; return; }
-        b->s = s2;
-        b->cap = cap;
-    }
-}
-
-static char* sb_take(sbuf* b) {
+static char* sb_take(mx_sbuf* b) {
     if (b->oom) { free(b->s); return NULL; }
     if (!b->s) return strdup("");
     return b->s;
@@ -51,31 +32,12 @@ static char* sb_take(sbuf* b) {
 static char* read_text(const char* path) {
     FILE* f = fopen(path, "rb");
     if (!f) return NULL;
-    sbuf b = {0};
+    mx_sbuf b = {0};
     char chunk[8192];
     size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) sb_printf(&b, "%.*s", (int)k, chunk);
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) mx_sb_printf(&b, "%.*s", (int)k, chunk);
     fclose(f);
     return sb_take(&b);
-}
-
-static int write_atomic(const char* path, const char* data, size_t n) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t done = 0;
-    int err = 0;
-    while (done < n && !err) {
-        ssize_t k = write(fd, data + done, n - done);
-        if (k < 0 && errno != EINTR) err = errno;
-        if (k > 0) done += (size_t)k;
-    }
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) { unlink(tmp); return mx_fail(MX_EIO, "%s: cannot write: %s", path, strerror(err)); }
-    return MX_OK;
 }
 
 /* The value of "key = value" in config text (copied into out); 0 if absent. */
@@ -450,7 +412,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
         s->target = s->opts.target;
         snprintf(s->target_rule, sizeof s->target_rule, "given (--target %.9g)", s->target);
     } else {
-        sbuf why = {0};
+        mx_sbuf why = {0};
         double sum = 0;
         int used = 0;
         for (int i = 0; i < s->n_runs; i++) {
@@ -460,7 +422,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
             const mx_study_eval* e = eval_at(r, at);
             if (!e) continue;
             sum += e->val_loss;
-            sb_printf(&why, "%sseed %llu: %.9g at %lld tokens", used ? "; " : "", (unsigned long long)r->seed,
+            mx_sb_printf(&why, "%sseed %llu: %.9g at %lld tokens", used ? "; " : "", (unsigned long long)r->seed,
                       e->val_loss, (long long)e->tokens);
             used++;
         }
@@ -574,31 +536,31 @@ static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
 }
 
 /* `s` quoted for a POSIX shell when it needs it. */
-static void sh_word(sbuf* b, const char* s) {
+static void sh_word(mx_sbuf* b, const char* s) {
     int plain = *s != 0;
     for (const char* c = s; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._+-/=:,@%", *c)))
             plain = 0;
-    if (plain) { sb_printf(b, "%s", s); return; }
-    sb_printf(b, "'");
+    if (plain) { mx_sb_printf(b, "%s", s); return; }
+    mx_sb_printf(b, "'");
     for (const char* c = s; *c; c++)
-        if (*c == '\'') sb_printf(b, "'\\''");
-        else sb_printf(b, "%c", *c);
-    sb_printf(b, "'");
+        if (*c == '\'') mx_sb_printf(b, "'\\''");
+        else mx_sb_printf(b, "%c", *c);
+    mx_sb_printf(b, "'");
 }
 
 /* The mxlm train command of a run: its config.txt's keys that differ from the defaults of its preset. */
-static void run_command(sbuf* b, const mx_study_run* r) {
+static void run_command(mx_sbuf* b, const mx_study_run* r) {
     mx_train_config d;
     mx_train_config_default(&d);
     if (r->preset[0]) mx_model_preset(r->preset, &d.model);
     static char dtext[16384];
     mx_train_config_text(&d, 0, dtext, sizeof dtext);
-    sb_printf(b, "mxlm train --preset ");
+    mx_sb_printf(b, "mxlm train --preset ");
     sh_word(b, r->preset[0] ? r->preset : "tiny");
-    sb_printf(b, " --recipe ");
+    mx_sb_printf(b, " --recipe ");
     sh_word(b, r->recipe);
-    sb_printf(b, " --seed %llu --steps %lld", (unsigned long long)r->seed, (long long)r->steps);
+    mx_sb_printf(b, " --seed %llu --steps %lld", (unsigned long long)r->seed, (long long)r->steps);
     for (const char* p = r->config; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         size_t kl = strcspn(p, " =\n");
         char key[64], val[1100], dv[1100];
@@ -608,14 +570,14 @@ static void run_command(sbuf* b, const mx_study_run* r) {
             continue;
         if (!cfg_get(p, key, val, sizeof val)) continue;
         if (cfg_get(dtext, key, dv, sizeof dv) && !strcmp(dv, val)) continue;
-        sb_printf(b, " --%s ", key);
+        mx_sb_printf(b, " --%s ", key);
         sh_word(b, val);
     }
-    sb_printf(b, " --out ");
+    mx_sb_printf(b, " --out ");
     sh_word(b, r->dir);
 }
 
-static void model_line(sbuf* b, const mx_study_run* r) {
+static void model_line(mx_sbuf* b, const mx_study_run* r) {
     mx_model_config m;
     memset(&m, 0, sizeof m);
     snprintf(m.name, sizeof m.name, "%.31s", r->preset);
@@ -631,18 +593,18 @@ static void model_line(sbuf* b, const mx_study_run* r) {
     m.norm_eps = cfg_get(r->config, "norm-eps", v, sizeof v) ? strtof(v, NULL) : 1e-5f;
     char d[512];
     mx_model_config_describe(&m, d, sizeof d);
-    sb_printf(b, "- **Model**: %s; %lld parameters (%lld without the embedding and head).\n", d,
+    mx_sb_printf(b, "- **Model**: %s; %lld parameters (%lld without the embedding and head).\n", d,
               (long long)mx_model_n_params(&m), (long long)mx_model_n_params_nonembed(&m));
     char lr[64] = "?", wu[64] = "?", fl[64] = "?", dev[64] = "?";
     cfg_get(r->config, "lr", lr, sizeof lr);
     cfg_get(r->config, "warmup", wu, sizeof wu);
     cfg_get(r->config, "min-lr-frac", fl, sizeof fl);
     cfg_get(r->config, "device", dev, sizeof dev);
-    sb_printf(b, "- **Tokens**: %lld per run (%lld steps x %lld tokens: batch %lld x seq %lld x accum %lld).\n",
+    mx_sb_printf(b, "- **Tokens**: %lld per run (%lld steps x %lld tokens: batch %lld x seq %lld x accum %lld).\n",
               (long long)r->budget_tokens, (long long)r->steps, (long long)r->tokens_per_step,
               (long long)cfg_i64(r->config, "batch", 0), (long long)cfg_i64(r->config, "seq", 0),
               (long long)cfg_i64(r->config, "accum", 1));
-    sb_printf(b, "- **Schedule**: AdamW, peak LR %s, %s warmup steps, cosine to %sx the peak; evaluation every %lld "
+    mx_sb_printf(b, "- **Schedule**: AdamW, peak LR %s, %s warmup steps, cosine to %sx the peak; evaluation every %lld "
                  "steps on %lld validation tokens; device %s.\n", lr, wu, fl,
               (long long)cfg_i64(r->config, "eval-every", 0), (long long)cfg_i64(r->config, "val-tokens", 0), dev);
 }
@@ -655,46 +617,46 @@ static int line_seen(const char* text, const char* p, size_t l) {
 }
 
 char* mx_study_markdown(const mx_study* s) {
-    sbuf b = {0};
+    mx_sbuf b = {0};
     char t1[64], t2[64], t3[64], t4[64], cell[160];
     const char* B = s->baseline;
-    sb_printf(&b, "# Study: %s\n\n", s->dir);
+    mx_sb_printf(&b, "# Study: %s\n\n", s->dir);
     /* the setup, from the first run (the baseline's when there is one) */
-    sb_printf(&b, "## Setup\n\n");
+    mx_sb_printf(&b, "## Setup\n\n");
     model_line(&b, &s->runs[0]);
-    sb_printf(&b, "- **Seeds**:");
+    mx_sb_printf(&b, "- **Seeds**:");
     for (int k = 0; k < s->n_recipes; k++) {
-        sb_printf(&b, "%s %s", k ? ";" : "", s->recipes[k].recipe);
+        mx_sb_printf(&b, "%s %s", k ? ";" : "", s->recipes[k].recipe);
         int first = 1;
         for (int i = 0; i < s->n_runs; i++)
             if (!strcmp(s->runs[i].recipe, s->recipes[k].recipe)) {
-                sb_printf(&b, "%s%llu", first ? " " : ",", (unsigned long long)s->runs[i].seed);
+                mx_sb_printf(&b, "%s%llu", first ? " " : ",", (unsigned long long)s->runs[i].seed);
                 first = 0;
             }
     }
-    sb_printf(&b, ".\n");
-    if (s->warning[0]) sb_printf(&b, "- **Warning**: %s.\n", s->warning);
+    mx_sb_printf(&b, ".\n");
+    if (s->warning[0]) mx_sb_printf(&b, "- **Warning**: %s.\n", s->warning);
     for (const char* p = s->study_txt; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         size_t l = strcspn(p, "\n");
         if (line_seen(s->study_txt, p, l)) continue; /* a study run again (continued) */
-        if (!strncmp(p, "machine = ", 10)) sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
-        if (!strncmp(p, "command = ", 10)) sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
+        if (!strncmp(p, "machine = ", 10)) mx_sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
+        if (!strncmp(p, "command = ", 10)) mx_sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
     }
-    sb_printf(&b, "- **Target**: validation loss %s nats: %s.\n", num(t1, sizeof t1, "%.6g", s->target), s->target_rule);
+    mx_sb_printf(&b, "- **Target**: validation loss %s nats: %s.\n", num(t1, sizeof t1, "%.6g", s->target), s->target_rule);
     if (isfinite(s->budget_limit))
-        sb_printf(&b, "- **Budget**: a run that does not reach the target within %.9g tokens (%.9gx the baseline's %lld) "
+        mx_sb_printf(&b, "- **Budget**: a run that does not reach the target within %.9g tokens (%.9gx the baseline's %lld) "
                       "or diverges did not converge.\n", s->budget_limit, s->opts.budget_factor,
                   (long long)s->baseline_budget);
-    sb_printf(&b, "- **Baseline** %s: mean tokens-to-target %s.\n\n", B, num(t1, sizeof t1, "%.0f", s->baseline_ttt));
+    mx_sb_printf(&b, "- **Baseline** %s: mean tokens-to-target %s.\n\n", B, num(t1, sizeof t1, "%.0f", s->baseline_ttt));
 
     /* Table 1 */
-    sb_printf(&b, "## Table 1: token overhead vs %s to reach the target\n\n", B);
-    sb_printf(&b, "| recipe | MXFP4 in all GEMMs | seeds reached / finished / runs | tokens to target (mean) | "
+    mx_sb_printf(&b, "## Table 1: token overhead vs %s to reach the target\n\n", B);
+    mx_sb_printf(&b, "| recipe | MXFP4 in all GEMMs | seeds reached / finished / runs | tokens to target (mean) | "
                   "overhead vs %s (min..max) | final val loss |\n|---|---|---|---|---|---|\n", B);
     for (int k = 0; k < s->n_recipes; k++) {
         const mx_study_recipe* R = &s->recipes[k];
         overhead_cell(R, cell, sizeof cell);
-        sb_printf(&b, "| %s%s | %s | %d / %d / %d | %s | %s | %s |\n", R->recipe, strcmp(R->recipe, B) ? "" : " (baseline)",
+        mx_sb_printf(&b, "| %s%s | %s | %d / %d / %d | %s | %s | %s |\n", R->recipe, strcmp(R->recipe, B) ? "" : " (baseline)",
                   R->full_mxfp4 ? "yes" : "no", R->n_reached, R->n_finished, R->n_runs,
                   num(t1, sizeof t1, "%.0f", R->ttt_mean), cell, num(t2, sizeof t2, "%.4f", R->final_loss));
     }
@@ -710,11 +672,11 @@ char* mx_study_markdown(const mx_study* s) {
             for (int k = 0; k < s->n_recipes; k++) any |= !strcmp(s->recipes[k].recipe, n);
         }
     if (any) {
-        sb_printf(&b, "\nIn the paper's layout (overhead vs %s; mean, min..max over seeds):\n\n"
+        mx_sb_printf(&b, "\nIn the paper's layout (overhead vs %s; mean, min..max over seeds):\n\n"
                       "| MXFP4 enabled in | plain | + stochastic rounding | + random Hadamard | + deterministic H16 |\n"
                       "|---|---|---|---|---|\n", B);
         for (int i = 0; i < 3; i++) {
-            sb_printf(&b, "| %s |", rows[i][1]);
+            mx_sb_printf(&b, "| %s |", rows[i][1]);
             for (int j = 0; j < 4; j++) {
                 char n[64];
                 snprintf(n, sizeof n, "%s%s", rows[i][0], cols[j]);
@@ -722,28 +684,28 @@ char* mx_study_markdown(const mx_study* s) {
                 for (int k = 0; k < s->n_recipes; k++)
                     if (!strcmp(s->recipes[k].recipe, n)) R = &s->recipes[k];
                 if (R) overhead_cell(R, cell, sizeof cell);
-                sb_printf(&b, " %s |", R ? cell : "");
+                mx_sb_printf(&b, " %s |", R ? cell : "");
             }
-            sb_printf(&b, "\n");
+            mx_sb_printf(&b, "\n");
         }
     }
 
     /* Table 2 */
     const int col16 = strcmp(B, "bf16") != 0; /* a "vs bf16" column besides "vs baseline" */
-    sb_printf(&b, "\n## Table 2: step throughput and end-to-end tokens-to-target throughput\n\n"
+    mx_sb_printf(&b, "\n## Table 2: step throughput and end-to-end tokens-to-target throughput\n\n"
                   "| recipe | step throughput (tok/s, median) | vs %s |%s token overhead | end-to-end vs %s |\n"
                   "|---|---|---|---|---|%s\n", B, col16 ? " vs bf16 |" : "", B, col16 ? "---|" : "");
     for (int k = 0; k < s->n_recipes; k++) {
         const mx_study_recipe* R = &s->recipes[k];
         const char* e2e = R->n_finished && !R->n_reached ? "did not converge" : num(t4, sizeof t4, "%.3fx", R->end_to_end);
-        sb_printf(&b, "| %s | %s | %s |", R->recipe, num(t1, sizeof t1, "%.0f", R->tok_per_s),
+        mx_sb_printf(&b, "| %s | %s | %s |", R->recipe, num(t1, sizeof t1, "%.0f", R->tok_per_s),
                   num(t2, sizeof t2, "%.3fx", R->vs_baseline));
-        if (col16) sb_printf(&b, " %s |", num(t3, sizeof t3, "%.3fx", R->vs_bf16));
-        sb_printf(&b, " %s | %s |\n", pct(cell, sizeof cell, R->overhead), e2e);
+        if (col16) mx_sb_printf(&b, " %s |", num(t3, sizeof t3, "%.3fx", R->vs_bf16));
+        mx_sb_printf(&b, " %s | %s |\n", pct(cell, sizeof cell, R->overhead), e2e);
     }
 
     /* the runs */
-    sb_printf(&b, "\n## Runs\n\n| run | recipe | seed | status | tokens | final val loss | tokens to target | "
+    mx_sb_printf(&b, "\n## Runs\n\n| run | recipe | seed | status | tokens | final val loss | tokens to target | "
                   "overhead | median tok/s |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_runs; i++) {
         const mx_study_run* r = &s->runs[i];
@@ -757,21 +719,21 @@ char* mx_study_markdown(const mx_study* s) {
                                                                        : " (target not reached: did not converge)");
         }
         double fl = r->n_evals ? r->evals[r->n_evals - 1].val_loss : NAN;
-        sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s |\n", r->name, r->recipe,
+        mx_sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s |\n", r->name, r->recipe,
                   (unsigned long long)r->seed, st, (long long)r->last_tokens, num(t1, sizeof t1, "%.4f", fl),
                   r->tokens_to_target >= 0 ? num(t2, sizeof t2, "%.0f", (double)r->tokens_to_target) : "-",
                   pct(t3, sizeof t3, r->overhead), num(t4, sizeof t4, "%.0f", r->tok_per_s));
     }
-    sb_printf(&b, "\nCommands (each run's config.txt, as `mxlm train` flags that differ from the preset's defaults):\n\n");
+    mx_sb_printf(&b, "\nCommands (each run's config.txt, as `mxlm train` flags that differ from the preset's defaults):\n\n");
     for (int i = 0; i < s->n_runs; i++) {
-        sb_printf(&b, "- `");
+        mx_sb_printf(&b, "- `");
         run_command(&b, &s->runs[i]);
-        sb_printf(&b, "`\n");
+        mx_sb_printf(&b, "`\n");
     }
-    sb_printf(&b, "\n## Figures\n\n![validation loss against tokens](loss.svg)\n");
+    mx_sb_printf(&b, "\n## Figures\n\n![validation loss against tokens](loss.svg)\n");
     for (int i = 0; i < s->n_runs; i++)
         if (s->runs[i].n_tele && recipe_full_mxfp4(s->runs[i].recipe)) {
-            sb_printf(&b, "\n![per-GEMM quantization SQNR over steps](telemetry.svg)\n");
+            mx_sb_printf(&b, "\n![per-GEMM quantization SQNR over steps](telemetry.svg)\n");
             break;
         }
     return sb_take(&b);
@@ -803,40 +765,40 @@ static double fx(const frame* f, double x) { return f->L + (x - f->x0) / (f->x1 
 static double fy(const frame* f, double y) { return f->T + f->H - (y - f->y0) / (f->y1 - f->y0) * f->H; }
 
 /* Axes, grid and tick labels of a plot area, and its clip path `id`. */
-static void svg_axes(sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
+static void svg_axes(mx_sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
     char t[32];
-    sb_printf(b, "<clipPath id=\"c%d\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></clipPath>\n", id, f->L, f->T,
+    mx_sb_printf(b, "<clipPath id=\"c%d\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></clipPath>\n", id, f->L, f->T,
               f->W, f->H);
-    sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n", f->L, f->T, f->W,
+    mx_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n", f->L, f->T, f->W,
               f->H);
     double xs = tick_step(f->x0, f->x1, 6), ys = tick_step(f->y0, f->y1, 6);
     for (double x = ceil(f->x0 / xs) * xs; x <= f->x1 + 1e-9 * xs; x += xs)
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%d\" "
+        mx_sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%d\" "
                      "text-anchor=\"middle\">%s</text>\n", fx(f, x), f->T, fx(f, x), f->T + f->H, fx(f, x),
                   f->T + f->H + 16, short_num(t, sizeof t, fabs(x) < 1e-9 * xs ? 0 : x));
     for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + 1e-9 * ys; y += ys)
-        sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" "
+        mx_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" "
                      "text-anchor=\"end\">%g</text>\n", f->L, fy(f, y), f->L + f->W, fy(f, y), f->L - 5, fy(f, y) + 4,
                   fabs(y) < 1e-9 * ys ? 0 : y);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", f->L + f->W / 2, f->T + f->H + 34, xlabel);
-    sb_printf(b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", f->L - 42,
+    mx_sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", f->L + f->W / 2, f->T + f->H + 34, xlabel);
+    mx_sb_printf(b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", f->L - 42,
               f->T + f->H / 2, ylabel);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n", f->L + f->W / 2,
+    mx_sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n", f->L + f->W / 2,
               f->T - 8, title);
 }
 
-static void svg_begin(sbuf* b, int w, int h) {
-    sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+static void svg_begin(mx_sbuf* b, int w, int h) {
+    mx_sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                  "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
               w, h, w, h, w, h);
 }
 
-static void xml_text(sbuf* b, const char* s) {
+static void xml_text(mx_sbuf* b, const char* s) {
     for (; *s; s++)
-        if (*s == '<') sb_printf(b, "&lt;");
-        else if (*s == '>') sb_printf(b, "&gt;");
-        else if (*s == '&') sb_printf(b, "&amp;");
-        else sb_printf(b, "%c", *s);
+        if (*s == '<') mx_sb_printf(b, "&lt;");
+        else if (*s == '>') mx_sb_printf(b, "&gt;");
+        else if (*s == '&') mx_sb_printf(b, "&amp;");
+        else mx_sb_printf(b, "%c", *s);
 }
 
 static char* loss_svg(const mx_study* s) {
@@ -856,11 +818,11 @@ static char* loss_svg(const mx_study* s) {
     f.y0 -= pad;
     f.y1 += pad;
     int legend_h = 18 * s->n_recipes + 10;
-    sbuf b = {0};
+    mx_sbuf b = {0};
     svg_begin(&b, 900, 480 > f.T + legend_h + 40 ? 480 : f.T + legend_h + 40);
     svg_axes(&b, &f, "tokens", "validation loss (nats)", "Validation loss against tokens", 0);
     if (isfinite(s->target))
-        sb_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" stroke-dasharray=\"6,4\"/>"
+        mx_sb_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" stroke-dasharray=\"6,4\"/>"
                       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">target %.4g</text>\n", f.L, fy(&f, s->target),
                   f.L + f.W, fy(&f, s->target), f.L + f.W - 4, fy(&f, s->target) - 4, s->target);
     for (int i = 0; i < s->n_runs; i++) {
@@ -869,7 +831,7 @@ static char* loss_svg(const mx_study* s) {
         while (k < s->n_recipes && strcmp(s->recipes[k].recipe, r->recipe)) k++;
         const char* col = k_colors[k % 10];
         const char* dash = k >= 10 ? " stroke-dasharray=\"4,2\"" : "";
-        sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\"%s stroke-width=\"1.5\" points=\"", col,
+        mx_sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\"%s stroke-width=\"1.5\" points=\"", col,
                   dash);
         double lx = NAN, ly = NAN;
         for (int j = 0; j < r->n_evals; j++) {
@@ -877,25 +839,25 @@ static char* loss_svg(const mx_study* s) {
             if (!isfinite(e->val_loss)) break;
             lx = fx(&f, (double)e->tokens);
             ly = fy(&f, e->val_loss);
-            sb_printf(&b, "%.1f,%.1f ", lx, ly);
+            mx_sb_printf(&b, "%.1f,%.1f ", lx, ly);
         }
-        sb_printf(&b, "\"><title>%s</title></polyline>\n", r->name);
+        mx_sb_printf(&b, "\"><title>%s</title></polyline>\n", r->name);
         if (r->diverged && isfinite(lx)) /* a cross where a diverged run's curve ends */
-            sb_printf(&b, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx - 4,
+            mx_sb_printf(&b, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx - 4,
                       fmin(fmax(ly, (double)f.T), (double)(f.T + f.H)) - 4, col);
     }
     int lx = f.L + f.W + 15, ly = f.T + 5;
     for (int k = 0; k < s->n_recipes; k++) {
-        sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/><text x=\"%d\" "
+        mx_sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/><text x=\"%d\" "
                       "y=\"%d\">", lx, ly + 18 * k, lx + 20, ly + 18 * k, k_colors[k % 10],
                   k >= 10 ? " stroke-dasharray=\"4,2\"" : "", lx + 26, ly + 18 * k + 4);
         xml_text(&b, s->recipes[k].recipe);
-        sb_printf(&b, "</text>\n");
+        mx_sb_printf(&b, "</text>\n");
     }
     int any_div = 0;
     for (int i = 0; i < s->n_runs; i++) any_div |= s->runs[i].diverged;
-    if (any_div) sb_printf(&b, "<text x=\"%d\" y=\"%d\">x: diverged</text>\n", lx, ly + 18 * s->n_recipes + 4);
-    sb_printf(&b, "</svg>\n");
+    if (any_div) mx_sb_printf(&b, "<text x=\"%d\" y=\"%d\">x: diverged</text>\n", lx, ly + 18 * s->n_recipes + 4);
+    mx_sb_printf(&b, "</svg>\n");
     return sb_take(&b);
 }
 
@@ -906,12 +868,12 @@ static char* telemetry_svg(const mx_study* s) {
         if (s->runs[i].n_tele && recipe_full_mxfp4(s->runs[i].recipe)) idx[n++] = i;
     if (!n) return NULL;
     const int PW = 360, PH = 220, cols = n < 2 ? n : 2, rows = (n + cols - 1) / cols;
-    sbuf b = {0};
+    mx_sbuf b = {0};
     svg_begin(&b, cols > 1 ? 40 + cols * (PW + 100) : 720, 80 + rows * (PH + 80));
-    sb_printf(&b, "<text x=\"20\" y=\"22\" font-weight=\"bold\">Quantization SQNR of each GEMM operand (dB, mean "
+    mx_sb_printf(&b, "<text x=\"20\" y=\"22\" font-weight=\"bold\">Quantization SQNR of each GEMM operand (dB, mean "
                   "over the layers and linears) against steps</text>\n");
     for (int o = 0; o < MX_STUDY_OPS; o++)
-        sb_printf(&b, "<line x1=\"%d\" y1=\"40\" x2=\"%d\" y2=\"40\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
+        mx_sb_printf(&b, "<line x1=\"%d\" y1=\"40\" x2=\"%d\" y2=\"40\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
                       "y=\"44\">%s</text>\n", 20 + 110 * o, 40 + 110 * o, k_colors[o], 46 + 110 * o, k_ops[o]);
     /* one scale for every panel, so that runs compare at a glance */
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
@@ -931,21 +893,21 @@ static char* telemetry_svg(const mx_study* s) {
     for (int p = 0; p < n; p++) {
         const mx_study_run* r = &s->runs[idx[p]];
         frame f = {x0, x1, y0 - pad, y1 + pad, 70 + (p % cols) * (PW + 100), 90 + (p / cols) * (PH + 80), PW, PH};
-        sbuf title = {0};
+        mx_sbuf title = {0};
         xml_text(&title, r->name);
         char* tt = sb_take(&title);
         svg_axes(&b, &f, "step", "SQNR (dB)", tt ? tt : "", p + 1);
         free(tt);
         for (int o = 0; o < MX_STUDY_OPS; o++) {
-            sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+            mx_sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                       p + 1, k_colors[o]);
             for (int t = 0; t < r->n_tele; t++)
                 if (isfinite(r->tele[t].sqnr_db[o]))
-                    sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].sqnr_db[o]));
-            sb_printf(&b, "\"/>\n");
+                    mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].sqnr_db[o]));
+            mx_sb_printf(&b, "\"/>\n");
         }
     }
-    sb_printf(&b, "</svg>\n");
+    mx_sb_printf(&b, "</svg>\n");
     return sb_take(&b);
 }
 
@@ -955,9 +917,9 @@ int mx_study_write_report(const mx_study* s) {
     char* svg = loss_svg(s);
     char* tel = telemetry_svg(s);
     int rc = md && svg ? MX_OK : mx_fail(MX_ENOMEM, "study: out of memory");
-    if (!rc) { snprintf(p, sizeof p, "%s/results.md", s->dir); rc = write_atomic(p, md, strlen(md)); }
-    if (!rc) { snprintf(p, sizeof p, "%s/loss.svg", s->dir); rc = write_atomic(p, svg, strlen(svg)); }
-    if (!rc && tel) { snprintf(p, sizeof p, "%s/telemetry.svg", s->dir); rc = write_atomic(p, tel, strlen(tel)); }
+    if (!rc) { snprintf(p, sizeof p, "%s/results.md", s->dir); rc = mx_write_atomic(p, md, strlen(md)); }
+    if (!rc) { snprintf(p, sizeof p, "%s/loss.svg", s->dir); rc = mx_write_atomic(p, svg, strlen(svg)); }
+    if (!rc && tel) { snprintf(p, sizeof p, "%s/telemetry.svg", s->dir); rc = mx_write_atomic(p, tel, strlen(tel)); }
     free(md);
     free(svg);
     free(tel);

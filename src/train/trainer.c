@@ -26,6 +26,7 @@
 #include "mxlm/data.h"
 #include "mxlm/hf.h"
 #include "mxlm/train.h"
+#include "mxlm/util.h"
 #ifdef MXLM_CUDA
 #include "mxlm/gpu.h"
 #include "mxlm/gpu_model.h"
@@ -121,25 +122,6 @@ static int mkdirs(const char* path) {
     return MX_OK;
 }
 
-static int write_atomic(const char* path, const char* data, size_t n) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t done = 0;
-    int err = 0;
-    while (done < n && !err) {
-        ssize_t k = write(fd, data + done, n - done);
-        if (k < 0 && errno != EINTR) err = errno;
-        if (k > 0) done += (size_t)k;
-    }
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) { unlink(tmp); return mx_fail(MX_EIO, "%s: cannot write: %s", path, strerror(err)); }
-    return MX_OK;
-}
-
 static int file_exists(const char* p) { struct stat st; return stat(p, &st) == 0; }
 
 /* Keep metrics lines with "step" <= last and no status/summary line (resume). */
@@ -168,7 +150,7 @@ static int truncate_metrics(const char* path, int64_t last) {
     free(line);
     fclose(f);
     if (!out) return mx_fail(MX_ENOMEM, "metrics: out of memory");
-    rc = write_atomic(path, out, len);
+    rc = mx_write_atomic(path, out, len);
     free(out);
     return rc;
 }
@@ -512,7 +494,7 @@ static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
     if (k < 0 || k >= (int)sizeof buf) return;
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.json", r->c.out);
-    write_atomic(path, buf, (size_t)k);
+    mx_write_atomic(path, buf, (size_t)k);
 }
 
 /* Append loss to the window of the last W (oldest first). */
@@ -758,7 +740,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     else if (restart) rc = truncate_metrics(mpath, -1);
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
-    if (!rc) rc = write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
+    if (!rc) rc = mx_write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
     if (rc) { run_free(r); return rc; }
     r->metrics = fopen(mpath, "a");
     if (!r->metrics) { run_free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", mpath, strerror(errno)); }
