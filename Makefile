@@ -1,5 +1,6 @@
-# mxlm build. `make` builds ./mxlm (CPU); `make cuda` builds ./mxlm with the GPU path;
-# `make test` builds and runs the CPU tests, plain and under ASan+UBSan.
+# mxlm build. `make` builds ./mxlm: the CPU build, or the CUDA build where nvcc and an NVIDIA GPU
+# are both present (MXLM_GPU=0 or 1 overrides the detection); `make cuda` builds ./mxlm with the GPU
+# path; `make test` builds and runs the CPU tests (on build/cpu/mxlm), plain and under ASan+UBSan.
 CC      ?= gcc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -26,8 +27,16 @@ objs = $(patsubst %.c,$(1)/%.o,$(2))
 .PHONY: all cuda test test-asan test-cpu test-gpu bench clean help
 all: mxlm
 
-mxlm: $(call objs,$(B_CPU),$(LIB_SRC) $(CLI_SRC))
+MXLM_GPU ?= $(shell [ -n "$(NVCC)" ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1 || echo 0)
+$(B_CPU)/mxlm: $(call objs,$(B_CPU),$(LIB_SRC) $(CLI_SRC))
 	$(CC) -o $@ $^ $(LDLIBS)
+ifeq ($(MXLM_GPU),1)
+mxlm: $(B_CUDA)/mxlm
+	cp $< $@
+else
+mxlm: $(B_CPU)/mxlm
+	cp $< $@
+endif
 
 $(B_CPU)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -44,10 +53,10 @@ $(B_ASAN)/mxlm: $(call objs,$(B_ASAN),$(LIB_SRC) $(CLI_SRC))
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
 
 # The README's test command: both builds, one summary line at the end.
-test: mxlm $(B_CPU)/tests/run $(B_ASAN)/tests/run $(B_ASAN)/mxlm
+test: mxlm $(B_CPU)/mxlm $(B_CPU)/tests/run $(B_ASAN)/tests/run $(B_ASAN)/mxlm
 	@bash tests/run.sh
-test-cpu: mxlm $(B_CPU)/tests/run
-	OMP_WAIT_POLICY=passive MXLM_BIN=./mxlm $(B_CPU)/tests/run $(T)
+test-cpu: mxlm $(B_CPU)/mxlm $(B_CPU)/tests/run
+	OMP_WAIT_POLICY=passive MXLM_BIN=$(B_CPU)/mxlm $(B_CPU)/tests/run $(T)
 test-asan: $(B_ASAN)/tests/run $(B_ASAN)/mxlm
 	OMP_WAIT_POLICY=passive MXLM_BIN=$(B_ASAN)/mxlm $(B_ASAN)/tests/run $(T)
 
@@ -58,7 +67,7 @@ clean:
 	rm -rf build mxlm
 
 help:
-	@echo "make          build ./mxlm (CPU)";                  \
+	@echo "make          build ./mxlm (CPU; CUDA where nvcc and a GPU are present)"; \
 	 echo "make test     CPU tests, plain and ASan+UBSan";     \
 	 echo "make cuda     build ./mxlm with the GPU path (nvcc)"; \
 	 echo "make test-gpu GPU tests (on a machine with an NVIDIA GPU)"

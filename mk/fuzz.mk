@@ -29,4 +29,6 @@ fuzz-run: fuzz build/data/tiny.tiktoken
 	      | grep -E "^(stat::number_of_executed_units|==|SUMMARY|Done)" || true; \
 	  test -z "$$(ls $(B_FUZZ)/crash-$$n-* 2>/dev/null)" || { echo "fuzz $$n: crash, see $(B_FUZZ)/crash-$$n-*"; exit 1; }; \
 	done
-.SECONDARY:
+# Keep the fuzz objects (a bare .SECONDARY: would make every target of the build secondary, so
+# a deleted object or binary was not rebuilt while its dependents looked up to date).
+.SECONDARY: $(patsubst %.c,$(B_FUZZ)/obj/%.o,$(LIB_SRC))

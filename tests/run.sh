@@ -19,7 +19,7 @@ run() {  # $1 label, $2 runner, $3 mxlm binary
     total_p=$((total_p + p)); total_f=$((total_f + f))
     [ "$rc" -eq 0 ] || status=1
 }
-run "plain build" build/cpu/tests/run ./mxlm
+run "plain build" build/cpu/tests/run build/cpu/mxlm
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run "ASan+UBSan build" build/asan/tests/run build/asan/mxlm
 echo "$total_p passed, $total_f failed"
