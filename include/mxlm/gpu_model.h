@@ -1,7 +1,8 @@
 /*
  * gpu_model.h: the GPU twins of the CPU model layers (model.h, one file per layer in src/nn/)
- * and of the optimizer (train.h, src/train/adamw.c). CUDA build only
- * (-DMXLM_CUDA); implemented in src/cuda/layers.cu. Issue 6, in progress.
+ * and of the optimizer (train.h, src/train/adamw.c), the quantized linear layer (linear.h) and
+ * the whole model (mx_llama) that the trainer runs with --device cuda. CUDA build only
+ * (-DMXLM_CUDA); implemented in src/cuda/layers.cu, attn_gemm.cu, linear.cu and model.cu.
  *
  * Conventions (as gpu.h): every tensor pointer is device memory; `stream` is
  * a cudaStream_t (NULL: the default stream); work is asynchronous; functions
@@ -9,8 +10,8 @@
  * never exit or print. Shapes and in-place / accumulate semantics are those
  * of the CPU function of the same name (model.h), except where stated.
  *
- * Precision: FP32 activations and FP32 (or FP64) statistics in this first
- * version; BF16 activations come later. layers.cu is compiled with
+ * Precision: FP32 activations and FP32 (or FP64) statistics (BF16
+ * activations are not done). layers.cu is compiled with
  * --fmad=false so that elementwise expressions round as the CPU's.
  *
  * Determinism: no floating-point atomics anywhere; every reduction has a

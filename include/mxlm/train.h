@@ -1,5 +1,6 @@
 /*
- * train.h: the CPU reference trainer (src/train/): AdamW, the learning-rate
+ * train.h: the trainer (src/train/): the CPU reference, or the GPU model of
+ * gpu_model.h in the CUDA build (--device); AdamW, the learning-rate
  * schedule, the data loader over llm.c shards, evaluation, checkpoints,
  * telemetry and the training loop that ties them together.
  *
