@@ -135,6 +135,13 @@ typedef struct {
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
 enum { MX_HEAD_AUTO = 0, MX_HEAD_FP32 = 1, MX_HEAD_BF16 = 2 };
 enum { MX_ATTN_AUTO = 0, MX_ATTN_FLASH = 1, MX_ATTN_GEMM = 2, MX_ATTN_TF32 = 3 };
+/* The option words of those enums (and of --on-nonfinite, --gemm), indexed by value and
+ * NULL-terminated: the CLI parses with them, config.txt is written with them. */
+extern const char* const mx_device_names[];    /* auto cpu cuda */
+extern const char* const mx_attn_names[];      /* auto flash gemm tf32 */
+extern const char* const mx_head_names[];      /* auto fp32 bf16 */
+extern const char* const mx_gemm_names[];      /* fast exact (index: gemm_exact) */
+extern const char* const mx_nonfinite_names[]; /* abort skip */
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
 /* The GPU model's attention implementation for c->attn (0 flash, 1 GEMM FP32, 2 GEMM TF32; gpu_model.h). */
@@ -241,6 +248,11 @@ int mx_telemetry_write(const mx_llama* mdl, int64_t step, void* file /* FILE* */
  * windows, in batches of B (n_windows a multiple of B). The model's linear
  * states are restored afterwards (evaluation does not touch FP8 history). */
 int mx_evaluate(mx_llama* mdl, const mx_loader* val, int64_t n_windows, int B, int T, float* loss);
+/* The loop of mx_evaluate for any engine: fn(ctx, inp [B, T], tgt [B, T], &mean loss) per batch;
+ * *loss = the mean of the batch means (summed in double, in order). */
+typedef int (*mx_batch_loss_fn)(void* ctx, const int32_t* inp, const int32_t* tgt, float* loss);
+int mx_evaluate_batches(mx_batch_loss_fn fn, void* ctx, const mx_loader* val, int64_t n_windows, int B, int T,
+                        float* loss);
 
 #ifdef __cplusplus
 }

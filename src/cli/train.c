@@ -77,6 +77,20 @@ static int load_config(const char* path, char*** out, int* nout) {
 
 static int train_main(int argc, char** argv, const char* config_path);
 
+/* *out = the index of `val` in names (NULL-terminated); else a usage error listing them (2). */
+static int choice(const char* opt, const char* val, const char* const* names, int* out) {
+    char list[256] = "";
+    int n = 0;
+    for (; names[n]; n++)
+        if (!strcmp(val, names[n])) { *out = n; return 0; }
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(list);
+        snprintf(list + k, sizeof list - k, "%s'%s'", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    }
+    fprintf(stderr, "mxlm train: --%s: %s, not '%s'\n", opt, list, val);
+    return 2;
+}
+
 /* --config first, then the command line over it */
 int cmd_train(int argc, char** argv) {
     const char* config = NULL;
@@ -218,37 +232,14 @@ static int train_main(int argc, char** argv, const char* config_path) {
     }
     mx_recipe r;
     if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
-    if (on_nonfinite) {
-        if (!strcmp(on_nonfinite, "abort")) c.on_nonfinite = MX_NONFINITE_ABORT;
-        else if (!strcmp(on_nonfinite, "skip")) c.on_nonfinite = MX_NONFINITE_SKIP;
-        else { fprintf(stderr, "mxlm train: --on-nonfinite: 'abort' or 'skip', not '%s'\n", on_nonfinite); return 2; }
-    }
-    if (device) {
-        if (!strcmp(device, "auto")) c.device = MX_DEVICE_AUTO;
-        else if (!strcmp(device, "cpu")) c.device = MX_DEVICE_CPU;
-        else if (!strcmp(device, "cuda") || !strcmp(device, "gpu")) c.device = MX_DEVICE_CUDA;
-        else { fprintf(stderr, "mxlm train: --device: 'auto', 'cpu' or 'cuda', not '%s'\n", device); return 2; }
-    }
-    if (gemm) {
-        if (!strcmp(gemm, "fast")) c.gemm_exact = 0;
-        else if (!strcmp(gemm, "exact")) c.gemm_exact = 1;
-        else { fprintf(stderr, "mxlm train: --gemm: 'fast' or 'exact', not '%s'\n", gemm); return 2; }
-    }
+    if (device && !strcmp(device, "gpu")) device = "cuda";
+    if ((on_nonfinite && choice("on-nonfinite", on_nonfinite, mx_nonfinite_names, &c.on_nonfinite)) ||
+        (device && choice("device", device, mx_device_names, &c.device)) ||
+        (gemm && choice("gemm", gemm, mx_gemm_names, &c.gemm_exact)) ||
+        (attn && choice("attn", attn, mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
+        return 2;
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
-    if (attn) {
-        if (!strcmp(attn, "auto")) c.attn = MX_ATTN_AUTO;
-        else if (!strcmp(attn, "flash")) c.attn = MX_ATTN_FLASH;
-        else if (!strcmp(attn, "gemm")) c.attn = MX_ATTN_GEMM;
-        else if (!strcmp(attn, "tf32")) c.attn = MX_ATTN_TF32;
-        else { fprintf(stderr, "mxlm train: --attn: 'auto', 'flash', 'gemm' or 'tf32', not '%s'\n", attn); return 2; }
-    }
-    if (head) {
-        if (!strcmp(head, "auto")) c.head = MX_HEAD_AUTO;
-        else if (!strcmp(head, "fp32")) c.head = MX_HEAD_FP32;
-        else if (!strcmp(head, "bf16")) c.head = MX_HEAD_BF16;
-        else { fprintf(stderr, "mxlm train: --head: 'auto', 'fp32' or 'bf16', not '%s'\n", head); return 2; }
-    }
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     c.mem_limit = mem_limit_mib * 1024 * 1024;
 

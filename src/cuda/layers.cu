@@ -802,38 +802,43 @@ extern "C" int mxg_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t
     return gemm_nt(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate, 1, stream);
 }
 
+/* The LM head and the loss per chunk of Nc rows (FP32 or BF16 operands, FP32 accumulation):
+ * logits GEMM, fused loss kernel, then (training) dxnf = dlogits head and dhead += dlogits^T xnf,
+ * with dlogits rounded to BF16 (chunk16) on the BF16 path. Only [Nc, V] logits exist at a time. */
+static int head_chunks(const void* xnf, const void* head, int bf16, const int32_t* targets, int N, int D, int V,
+                       float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16, int Nc,
+                       void* stream) {
+    const size_t es = bf16 ? 2 : 4; /* bytes per operand element */
+    for (int n0 = 0; n0 < N; n0 += Nc) {
+        const int nc = N - n0 < Nc ? N - n0 : Nc;
+        const void* xc = (const char*)xnf + (size_t)n0 * D * es; /* [nc, D] */
+        int rc = gemm_nt(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, bf16, stream); /* logits [nc, V] */
+        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
+        const void* dl = chunk; /* dlogits [nc, V] */
+        if (!rc && dxnf && bf16) {
+            rc = mxg_to_bf16(chunk, (size_t)nc * V, chunk16, stream);
+            dl = chunk16;
+        }
+        if (!rc && dxnf) rc = gemm_nt(0, 0, nc, D, V, dl, V, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
+        if (!rc && dxnf) rc = gemm_nt(1, 0, V, D, nc, dl, V, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
+        if (rc) return rc;
+    }
+    return MX_OK;
+}
+
 extern "C" int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D,
                                      int V, float scale, float* losses, float* dxnf, float* dhead, float* chunk,
                                      uint16_t* chunk16, int Nc, void* stream) {
     ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0 && !(Nc * D % 8) && !(V % 8),
               "mxg_lm_head_xent_bf16: bad shape N %d D %d V %d chunk %d (Nc*D and V multiples of 8)", N, D, V, Nc);
-    for (int n0 = 0; n0 < N; n0 += Nc) {
-        const int nc = N - n0 < Nc ? N - n0 : Nc;
-        const uint16_t* xc = xnf + (size_t)n0 * D; /* [nc, D] */
-        int rc = mxg_gemm_bf16(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, stream); /* logits [nc, V] */
-        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
-        if (!rc && dxnf) rc = mxg_to_bf16(chunk, (size_t)nc * V, chunk16, stream);
-        if (!rc && dxnf) rc = mxg_gemm_bf16(0, 0, nc, D, V, chunk16, V, head, D, dxnf + (size_t)n0 * D, D, 0, stream);
-        if (!rc && dxnf) rc = mxg_gemm_bf16(1, 0, V, D, nc, chunk16, V, xc, D, dhead, D, 1, stream);
-        if (rc) return rc;
-    }
-    return MX_OK;
+    return head_chunks(xnf, head, 1, targets, N, D, V, scale, losses, dxnf, dhead, chunk, chunk16, Nc, stream);
 }
 
 extern "C" int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets, int N, int D, int V,
                                 float scale, float* losses, float* dxnf, float* dhead, float* chunk, int Nc,
                                 void* stream) {
     ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0, "mxg_lm_head_xent: bad shape N %d D %d V %d chunk %d", N, D, V, Nc);
-    for (int n0 = 0; n0 < N; n0 += Nc) {
-        const int nc = N - n0 < Nc ? N - n0 : Nc;
-        const float* xc = xnf + (size_t)n0 * D; /* [nc, D] */
-        int rc = mxg_sgemm(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, stream); /* logits [nc, V] */
-        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
-        if (!rc && dxnf) rc = mxg_sgemm(0, 0, nc, D, V, chunk, V, head, D, dxnf + (size_t)n0 * D, D, 0, stream);
-        if (!rc && dxnf) rc = mxg_sgemm(1, 0, V, D, nc, chunk, V, xc, D, dhead, D, 1, stream); /* dhead += dl^T x */
-        if (rc) return rc;
-    }
-    return MX_OK;
+    return head_chunks(xnf, head, 0, targets, N, D, V, scale, losses, dxnf, dhead, chunk, NULL, Nc, stream);
 }
 
 extern "C" size_t mxg_sum_squares_workspace(size_t n) { return (n + SS_CHUNK - 1) / SS_CHUNK; }

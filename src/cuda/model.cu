@@ -52,6 +52,7 @@ struct mxg_llama {
     int32_t *tok, *tgt;             // [N]
     int Nc;
     int head_bf16;                  /* LM head GEMMs on BF16 operands (tensor cores) */
+    int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
     uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
     mxg_linws* lin;
     int64_t bytes;                  // allocated
@@ -301,6 +302,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
 
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
     const size_t b = g->n_params * 4;
+    g->head16_fresh = 0;
     CU_TRY(cudaMemcpy(g->params, params, b, cudaMemcpyHostToDevice));
     if (m) CU_TRY(cudaMemcpy(g->m, m, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->m, 0, b));
     if (v) CU_TRY(cudaMemcpy(g->v, v, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->v, 0, b));
@@ -329,6 +331,7 @@ extern "C" int mxg_llama_zero_grad(mxg_llama* g) {
 
 extern "C" int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value) {
     if (offset >= g->n_params) return mx_fail(MX_EINVAL, "GPU model: poke offset out of range");
+    if (!which) g->head16_fresh = 0;
     CU_TRY(cudaStreamSynchronize(g->st));
     CU_TRY(cudaMemcpy((which ? g->grads : g->params) + offset, &value, 4, cudaMemcpyHostToDevice));
     return MX_OK;
@@ -552,7 +555,10 @@ static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
     if (!g->head_bf16)
         return mxg_lm_head_xent(g->xnf, P(MX_P_HEAD), g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
                                 g->chunk, g->Nc, g->st);
-    CHK(mxg_to_bf16(P(MX_P_HEAD), (size_t)c->vocab * c->dim, g->head16, g->st));
+    if (!g->head16_fresh) { /* once per weight update, not per micro-batch or evaluation batch */
+        CHK(mxg_to_bf16(P(MX_P_HEAD), (size_t)c->vocab * c->dim, g->head16, g->st));
+        g->head16_fresh = 1;
+    }
     CHK(mxg_to_bf16(g->xnf, (size_t)N * c->dim, g->xnf16, g->st));
     return mxg_lm_head_xent_bf16(g->xnf16, g->head16, g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
                                  g->chunk, g->chunk16, g->Nc, g->st);
@@ -615,6 +621,7 @@ extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
 }
 
 extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t) {
+    g->head16_fresh = 0;
     PROF_B(PROF_OPT, g->st);
     int rc = mxg_adamw_update(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st);
     PROF_E(PROF_OPT, g->st);

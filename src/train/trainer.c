@@ -70,6 +70,12 @@ static const char* dbl(char* b, double x) {
     return b;
 }
 
+const char* const mx_device_names[] = {"auto", "cpu", "cuda", NULL};
+const char* const mx_attn_names[] = {"auto", "flash", "gemm", "tf32", NULL};
+const char* const mx_head_names[] = {"auto", "fp32", "bf16", NULL};
+const char* const mx_gemm_names[] = {"fast", "exact", NULL};
+const char* const mx_nonfinite_names[] = {"abort", "skip", NULL};
+
 #define ADD(...) do { int k_ = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, __VA_ARGS__); \
                       if (k_ > 0) len += (size_t)k_; } while (0)
 
@@ -92,16 +98,14 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
     if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
-        static const char* dev[3] = {"auto", "cpu", "cuda"};
-        static const char* att[4] = {"auto", "flash", "gemm", "tf32"};
-        ADD("device = %s\ngemm = %s\nrecompute = %d\nattn = %s\n", dev[c->device >= 0 && c->device < 3 ? c->device : 0],
-            c->gemm_exact ? "exact" : "fast", c->recompute, att[c->attn >= 0 && c->attn < 4 ? c->attn : 0]);
+        ADD("device = %s\ngemm = %s\nrecompute = %d\nattn = %s\n", mx_device_names[c->device],
+            mx_gemm_names[c->gemm_exact != 0], c->recompute, mx_attn_names[c->attn]);
         ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
         ADD("target-loss = %s\nkeep-ckpts = %d\n", dbl(d[0], c->target_loss), c->keep_ckpts);
         ADD("on-nonfinite = %s\nmax-skips = %lld\nspike-window = %d\nspike-z = %s\nskip-spikes = %d\n",
-            c->on_nonfinite == MX_NONFINITE_SKIP ? "skip" : "abort", (long long)c->max_skips, c->spike_window,
+            mx_nonfinite_names[c->on_nonfinite], (long long)c->max_skips, c->spike_window,
             dbl(d[1], c->spike_z), c->skip_spikes);
     }
     return (int)len;
@@ -332,22 +336,15 @@ static int eng_to_host(run_state* r) {
     return MX_OK;
 }
 
+#ifdef MXLM_CUDA
+static int gpu_batch_loss(void* g, const int32_t* inp, const int32_t* tgt, float* loss) {
+    return mxg_llama_loss((mxg_llama*)g, inp, tgt, 0, loss, NULL);
+}
+#endif
+
 static int eng_evaluate(run_state* r, float* loss) {
 #ifdef MXLM_CUDA
-    if (r->gpu) { /* mx_evaluate's loop: the mean of the batch means, summed in double */
-        const int B = r->c.batch, T = r->c.seq;
-        double tot = 0.0;
-        int64_t nb = r->n_val / B;
-        int rc = MX_OK;
-        for (int64_t b = 0; b < nb && !rc; b++) {
-            for (int i = 0; i < B && !rc; i++) rc = mx_loader_val_window(&r->val, b * B + i, r->inp + i * T, r->tgt + i * T);
-            float lo = 0.0f;
-            if (!rc) rc = mxg_llama_loss(GPU(r), r->inp, r->tgt, 0, &lo, NULL);
-            tot += lo;
-        }
-        if (!rc) *loss = nb > 0 ? (float)(tot / (double)nb) : 0.0f;
-        return rc;
-    }
+    if (r->gpu) return mx_evaluate_batches(gpu_batch_loss, r->gpu, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
 #endif
     return mx_evaluate(&r->model, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
 }
