@@ -215,8 +215,9 @@ enum { MXG_ATTN_FLASH = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2 };
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                      int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn);
 void mxg_llama_free(mxg_llama* g);
-/* Host <-> device copies of the FP32 master weights and the AdamW moments
- * ([n_params] each, the layout of mx_param_layout; m, v may be NULL). */
+/* Host <-> device copies of the FP32 master weights ([n_params], the layout
+ * of mx_param_layout) and the AdamW moments ([mxg_llama_shard_size]: n_params
+ * unless data-parallel; m, v may be NULL). */
 int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v);
 int mxg_llama_download(const mxg_llama* g, float* params, float* m, float* v);
 int mxg_llama_download_grads(const mxg_llama* g, float* grads);
@@ -253,6 +254,54 @@ int mxg_mem_info(int64_t* free_b, int64_t* total_b);
 int64_t mxg_llama_device_bytes(const mxg_llama* g);
 /* The linear-layer workspace (test hook: last quantized operands). */
 mxg_linws* mxg_llama_linws(mxg_llama* g);
+
+/* ---- data parallelism over NCCL (src/cuda/dist.cu; docs/multigpu.md) ----
+ * One process per GPU. NCCL is loaded at run time (libnccl.so.2 on the loader
+ * path, or MXLM_NCCL=/path): builds without NCCL compile and run single-GPU. */
+#define MXG_NCCL_ID_BYTES 128
+typedef struct mxg_comm mxg_comm;
+/* Load NCCL (once); 0 on success, else -1 with the reason in why. */
+int mxg_nccl_load(char* why, size_t n);
+int mxg_nccl_version(void); /* e.g. 22803; 0 when not loaded */
+/* cudaSetDevice(index) with a message naming the GPU count. */
+int mxg_select_device(int index);
+int mxg_comm_unique_id(unsigned char id[MXG_NCCL_ID_BYTES]);
+/* Collective: every rank calls it with the same id (on its own GPU, set first). */
+int mxg_comm_create(mxg_comm** c, int rank, int world, const unsigned char id[MXG_NCCL_ID_BYTES]);
+void mxg_comm_free(mxg_comm* c, int abort);
+int mxg_comm_rank(const mxg_comm* c);
+int mxg_comm_world(const mxg_comm* c);
+/* Host exchange (synchronous, collective): all[world][bytes] gets every rank's
+ * `mine` in rank order; bytes a multiple of 8, world*bytes <= 4096. */
+int mxg_comm_allgather_host(mxg_comm* c, const void* mine, void* all, size_t bytes);
+/* In place over buf [n] (n a multiple of world), on `stream`: reduce-scatter
+ * (sum; this rank's part is buf + rank*n/world) and all-gather (from that
+ * part). Calls between mxg_comm_group(c, 1) and (c, 0) go out as one. */
+int mxg_comm_reduce_scatter(mxg_comm* c, float* buf, size_t n, void* stream);
+int mxg_comm_all_gather(mxg_comm* c, float* buf, size_t n, void* stream);
+int mxg_comm_group(mxg_comm* c, int begin);
+
+/* The model over a communicator (ZeRO-1): create it with mxg_llama_create_dist.
+ * Every rank holds the full FP32 weights and gradients; the AdamW moments are
+ * sharded: rank r owns part r of every tensor slice (each layer's slice of a
+ * per-layer tensor, split in `world` equal parts) and keeps m, v for those
+ * parts only, packed ([mxg_llama_shard_size] floats). The last micro-batch of
+ * a step (mxg_llama_set_sync(g, 1)) reduce-scatters each layer's gradients on
+ * a second stream as soon as the backward has produced them; grad_sumsq sums
+ * the owned parts over all ranks; adamw updates the owned parts and
+ * all-gathers the weights. upload/download move the packed moments. With
+ * comm NULL this is mxg_llama_create. */
+/* mxg_adamw_update over parts (the same arithmetic, element by element). */
+int mxg_adamw_pieces(const mx_piece* p, int n_pieces, float* params, const float* grads, float* m, float* v,
+                     const mx_adamw_config* c, double lr, float gscale, int64_t t, void* stream);
+int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
+                          int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn,
+                          mxg_comm* comm);
+size_t mxg_llama_shard_size(const mxg_llama* g);
+/* Rank `rank`'s owned parts of a full [n_params] host array <-> its packed
+ * shard [shard_size] (to_full 0: full -> shard; 1: shard -> full). */
+int mxg_llama_shard_copy(const mxg_llama* g, int rank, float* full, float* shard, int to_full);
+int mxg_llama_set_sync(mxg_llama* g, int on);
 
 #ifdef __cplusplus
 }

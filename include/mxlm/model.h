@@ -85,6 +85,22 @@ typedef struct {
 /* Offsets and shapes of every tensor; returns the total count of floats. */
 size_t mx_param_layout(const mx_model_config* c, mx_param_info info[MX_P_COUNT]);
 
+/* ZeRO-1 sharding over W data-parallel ranks: every tensor slice (one layer
+ * of a per-layer tensor, or a whole tensor) is split into W equal parts; rank
+ * R owns part R of each. An owned part: params/grads at `full`, its AdamW
+ * moments at `shard` of the rank's packed arrays, n floats, weight decay or
+ * not; `slice` = the start of its slice (rank q's part is at slice + q*n).
+ * The parts come in layout order, so with W = 1 full == shard throughout. */
+typedef struct {
+    size_t full, shard, n, slice;
+    int decay;
+} mx_piece;
+/* The parts of rank R (count: sum over tensors of the layers, at most
+ * MX_P_COUNT * n_layers); *nshard = the rank's packed size. Error when a slice
+ * does not split into W equal parts. */
+int mx_shard_plan(const mx_model_config* c, int W, int R, mx_piece* out, int* n_pieces, size_t* nshard);
+int mx_shard_plan_count(const mx_model_config* c);
+
 /* Per-linear names and the layer_id rule. */
 enum { MX_LIN_Q = 0, MX_LIN_K, MX_LIN_V, MX_LIN_O, MX_LIN_GATE, MX_LIN_UP, MX_LIN_DOWN, MX_LIN_PER_BLOCK };
 const char* mx_linear_name(int j);

@@ -130,6 +130,12 @@ typedef struct {
     int attn;             /* GPU attention: MX_ATTN_AUTO, _FLASH (FP32 kernels, T x T never stored), _GEMM (cuBLASLt
                              FP32 GEMMs, one sequence's scores at a time), _TF32 (the same on TF32 tensor cores) */
     int recompute;        /* GPU: recompute the RMSNorm outputs and the SwiGLU product in the backward */
+    /* Data parallelism (docs/multigpu.md): `gpus` ranks, one process per GPU, each drawing its own micro-batches
+     * (rank r of step k, micro-batch a takes the samples a 1-GPU run with accum x gpus takes at micro-batch
+     * a*gpus + r). gpus > 1 is part of the trajectory (the fingerprint). */
+    int gpus;             /* world size (1: one GPU or the CPU) */
+    int nccl;             /* 1: the NCCL engine (ZeRO-1) even with one GPU */
+    void* comm;           /* this rank's mxg_comm (CUDA build; set by the CLI); NULL: no NCCL */
 } mx_train_config;
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };

@@ -2,11 +2,18 @@
  * Options come from --config FILE ("key = value" lines, the names of the
  * flags) and then the command line, which overrides the file. */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -66,7 +73,7 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"dim", 0}, {"layers", 0}, {"heads", 0}, {"kv-heads", 0}, {"ffn", 0}, {"context", 0}, {"rope-theta", 0},
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
-        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
+        {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"gpus", 0}, {"nccl", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
         {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
     if (mx_config_load(path, keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
@@ -76,6 +83,182 @@ static int load_config(const char* path, char*** out, int* nout) {
 }
 
 static int train_main(int argc, char** argv, const char* config_path);
+
+/* ---- data parallel: ranks from the environment, the built-in launcher, NCCL setup (docs/multigpu.md) ---- */
+
+static int env_int(const char* name, int* out) {
+    const char* s = getenv(name);
+    if (!s || !*s) return 0;
+    char* e = NULL;
+    long v = strtol(s, &e, 10);
+    if (*e || v < 0 || v > 1 << 20) return -1;
+    *out = (int)v;
+    return 1;
+}
+
+/* This process's rank, world size and local rank: MXLM_RANK/MXLM_WORLD/MXLM_LOCAL_RANK (set by --gpus N), else
+ * OpenMPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (mpirun). world 0: not a rank. The token names the job (the
+ * NCCL id file): MXLM_DIST_TOKEN, PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid. */
+static int dist_env(int* rank, int* world, int* local, const char** token) {
+    *rank = 0, *world = 0, *local = -1, *token = NULL;
+    const char* pre = getenv("MXLM_WORLD") ? "MXLM_" : getenv("OMPI_COMM_WORLD_SIZE") ? "OMPI_COMM_WORLD_" : NULL;
+    if (!pre) return 0;
+    char n[64];
+    int bad = 0;
+    snprintf(n, sizeof n, "%s%s", pre, pre[0] == 'M' ? "WORLD" : "SIZE");
+    bad |= env_int(n, world) < 0;
+    snprintf(n, sizeof n, "%sRANK", pre);
+    bad |= env_int(n, rank) < 0;
+    snprintf(n, sizeof n, "%sLOCAL_RANK", pre);
+    bad |= env_int(n, local) < 0;
+    if (bad || *world < 1 || *rank >= *world) {
+        fprintf(stderr, "mxlm train: bad rank environment (%sRANK / %s%s)\n", pre, pre,
+                pre[0] == 'M' ? "WORLD" : "SIZE");
+        return 2;
+    }
+    if (*local < 0) *local = *rank;
+    const char* names[] = {"MXLM_DIST_TOKEN", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"};
+    for (int i = 0; i < 4 && !*token; i++)
+        if (getenv(names[i]) && *getenv(names[i])) *token = getenv(names[i]);
+    if (!*token && *world > 1) {
+        fprintf(stderr, "mxlm train: rank %d of %d: no job id in the environment to meet the other ranks by: set "
+                        "MXLM_DIST_TOKEN to the same value for every rank\n", *rank, *world);
+        return 2;
+    }
+    return 0;
+}
+
+#ifdef MXLM_CUDA
+static int mkdir_p(const char* path) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char* s = p + 1;; s++)
+        if (*s == '/' || !*s) {
+            char c = *s;
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "mxlm train: %s: cannot create: %s\n", p, strerror(errno));
+                return 1;
+            }
+            if (!c) return 0;
+            *s = c;
+        }
+}
+
+/* `mxlm train --gpus N`: N copies of this command, rank r on GPU r, rank 0's output here, rank r's in
+ * OUT/rank<r>.log. The first rank to fail stops the others; the exit status is that rank's (else rank 0's). */
+static int launch_ranks(int n, int argc, char** argv, const char* out) {
+    if (n > 64) { fprintf(stderr, "mxlm train: --gpus %d: at most 64\n", n); return 2; }
+    if (mkdir_p(out)) return 1;
+    char token[64], num[16];
+    snprintf(token, sizeof token, "mxlm-%d-%lld", (int)getpid(), (long long)time(NULL));
+    char** av = malloc(sizeof(char*) * (size_t)(argc + 2));
+    if (!av) return 1;
+    av[0] = "mxlm";
+    av[1] = "train";
+    for (int i = 1; i < argc; i++) av[i + 1] = argv[i];
+    av[argc + 1] = NULL;
+    pid_t pid[64];
+    printf("launching %d ranks (one per GPU; rank r > 0 logs to %s/rank<r>.log)\n", n, out);
+    fflush(stdout);
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        if (pid[r] < 0) {
+            fprintf(stderr, "mxlm train: fork: %s\n", strerror(errno));
+            for (int q = 0; q < r; q++) kill(pid[q], SIGTERM);
+            free(av);
+            return 1;
+        }
+        if (pid[r] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* the ranks end with the launcher */
+            snprintf(num, sizeof num, "%d", r);
+            setenv("MXLM_RANK", num, 1);
+            setenv("MXLM_LOCAL_RANK", num, 1);
+            snprintf(num, sizeof num, "%d", n);
+            setenv("MXLM_WORLD", num, 1);
+            setenv("MXLM_DIST_TOKEN", token, 1);
+            if (r > 0) {
+                char lp[1200];
+                snprintf(lp, sizeof lp, "%s/rank%d.log", out, r);
+                int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+            }
+            execv("/proc/self/exe", av);
+            fprintf(stderr, "mxlm train: rank %d: exec: %s\n", r, strerror(errno));
+            _exit(1);
+        }
+    }
+    free(av);
+    int result = -1, left = n, first_bad = -1;
+    while (left > 0) {
+        int st = 0;
+        pid_t w = waitpid(-1, &st, 0);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        int r = 0;
+        while (r < n && pid[r] != w) r++;
+        if (r == n) continue;
+        left--;
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        if (r == 0 && result < 0) result = code;
+        if (code != 0 && first_bad < 0) {
+            first_bad = r;
+            result = code;
+            if (r > 0) fprintf(stderr, "mxlm train: rank %d ended with status %d (see %s/rank%d.log); stopping the others\n",
+                               r, code, out, r);
+            for (int q = 0; q < n; q++)
+                if (q != r) kill(pid[q], SIGTERM);
+        }
+    }
+    return result < 0 ? 1 : result;
+}
+
+/* Join the job: rank 0 makes the NCCL id and leaves it in OUT/.nccl-id.<token> (atomically), the others wait
+ * for it (MXLM_DIST_TIMEOUT seconds, default 600); then the communicator, and rank 0 removes the file. */
+static int dist_join(const char* out, int rank, int world, int local, const char* token, mxg_comm** comm) {
+    char why[512];
+    if (mxg_nccl_load(why, sizeof why)) { fprintf(stderr, "mxlm train: %s\n", why); return 1; }
+    if (mxg_select_device(local)) { fprintf(stderr, "mxlm train: rank %d: %s\n", rank, mx_last_error()); return 1; }
+    if (mkdir_p(out)) return 1;
+    char tk[64], path[1200];
+    snprintf(tk, sizeof tk, "%s", token ? token : "solo");
+    for (char* p = tk; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '_';
+    snprintf(path, sizeof path, "%s/.nccl-id.%s", out, tk);
+    unsigned char id[MXG_NCCL_ID_BYTES];
+    if (rank == 0) {
+        if (mxg_comm_unique_id(id) || cli_write_file_atomic(path, id, sizeof id)) {
+            fprintf(stderr, "mxlm train: rank 0: %s\n", mx_last_error());
+            return 1;
+        }
+    } else {
+        int timeout = 600;
+        env_int("MXLM_DIST_TIMEOUT", &timeout);
+        int got = 0;
+        for (long ms = 0; ms <= (long)timeout * 1000 && !got; ms += 20) {
+            FILE* f = fopen(path, "rb");
+            if (f) {
+                got = fread(id, 1, sizeof id, f) == sizeof id;
+                fclose(f);
+            }
+            if (!got) usleep(20000);
+        }
+        if (!got) {
+            fprintf(stderr, "mxlm train: rank %d: no NCCL id from rank 0 in %s after %d s (is rank 0 running, with the "
+                            "same --out on a shared file system?)\n", rank, path, timeout);
+            return 1;
+        }
+    }
+    if (mxg_comm_create(comm, rank, world, id)) {
+        fprintf(stderr, "mxlm train: rank %d: %s\n", rank, mx_last_error());
+        return 1;
+    }
+    if (rank == 0) unlink(path);
+    return 0;
+}
+#endif
 
 /* *out = the index of `val` in names (NULL-terminated); else a usage error listing them (2). */
 static int choice(const char* opt, const char* val, const char* const* names, int* out) {
@@ -130,6 +313,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int64_t mem_limit_mib = 0;
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
+    int gpus = 0, nccl = 0;
     const cli_opt opts[] = {
         {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
         {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
@@ -182,6 +366,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
         {"recompute", OPT_INT, &c.recompute, "GPU: 1 recomputes the norms and SwiGLU products in the backward "
                                              "instead of keeping them per layer (less memory; same results)"},
+        {"gpus", OPT_INT, &gpus, "data-parallel GPUs, one process each, NCCL + ZeRO-1 (default 1; under mpirun: "
+                                 "the MPI world size)"},
+        {"nccl", OPT_INT, &nccl, "1: the NCCL engine even on one GPU (world size 1; for checks)"},
         {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
@@ -226,8 +413,19 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (out) snprintf(c.out, sizeof c.out, "%s", out);
     if (threads > 0) omp_set_num_threads(threads);
     if (c.seq <= 0) c.seq = c.model.seq_len;
+    int drank = 0, dworld = 0, dlocal = 0;
+    const char* dtoken = NULL;
+    if (gpus < 0 || nccl < 0 || nccl > 1) { fprintf(stderr, "mxlm train: --gpus N (N >= 1), --nccl 0|1\n"); return 2; }
+    rc = dist_env(&drank, &dworld, &dlocal, &dtoken);
+    if (rc) return rc;
+    if (dworld > 0 && gpus > 0 && gpus != dworld) {
+        fprintf(stderr, "mxlm train: --gpus %d but the job has %d ranks\n", gpus, dworld);
+        return 2;
+    }
+    c.gpus = dworld > 0 ? dworld : gpus > 0 ? gpus : 1;
+    c.nccl = nccl || dworld > 0;
     if (eval_every_tokens > 0) {
-        int64_t per = (int64_t)c.batch * c.seq * c.accum;
+        int64_t per = (int64_t)c.batch * c.seq * c.accum * c.gpus;
         c.eval_every = (eval_every_tokens + per - 1) / per;
     }
     mx_recipe r;
@@ -282,9 +480,24 @@ static int train_main(int argc, char** argv, const char* config_path) {
         return 0;
     }
 
+    if (c.gpus > 1 || c.nccl) {
+#ifdef MXLM_CUDA
+        if (dworld == 0 && c.gpus > 1) return launch_ranks(c.gpus, argc, argv, c.out);
+        mxg_comm* comm = NULL;
+        if (dist_join(c.out, drank, dworld > 0 ? dworld : 1, dworld > 0 ? dlocal : 0, dtoken, &comm)) return 1;
+        c.comm = comm;
+        c.device = MX_DEVICE_CUDA;
+#else
+        fprintf(stderr, "mxlm train: --gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)\n");
+        return 2;
+#endif
+    }
     progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1};
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);
+#ifdef MXLM_CUDA
+    if (c.comm) mxg_comm_free((mxg_comm*)c.comm, rc < 0); /* abort: the others may wait in a collective */
+#endif
     if (p.tty && p.last_step) printf("\n");
     /* exit status (docs/reliability.md): 0 converged / budget without a target / halted, 1 error,
      * 2 usage, 3 diverged, 4 budget spent without reaching --target-loss, 5 refused by the limits */

@@ -854,7 +854,7 @@ extern "C" int mxg_sum_squares(const float* g, size_t n, double* out, double* ws
     return MX_OK;
 }
 
-extern "C" int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m,
+extern "C" int mxg_adamw_pieces(const mx_piece* pc, int n_pieces, float* params, const float* grads, float* m,
                                 float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
                                 void* stream) {
     ARG_CHECK(t >= 1, "mxg_adamw_update: step %lld (1-based)", (long long)t);
@@ -862,16 +862,25 @@ extern "C" int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* par
     const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
     const float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
     const float flr = (float)lr;
-    for (int ti = 0; ti < MX_P_COUNT; ti++) {
-        const mx_param_info* in = &info[ti];
-        if (!in->numel) continue;
-        const float decay = in->is_matrix ? 1.0f - flr * (float)c->weight_decay : 1.0f;
-        const size_t o = in->offset;
-        k_adamw<<<blocks_for(in->numel, 256), 256, 0, MXG_STREAM(stream)>>>(
-            params + o, grads + o, m + o, v + o, in->numel, b1, b2, eps, flr, decay, bc1, bc2, gscale);
+    for (int i = 0; i < n_pieces; i++) {
+        const mx_piece* p = &pc[i];
+        if (!p->n) continue;
+        const float decay = p->decay ? 1.0f - flr * (float)c->weight_decay : 1.0f;
+        k_adamw<<<blocks_for(p->n, 256), 256, 0, MXG_STREAM(stream)>>>(
+            params + p->full, grads + p->full, m + p->shard, v + p->shard, p->n, b1, b2, eps, flr, decay, bc1, bc2,
+            gscale);
         CU_LAUNCHED();
     }
     return MX_OK;
+}
+
+extern "C" int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m,
+                                float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
+                                void* stream) {
+    mx_piece pc[MX_P_COUNT];
+    for (int i = 0; i < MX_P_COUNT; i++)
+        pc[i] = (mx_piece){info[i].offset, info[i].offset, info[i].numel, info[i].offset, info[i].is_matrix};
+    return mxg_adamw_pieces(pc, MX_P_COUNT, params, grads, m, v, c, lr, gscale, t, stream);
 }
 
 extern "C" void mxg_layers_shutdown(void) {

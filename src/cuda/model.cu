@@ -56,6 +56,15 @@ struct mxg_llama {
     uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
     mxg_linws* lin;
     int64_t bytes;                  // allocated
+    /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
+    mxg_comm* comm;                 // NULL: single GPU
+    int W, R, sync, comm_pending;   // world, rank, reduce this micro-batch, reductions in flight
+    size_t nshard;                  // floats of m and v (n_params without comm)
+    mx_piece* pieces;              // [npieces] this rank's owned parts, packed in order
+    int npieces;
+    double* ss_parts;               // [npieces] per-part sums of squares (device)
+    cudaStream_t cst;               // the gradient reductions
+    cudaEvent_t ev_fire, ev_done;
 };
 
 /* ---- step-time breakdown (MXLM_GPU_PROFILE=1) ------------------------------------------ */
@@ -203,8 +212,21 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int
         g->bytes += (int64_t)b_;                                                                                   \
     } while (0)
 
+/* This rank's parts of every tensor slice (ZeRO-1; mx_shard_plan). */
+static int make_pieces(mxg_llama* g) {
+    g->pieces = (mx_piece*)calloc((size_t)mx_shard_plan_count(&g->cfg), sizeof(mx_piece));
+    if (!g->pieces) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+    return mx_shard_plan(&g->cfg, g->W, g->R, g->pieces, &g->npieces, &g->nshard);
+}
+
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                                 int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn) {
+    return mxg_llama_create_dist(out, cfg, recipe, bf16_first, bf16_last, seed, B, T, exact, recompute, attn, NULL);
+}
+
+extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe,
+                                     int bf16_first, int bf16_last, uint64_t seed, int B, int T, int exact,
+                                     int recompute, int attn, mxg_comm* comm) {
     *out = NULL;
     int rc = mx_model_config_check(cfg);
     if (rc) return rc;
@@ -237,10 +259,25 @@ extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, con
         return mx_fail(MX_EIO, "GPU model: cannot create a CUDA stream (is a GPU present?)");
     }
     const size_t np = g->n_params;
+    g->comm = comm;
+    g->W = comm ? mxg_comm_world(comm) : 1;
+    g->R = comm ? mxg_comm_rank(comm) : 0;
+    g->nshard = np;
+    if (comm) {
+        rc = make_pieces(g);
+        if (!rc && (cudaStreamCreateWithFlags(&g->cst, cudaStreamNonBlocking) != cudaSuccess ||
+                    cudaEventCreateWithFlags(&g->ev_fire, cudaEventDisableTiming) != cudaSuccess ||
+                    cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming) != cudaSuccess)) {
+            cudaGetLastError();
+            rc = mx_fail(MX_EIO, "GPU model: cannot create the reduction stream and events");
+        }
+        if (rc) { mxg_llama_free(g); return rc; }
+    }
     DALLOC(g->params, np * 4, "FP32 master weights");
     DALLOC(g->grads, np * 4, "gradients");
-    DALLOC(g->m, np * 4, "AdamW first moments");
-    DALLOC(g->v, np * 4, "AdamW second moments");
+    DALLOC(g->m, g->nshard * 4, comm ? "AdamW first moments (this GPU's shard)" : "AdamW first moments");
+    DALLOC(g->v, g->nshard * 4, comm ? "AdamW second moments (this GPU's shard)" : "AdamW second moments");
+    if (comm) DALLOC(g->ss_parts, (size_t)g->npieces * 8, "gradient-norm parts");
     Part parts[64];
     int n = act_parts(g, parts, B, T);
     size_t total = 0;
@@ -272,8 +309,8 @@ extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, con
     g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N));
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));
-    CU_TRY(cudaMemset(g->m, 0, np * 4));
-    CU_TRY(cudaMemset(g->v, 0, np * 4));
+    CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
+    CU_TRY(cudaMemset(g->v, 0, g->nshard * 4));
     /* RoPE tables from the CPU reference */
     size_t nr = (size_t)T * hd / 2;
     float* hc = (float*)malloc(nr * 2 * sizeof(float));
@@ -296,23 +333,28 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
     cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16);
     mxg_linws_free(g->lin);
+    cudaFree(g->ss_parts);
     if (g->st) cudaStreamDestroy(g->st);
+    if (g->cst) cudaStreamDestroy(g->cst);
+    if (g->ev_fire) cudaEventDestroy(g->ev_fire);
+    if (g->ev_done) cudaEventDestroy(g->ev_done);
+    free(g->pieces);
     free(g);
 }
 
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
-    const size_t b = g->n_params * 4;
+    const size_t b = g->nshard * 4;
     g->head16_fresh = 0;
-    CU_TRY(cudaMemcpy(g->params, params, b, cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpy(g->params, params, g->n_params * 4, cudaMemcpyHostToDevice));
     if (m) CU_TRY(cudaMemcpy(g->m, m, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->m, 0, b));
     if (v) CU_TRY(cudaMemcpy(g->v, v, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->v, 0, b));
     return MX_OK;
 }
 
 extern "C" int mxg_llama_download(const mxg_llama* g, float* params, float* m, float* v) {
-    const size_t b = g->n_params * 4;
+    const size_t b = g->nshard * 4;
     CU_TRY(cudaStreamSynchronize(g->st));
-    if (params) CU_TRY(cudaMemcpy(params, g->params, b, cudaMemcpyDeviceToHost));
+    if (params) CU_TRY(cudaMemcpy(params, g->params, g->n_params * 4, cudaMemcpyDeviceToHost));
     if (m) CU_TRY(cudaMemcpy(m, g->m, b, cudaMemcpyDeviceToHost));
     if (v) CU_TRY(cudaMemcpy(v, g->v, b, cudaMemcpyDeviceToHost));
     return MX_OK;
@@ -444,6 +486,39 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     return MX_OK;
 }
 
+/* Data parallel: reduce-scatter the gradient slices of `kinds` (layer l of the
+ * per-layer ones) on the reduction stream, after what the compute stream has
+ * queued so far (the backward that produced them). */
+static int dist_reduce(mxg_llama* g, const int* kinds, int nk, int l) {
+    if (!g->comm || !g->sync) return MX_OK;
+    CU_TRY(cudaEventRecord(g->ev_fire, g->st));
+    CU_TRY(cudaStreamWaitEvent(g->cst, g->ev_fire, 0));
+    CHK(mxg_comm_group(g->comm, 1));
+    int rc = MX_OK;
+    for (int i = 0; i < nk && !rc; i++) {
+        const mx_param_info* in = &g->info[kinds[i]];
+        const size_t sn = in->per_layer ? in->numel / (size_t)g->cfg.n_layers : in->numel;
+        rc = mxg_comm_reduce_scatter(g->comm, g->grads + in->offset + (in->per_layer ? (size_t)l * sn : 0), sn, g->cst);
+    }
+    int rc2 = mxg_comm_group(g->comm, 0);
+    g->comm_pending = 1;
+    return rc ? rc : rc2;
+}
+
+/* The compute stream waits for the reductions in flight. */
+static int dist_wait(mxg_llama* g) {
+    if (!g->comm_pending) return MX_OK;
+    CU_TRY(cudaEventRecord(g->ev_done, g->cst));
+    CU_TRY(cudaStreamWaitEvent(g->st, g->ev_done, 0));
+    g->comm_pending = 0;
+    return MX_OK;
+}
+
+static const int k_layer_kinds[9] = {MX_P_ATTN_NORM, MX_P_WQ,    MX_P_WK,  MX_P_WV,   MX_P_WO,
+                                     MX_P_FFN_NORM,  MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
+static const int k_head_kinds[2] = {MX_P_HEAD, MX_P_FINAL_NORM};
+static const int k_embed_kinds[1] = {MX_P_EMBED};
+
 static int backward_blocks(mxg_llama* g, uint64_t step) {
     const mx_model_config* c = &g->cfg;
     const int B = g->B, T = g->T, N = B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
@@ -456,6 +531,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
     CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FINAL_NORM), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
                              D, g->rms_ws, st));
     PROF_E(PROF_ELEM, st);
+    CHK(dist_reduce(g, k_head_kinds, 2, 0));
     for (int l = L - 1; l >= 0; l--) {
         /* g->dx [N, D]: gradient of the block output x[l+1] = xmid + down(hid) */
         const size_t lr = g->recompute ? 0 : (size_t)l;
@@ -520,11 +596,12 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_ATTN_NORM) + (size_t)l * D, g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
                                  g->rstd1 + (size_t)l * N, N, D, g->rms_ws, st));
         PROF_E(PROF_ELEM, st);
+        CHK(dist_reduce(g, k_layer_kinds, 9, l));
     }
     PROF_B(PROF_ELEM, st);
     CHK(mxg_embedding_backward(G(MX_P_EMBED), g->dx, g->tok, N, D, c->vocab, g->emb_ws, g->emb_ws_bytes, st));
     PROF_E(PROF_ELEM, st);
-    return MX_OK;
+    return dist_reduce(g, k_embed_kinds, 1, 0);
 }
 
 static int put_tokens(mxg_llama* g, const int32_t* tokens, const int32_t* targets) {
@@ -612,18 +689,77 @@ extern "C" int mxg_llama_logits(mxg_llama* g, const int32_t* tokens, uint64_t st
 }
 
 extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
+    CHK(dist_wait(g));
+    double mine = 0.0;
     PROF_B(PROF_OPT, g->st);
-    CHK(mxg_sum_squares(g->grads, g->n_params, g->ss_out, g->ss_ws, g->st));
+    if (g->W == 1) { /* the whole array, as without NCCL: the same bits */
+        CHK(mxg_sum_squares(g->grads, g->n_params, g->ss_out, g->ss_ws, g->st));
+        CU_TRY(cudaMemcpyAsync(&mine, g->ss_out, 8, cudaMemcpyDeviceToHost, g->st));
+    } else { /* the owned (reduced) parts, summed in part order on the host */
+        for (int i = 0; i < g->npieces; i++)
+            CHK(mxg_sum_squares(g->grads + g->pieces[i].full, g->pieces[i].n, g->ss_parts + i, g->ss_ws, g->st));
+    }
     PROF_E(PROF_OPT, g->st);
-    CU_TRY(cudaMemcpyAsync(out, g->ss_out, 8, cudaMemcpyDeviceToHost, g->st));
     CU_TRY(cudaStreamSynchronize(g->st));
+    if (g->W > 1) {
+        double* h = (double*)malloc((size_t)g->npieces * 8);
+        if (!h) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+        cudaError_t e = cudaMemcpy(h, g->ss_parts, (size_t)g->npieces * 8, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < g->npieces; i++) mine += h[i];
+        free(h);
+        if (e != cudaSuccess) return mx_fail(MX_EIO, "GPU model: copying the gradient-norm parts failed");
+    }
+    if (!g->comm) {
+        *out = mine;
+        return MX_OK;
+    }
+    double all[64];
+    if (g->W > 64) return mx_fail(MX_EINVAL, "data parallel: at most 64 GPUs");
+    CHK(mxg_comm_allgather_host(g->comm, &mine, all, 8));
+    double s = 0.0;
+    for (int r = 0; r < g->W; r++) s += all[r]; /* rank order: the same sum on every rank */
+    *out = s;
     return MX_OK;
 }
 
 extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t) {
     g->head16_fresh = 0;
+    if (g->comm) { /* ZeRO-1: the owned parts, then every rank gets the updated weights */
+        CHK(dist_wait(g));
+        PROF_B(PROF_OPT, g->st);
+        CHK(mxg_adamw_pieces(g->pieces, g->npieces, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st));
+        CHK(mxg_comm_group(g->comm, 1));
+        int rc = MX_OK;
+        for (int i = 0; i < g->npieces && !rc; i++)
+            rc = mxg_comm_all_gather(g->comm, g->params + g->pieces[i].slice, g->pieces[i].n * (size_t)g->W, g->st);
+        int rc2 = mxg_comm_group(g->comm, 0);
+        PROF_E(PROF_OPT, g->st);
+        return rc ? rc : rc2;
+    }
     PROF_B(PROF_OPT, g->st);
     int rc = mxg_adamw_update(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st);
     PROF_E(PROF_OPT, g->st);
     return rc;
+}
+
+extern "C" size_t mxg_llama_shard_size(const mxg_llama* g) { return g->nshard; }
+
+extern "C" int mxg_llama_set_sync(mxg_llama* g, int on) {
+    g->sync = on;
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_shard_copy(const mxg_llama* g, int rank, float* full, float* shard, int to_full) {
+    if (rank < 0 || rank >= g->W) return mx_fail(MX_EINVAL, "data parallel: rank %d of %d", rank, g->W);
+    if (!g->comm) {
+        memcpy(to_full ? full : shard, to_full ? shard : full, g->n_params * 4);
+        return MX_OK;
+    }
+    for (int i = 0; i < g->npieces; i++) {
+        const mx_piece* p = &g->pieces[i];
+        float* f = full + p->slice + (size_t)rank * p->n;
+        float* s = shard + p->shard;
+        memcpy(to_full ? f : s, to_full ? s : f, p->n * 4);
+    }
+    return MX_OK;
 }

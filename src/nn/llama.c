@@ -76,6 +76,38 @@ size_t mx_param_layout(const mx_model_config* c, mx_param_info info[MX_P_COUNT])
     return off;
 }
 
+int mx_shard_plan_count(const mx_model_config* c) {
+    mx_param_info info[MX_P_COUNT];
+    mx_param_layout(c, info);
+    int n = 0;
+    for (int k = 0; k < MX_P_COUNT; k++) n += info[k].per_layer ? c->n_layers : 1;
+    return n;
+}
+
+int mx_shard_plan(const mx_model_config* c, int W, int R, mx_piece* out, int* n_pieces, size_t* nshard) {
+    if (W < 1 || R < 0 || R >= W) return mx_fail(MX_EINVAL, "shard plan: rank %d of %d", R, W);
+    mx_param_info info[MX_P_COUNT];
+    mx_param_layout(c, info);
+    size_t so = 0;
+    int n = 0;
+    for (int k = 0; k < MX_P_COUNT; k++) {
+        const mx_param_info* in = &info[k];
+        const int nl = in->per_layer ? c->n_layers : 1;
+        const size_t sn = in->numel / (size_t)nl;
+        if (sn % (size_t)W)
+            return mx_fail(MX_EINVAL, "data parallel: tensor %s (%zu values per slice) does not split into %d equal "
+                                      "parts (use a GPU count that divides it)", in->name, sn, W);
+        for (int l = 0; l < nl; l++) {
+            const size_t slice = in->offset + (size_t)l * sn, part = sn / (size_t)W;
+            out[n++] = (mx_piece){slice + (size_t)R * part, so, part, slice, in->is_matrix};
+            so += part;
+        }
+    }
+    *n_pieces = n;
+    *nshard = so;
+    return MX_OK;
+}
+
 int64_t mx_model_n_params(const mx_model_config* c) {
     mx_param_info info[MX_P_COUNT];
     return (int64_t)mx_param_layout(c, info);

@@ -206,7 +206,8 @@ int mx_study_load_run(const char* dir, mx_study_run* r) {
     if (!r->recipe[0]) { mx_study_run_free(r); return mx_fail(MX_EFORMAT, "%s: no 'recipe' line", p); }
     r->seed = (uint64_t)cfg_i64(r->config, "seed", 0);
     r->steps = cfg_i64(r->config, "steps", 0);
-    r->tokens_per_step = cfg_i64(r->config, "batch", 0) * cfg_i64(r->config, "seq", 0) * cfg_i64(r->config, "accum", 1);
+    r->tokens_per_step = cfg_i64(r->config, "batch", 0) * cfg_i64(r->config, "seq", 0) * cfg_i64(r->config, "accum", 1) *
+                         cfg_i64(r->config, "gpus", 1); /* data parallel: every GPU's micro-batches */
     r->budget_tokens = r->steps * r->tokens_per_step;
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     FILE* f = fopen(p, "r");

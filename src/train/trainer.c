@@ -22,6 +22,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "mxlm/data.h"
 #include "mxlm/hf.h"
@@ -58,6 +59,7 @@ void mx_train_config_default(mx_train_config* c) {
     c->max_skips = 10;
     c->spike_window = 50;
     c->spike_z = 6.0;
+    c->gpus = 1;
     snprintf(c->out, sizeof c->out, "runs/tiny");
 }
 
@@ -95,6 +97,7 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
         dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
     ADD("train = %s\n", c->train);
+    if (c->gpus > 1) ADD("gpus = %d\n", c->gpus); /* the step's batch is gpus x batch x accum */
     if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
     if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
@@ -275,6 +278,11 @@ typedef struct {
     char fingerprint[8192];
     int64_t n_val;        /* validation windows */
     void* gpu;            /* mxg_llama* when the run is on the GPU (CUDA build), else NULL */
+    /* data parallel (CUDA build, c.comm set): this rank of `world`; the AdamW moments of this rank's shard
+     * ([nshard], host copies of the device's); rank 0 alone writes the run directory's files */
+    int rank, world;
+    float *sm, *sv;
+    size_t nshard;
 } run_state;
 
 /* ---- the engine: the CPU model (mx_llama) or its GPU twin (mxg_llama) ------------
@@ -293,10 +301,14 @@ static int eng_zero_grad(run_state* r) {
     return MX_OK;
 }
 
-static int eng_micro_step(run_state* r, uint64_t step, float grad_scale, float* loss) {
+static int eng_micro_step(run_state* r, uint64_t step, float grad_scale, int last, float* loss) {
 #ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_forward_backward(GPU(r), r->inp, r->tgt, step, grad_scale, loss);
+    if (r->gpu) {
+        if (r->c.comm) mxg_llama_set_sync(GPU(r), last); /* the last micro-batch reduces the gradients */
+        return mxg_llama_forward_backward(GPU(r), r->inp, r->tgt, step, grad_scale, loss);
+    }
 #endif
+    (void)last;
     r->model.step = step;
     int rc = mx_llama_forward(&r->model, r->inp, r->tgt, r->c.batch, r->c.seq, loss);
     return rc ? rc : mx_llama_backward(&r->model, r->inp, r->tgt, grad_scale);
@@ -330,7 +342,7 @@ static int eng_poke(run_state* r, int which, size_t off, float val) {
 /* The host copy of the weights and moments made current (before a checkpoint). */
 static int eng_to_host(run_state* r) {
 #ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_download(GPU(r), r->model.params, r->m, r->v);
+    if (r->gpu) return mxg_llama_download(GPU(r), r->model.params, r->sm ? r->sm : r->m, r->sv ? r->sv : r->v);
 #endif
     (void)r;
     return MX_OK;
@@ -410,6 +422,8 @@ static void run_free(run_state* r) {
     free(r->inp);
     free(r->tgt);
     free(r->lsave);
+    free(r->sm);
+    free(r->sv);
     if (r->lock_fd > 0) close(r->lock_fd); /* releases the flock */
     r->lock_fd = -1;
 }
@@ -470,6 +484,7 @@ static const char* jstr(char* out, size_t n, const char* s) {
 /* The status line of metrics.jsonl and summary.json (best effort: the run's
  * outcome is also the return value and the exit status). */
 static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
+    if (r->rank) return; /* rank 0 writes the run's outcome */
     char why[1200];
     jstr(why, sizeof why, res->reason);
     if (r->metrics) {
@@ -521,6 +536,102 @@ static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, 
     return *sd > 0 ? (loss - *mean) / *sd : 0.0;
 }
 
+/* ---- data parallel (CUDA build): collectives of the trainer and the checkpoint ----
+ * A checkpoint of a run over W > 1 GPUs: each rank r > 0 writes its shard of
+ * the AdamW moments to CKPT.rank<r> (fsync, rename); once all are written,
+ * rank 0 assembles the full moments from them and its own shard and writes
+ * CKPT, the usual single file (it is the completion marker: a directory
+ * without it has no checkpoint at that step); then the shard files are
+ * removed. A checkpoint is thus the same file whatever the GPU count. */
+#ifdef MXLM_CUDA
+#define SHARD_MAGIC "MXLMSHD1"
+typedef struct {
+    char magic[8];
+    int64_t step;
+    int32_t world, rank;
+    uint64_t nshard;
+    uint32_t crc, pad;
+} shard_header;
+
+/* A collective: every rank's rc; an error when any rank failed. */
+static int dp_all_ok(run_state* r, int rc) {
+    if (!r->c.comm) return rc;
+    double mine = rc ? 1.0 : 0.0, all[64];
+    int e = mxg_comm_allgather_host((mxg_comm*)r->c.comm, &mine, all, 8);
+    if (rc || e) return rc ? rc : e;
+    for (int q = 0; q < r->world; q++)
+        if (all[q] != 0.0) return mx_fail(MX_EIO, "data parallel: rank %d failed (its log says why)", q);
+    return MX_OK;
+}
+
+static int dp_write_shard(run_state* r, const char* path, int64_t step) {
+    size_t n = r->nshard, bytes = sizeof(shard_header) + 2 * n * 4;
+    char* buf = malloc(bytes);
+    if (!buf) return mx_fail(MX_ENOMEM, "checkpoint: out of memory for the moment shard");
+    shard_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SHARD_MAGIC, 8);
+    h.step = step;
+    h.world = r->world;
+    h.rank = r->rank;
+    h.nshard = n;
+    memcpy(buf + sizeof h, r->sm, n * 4);
+    memcpy(buf + sizeof h + n * 4, r->sv, n * 4);
+    h.crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof h, (uInt)(2 * n * 4));
+    memcpy(buf, &h, sizeof h);
+    int rc = mx_write_atomic(path, buf, bytes);
+    free(buf);
+    return rc;
+}
+
+/* Rank 0: the full moments from every rank's shard (rank 0's own in r->sm/sv). */
+static int dp_gather_moments(run_state* r, const char* ckpt, int64_t step) {
+    mxg_llama* g = GPU(r);
+    int rc = mxg_llama_shard_copy(g, 0, r->m, r->sm, 1);
+    if (!rc) rc = mxg_llama_shard_copy(g, 0, r->v, r->sv, 1);
+    size_t n = r->nshard, bytes = sizeof(shard_header) + 2 * n * 4;
+    char* buf = rc ? NULL : malloc(bytes);
+    if (!rc && !buf) rc = mx_fail(MX_ENOMEM, "checkpoint: out of memory for a moment shard");
+    for (int q = 1; q < r->world && !rc; q++) {
+        char p[1300];
+        snprintf(p, sizeof p, "%s.rank%d", ckpt, q);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) { rc = mx_fail(MX_EIO, "%s: cannot open: %s", p, strerror(errno)); break; }
+        rc = mx_pread_all(fd, buf, bytes, 0);
+        close(fd);
+        if (rc) break;
+        shard_header h;
+        memcpy(&h, buf, sizeof h);
+        if (memcmp(h.magic, SHARD_MAGIC, 8) || h.step != step || h.world != r->world || h.rank != q || h.nshard != n ||
+            h.crc != (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof h, (uInt)(2 * n * 4)))
+            rc = mx_fail(MX_EFORMAT, "%s: not rank %d's moment shard of step %lld (or corrupt)", p, q, (long long)step);
+        if (!rc) rc = mxg_llama_shard_copy(g, q, r->m, (float*)(buf + sizeof h), 1);
+        if (!rc) rc = mxg_llama_shard_copy(g, q, r->v, (float*)(buf + sizeof h + n * 4), 1);
+    }
+    free(buf);
+    return rc;
+}
+#endif
+
+/* Save the checkpoint of step k at `path` (host copies made current first). */
+static int save_ckpt(run_state* r, const char* path, mx_ckpt_meta* meta) {
+    int rc = eng_to_host(r);
+#ifdef MXLM_CUDA
+    if (r->world > 1) {
+        char sp[1300];
+        snprintf(sp, sizeof sp, "%s.rank%d", path, r->rank);
+        if (!rc && r->rank) rc = dp_write_shard(r, sp, meta->step);
+        rc = dp_all_ok(r, rc); /* every shard is on disk */
+        if (!rc && !r->rank) rc = dp_gather_moments(r, path, meta->step);
+        if (!rc && !r->rank) rc = mx_ckpt_save(path, &r->model, r->m, r->v, meta, r->fingerprint);
+        rc = dp_all_ok(r, rc); /* the checkpoint is complete */
+        if (r->rank) unlink(sp);
+        return rc;
+    }
+#endif
+    return rc ? rc : mx_ckpt_save(path, &r->model, r->m, r->v, meta, r->fingerprint);
+}
+
 int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb cb, void* user) {
     run_state R;
     memset(&R, 0, sizeof R);
@@ -533,6 +644,20 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     res->reason = "";
     res->tokens_to_target = -1;
     res->val_loss0 = res->val_loss = NAN;
+    r->world = 1;
+#ifdef MXLM_CUDA
+    if (c->comm) {
+        r->world = mxg_comm_world((mxg_comm*)c->comm);
+        r->rank = mxg_comm_rank((mxg_comm*)c->comm);
+    }
+#endif
+    if (c->gpus < 1) c->gpus = 1;
+    if (!c->comm && c->gpus > 1)
+        return mx_fail(MX_EINVAL, "train: gpus = %d needs the NCCL engine (mxlm train --gpus N, or mpirun; CUDA "
+                                  "build)", c->gpus);
+    if (c->comm && c->gpus != r->world)
+        return mx_fail(MX_EINVAL, "train: gpus = %d but %d ranks were started", c->gpus, r->world);
+    const int io = r->rank == 0; /* rank 0 writes the run directory */
     if (c->seq <= 0) c->seq = c->model.seq_len;
     if (c->warmup < 0) c->warmup = c->steps / 20 > 0 ? c->steps / 20 : 1;
     if (c->batch <= 0 || c->accum <= 0 || c->steps <= 0)
@@ -546,7 +671,8 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
     const int B = c->batch, T = c->seq;
-    const int64_t tok_step = (int64_t)B * T * c->accum;
+    const int W = r->world;
+    const int64_t tok_step = (int64_t)B * T * c->accum * W;
 
     mx_recipe recipe;
     int rc = mx_recipe_parse(c->recipe, &recipe);
@@ -557,6 +683,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     char msg[1600];
     const int on_gpu = eng_pick_device(c, &recipe, msg, sizeof msg);
     if (on_gpu < 0) return on_gpu;
+    if (c->comm && !on_gpu) return mx_fail(MX_EINVAL, "train: the NCCL engine (--gpus, --nccl) needs --device cuda");
     emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
     if (c->head == MX_HEAD_AUTO) { /* BF16 tensor cores for the head on the GPU, unless the recipe is all FP32 */
         int all32 = 1;
@@ -579,6 +706,10 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     if (on_gpu) {
         mxg_mem_estimate ge;
         mxg_llama_estimate(&c->model, B, T, c->recompute, mx_train_gpu_attn(c), &ge);
+        if (W > 1) { /* ZeRO-1: this GPU's shard of the moments */
+            ge.total -= ge.adam - ge.adam / W;
+            ge.adam /= W;
+        }
         int64_t gfree = 0, gtotal = 0;
         int have = mxg_mem_info(&gfree, &gtotal) == 0;
         snprintf(msg, sizeof msg, "GPU memory: %.1f MiB estimated (weights %.1f, gradients %.1f, AdamW %.1f, "
@@ -626,6 +757,16 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
     rc = mkdirs(c->out);
     if (rc) return rc;
+    char latest[1200], mpath[1200], cpath[1200];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);
+    snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
+    int have_ckpt = 0;
+    int resume = 0, restart = 0;
+    if (!io) { /* rank 0 checked the directory; the checkpoints are the same files for all */
+        have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
+        resume = c->resume && have_ckpt;
+        goto dir_done;
+    }
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
     const int had_lock = file_exists(lpath); /* a trainer started here before */
@@ -640,11 +781,8 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     mx_crash_point("locked", 0);
 
     /* refuse before touching anything in the run directory */
-    char latest[1200], mpath[1200], cpath[1200];
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);
-    snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
-    int have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
-    int restart = 0; /* --resume of a run killed before its first checkpoint (or before any file) */
+    have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
+    /* restart: --resume of a run killed before its first checkpoint (or before any file) */
     if (c->resume && !have_ckpt) {
         if (!file_exists(mpath) && !file_exists(cpath) && !had_lock) {
             run_free(r);
@@ -657,7 +795,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         return mx_fail(MX_EINVAL, "train: %s already holds a run (use --resume to continue it, or another --out)",
                        c->out);
     }
-    const int resume = c->resume && !restart;
+    resume = c->resume && !restart;
 
     /* disk: room for one checkpoint at least */
     struct statvfs sv;
@@ -676,7 +814,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
         }
     }
-
+dir_done:
     rc = mx_llama_create(&r->model, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed);
     r->model.head_bf16 = c->head == MX_HEAD_BF16;
     if (!rc && !on_gpu) rc = mx_llama_alloc_acts(&r->model, B, T);
@@ -723,23 +861,32 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
 #ifdef MXLM_CUDA
     if (on_gpu) {
         mxg_llama* g = NULL;
-        rc = mxg_llama_create(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
-                              c->recompute, mx_train_gpu_attn(c));
-        if (!rc) rc = mxg_llama_upload(g, r->model.params, r->m, r->v);
+        rc = mxg_llama_create_dist(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
+                                   c->recompute, mx_train_gpu_attn(c), (mxg_comm*)c->comm);
+        r->gpu = g;
+        if (!rc && W > 1) { /* this rank's shard of the moments (zero, or from the checkpoint) */
+            r->nshard = mxg_llama_shard_size(g);
+            r->sm = malloc(r->nshard * 4);
+            r->sv = malloc(r->nshard * 4);
+            if (!r->sm || !r->sv) rc = mx_fail(MX_ENOMEM, "train: out of memory");
+            if (!rc) rc = mxg_llama_shard_copy(g, r->rank, r->m, r->sm, 0);
+            if (!rc) rc = mxg_llama_shard_copy(g, r->rank, r->v, r->sv, 0);
+        }
+        if (!rc) rc = mxg_llama_upload(g, r->model.params, r->sm ? r->sm : r->m, r->sv ? r->sv : r->v);
         if (!rc) rc = mxg_llama_set_head_bf16(g, c->head == MX_HEAD_BF16);
         r->gpu = g;
         if (rc) { run_free(r); return rc; }
     }
 #endif
-    int stale = remove_stale_temps(c->out);
-    if (resume) rc = truncate_metrics(mpath, meta.step);
+    int stale = io ? remove_stale_temps(c->out) : 0;
+    if (resume && io) rc = truncate_metrics(mpath, meta.step);
     if (resume && !rc) res->val_loss = last_val_loss(mpath); /* a run resumed at its end reports it */
-    else if (restart) rc = truncate_metrics(mpath, -1);
+    else if (restart && io) rc = truncate_metrics(mpath, -1);
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
-    if (!rc) rc = mx_write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
+    if (!rc && io) rc = mx_write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
     if (rc) { run_free(r); return rc; }
-    r->metrics = fopen(mpath, "a");
+    r->metrics = fopen(io ? mpath : "/dev/null", "a"); /* other ranks: their lines go nowhere */
     if (!r->metrics) { run_free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", mpath, strerror(errno)); }
 
     snprintf(msg, sizeof msg, "%s %s: %lld parameters, %lld tokens/step (%d x %d x %d), %lld val tokens%s",
@@ -785,26 +932,39 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * nls);
         if (!rc) rc = eng_zero_grad(r);
         double lsum = 0.0;
+        const int64_t sample0 = sample;
         for (int a = 0; a < c->accum; a++) {
-            uint64_t mstep = (uint64_t)(k - 1) * (uint64_t)c->accum + (uint64_t)a;
+            /* the global micro-batch: rank r's a-th is a one-GPU run's (a*W + r)-th of this step */
+            const int64_t u = (int64_t)a * W + r->rank;
+            uint64_t mstep = (uint64_t)(k - 1) * (uint64_t)c->accum * (uint64_t)W + (uint64_t)u;
             for (int b = 0; b < B && !rc; b++)
-                rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample++), r->inp + b * T,
-                                      r->tgt + b * T);
+                rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample0 + u * B + b),
+                                      r->inp + b * T, r->tgt + b * T);
             if (c->debug_spike_at == k) /* test hook: targets scrambled, a real loss spike */
                 for (int i = 0; i < B * T; i++)
                     r->tgt[i] = (int32_t)(((uint32_t)i * 2654435761u + (uint32_t)k * 40503u) % (uint32_t)c->model.vocab);
             float lo = 0.0f;
-            if (!rc) rc = eng_micro_step(r, mstep, 1.0f / (float)tok_step, &lo);
+            if (!rc) rc = eng_micro_step(r, mstep, 1.0f / (float)tok_step, a == c->accum - 1, &lo);
             if (rc) goto fail;
             lsum += lo;
         }
+        sample = sample0 + (int64_t)c->accum * W * B;
         M->telemetry = 0;
         if (c->debug_nan_grad_at == k) rc = eng_poke(r, 1, M->info[MX_P_WO].offset, NAN);
         mx_crash_point("step", k);
-        float loss = (float)(lsum / c->accum);
         double ss = 0.0;
-        if (!rc) rc = eng_grad_sumsq(r, &ss);
+        if (!rc) rc = eng_grad_sumsq(r, &ss); /* with NCCL: after the step's reductions (one collective at a time) */
         if (rc) goto fail;
+#ifdef MXLM_CUDA
+        if (c->comm) { /* the step's loss: every rank's sum, added in rank order */
+            double all[64];
+            rc = mxg_comm_allgather_host((mxg_comm*)c->comm, &lsum, all, 8);
+            if (rc) goto fail;
+            lsum = 0.0;
+            for (int q = 0; q < W; q++) lsum += all[q];
+        }
+#endif
+        float loss = (float)(lsum / ((double)c->accum * W));
         double gn = sqrt(ss);
         double lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
         int bad = !isfinite(loss) || !isfinite(gn);
@@ -895,10 +1055,9 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             meta.sample = sample;
             meta.tokens = tokens;
             meta.tokens_to_target = res->tokens_to_target;
-            rc = eng_to_host(r);
-            if (!rc) rc = mx_ckpt_save(path, M, r->m, r->v, &meta, r->fingerprint);
+            rc = save_ckpt(r, path, &meta);
             if (rc) goto fail;
-            prune_ckpts(c->out, c->keep_ckpts);
+            if (io) prune_ckpts(c->out, c->keep_ckpts);
             mx_crash_point("ckpt-pruned", k);
         }
         if (halt) break;
