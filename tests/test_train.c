@@ -128,7 +128,10 @@ TEST(train_loss_falls) {
     double v0 = atof(v[0]), vl = atof(v[n - 1]);
     CHECKF(vl < 0.6 * v0, "val loss %g -> %g", v0, vl);
     char t[64][32];
-    CHECK(test_metric_strings("falls", "fprop_a_sqnr_db", NULL, t, 64) == 2 * 2 * 7); /* 2 telemetry steps x 14 linears */
+    int nt = test_metric_strings("falls", "fprop_a_sqnr_db", NULL, t, 64);
+    CHECK(nt == 2 * 2 * 7); /* 2 telemetry steps x 14 linears */
+    for (int i = 0; i < nt && i < 64; i++) /* telemetry on for those steps: MXFP4 h16 activations measure ~16 dB */
+        CHECKF(atof(t[i]) > 5 && atof(t[i]) < 40, "fprop_a SQNR %s dB", t[i]);
     CHECK(test_metric_strings("falls", "tok_per_s", NULL, t, 64) == 30);
     char p[512];
     snprintf(p, sizeof p, "%s/falls/summary.json", test_tmpdir());

@@ -60,6 +60,17 @@ typedef enum { MXG_FOLD_VEC128 = 0, MXG_FOLD_OUTER = 1 } mxg_fold_mode;
  *   counters  two uint64 added to: [0] clipped blocks (an element beyond +-6
  *           after scaling), [1] blocks outside the fold window (exponent more
  *           than 14 below e_ref and a nonzero code: they round in E4M3) */
+/* Telemetry of one quantized operand on the device, the twin of mx_operand_stats
+ * (linear.h): over the rotated operand x (what is quantized) and its dequantized
+ * value Q(x): sig2 += sum x^2 and err2 += sum (x - Q(x))^2 over the finite x (FP64),
+ * nonfinite += the non-finite x; for MXFP4 blocks += scale blocks (one per 32x32
+ * tile for 32x32) and clipped += those with an element beyond +-6 after scaling.
+ * Added to with atomics (the FP64 sums' order is not fixed). */
+typedef struct {
+    double sig2, err2;
+    unsigned long long blocks, clipped, nonfinite;
+} mxg_opstats;
+
 typedef struct {
     uint8_t* codes;
     uint8_t* scales;
@@ -69,6 +80,8 @@ typedef struct {
     mxg_fold_mode fold;   /* VEC128 (default), or OUTER: fscale [stored rows], e_ref the
                              largest block exponent of the whole row (one pass; only for a
                              lone 1x32 output with rotation <= 32 and cols <= 32768) */
+    mxg_opstats* stats;   /* device [1]: telemetry of this output added to it (FP32 input only;
+                             NULL: none, and the kernels without telemetry run, unchanged) */
 } mxg_qout;
 
 /* Quantize x[rows, cols] (row-major, device, MXG_F32 or MXG_BF16) into one

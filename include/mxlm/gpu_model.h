@@ -14,9 +14,10 @@
  * activations are not done). layers.cu is compiled with
  * --fmad=false so that elementwise expressions round as the CPU's.
  *
- * Determinism: no floating-point atomics anywhere; every reduction has a
- * fixed order (fixed trees or sequential loops), so two runs give the same
- * bytes. Bit-identical to the CPU by construction (same operations in the
+ * Determinism: no floating-point atomics (except the telemetry sums, which
+ * feed nothing back into the training); every reduction has a fixed order
+ * (fixed trees or sequential loops), so two runs give the same bytes.
+ * Bit-identical to the CPU by construction (same operations in the
  * same order): embedding (both), RoPE (both), RMSNorm dw, AdamW, the
  * per-chunk partials of the sum of squares. The rest differs from the CPU
  * only in summation order and in expf/logf (CUDA's are within 2 ulp):
@@ -183,6 +184,8 @@ typedef struct {
     uint32_t layer_id;
     int exact;            /* MXFP4: 1 exact emulation (dequantize to BF16), 0 fast (E4M3 fold + FP8 GEMM) */
     mxg_linws* ws;
+    mxg_opstats* tele;    /* device [3][2] ([gemm][operand a, b]): telemetry of this linear's quantized
+                             operands added to it, as mx_linear_ctx.telemetry into state->op (NULL: off) */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
@@ -252,6 +255,15 @@ int mxg_profile_report(char* buf, size_t n);
 int mxg_mem_info(int64_t* free_b, int64_t* total_b);
 /* Peak device memory allocated by this process so far (cudaMemGetInfo based). */
 int64_t mxg_llama_device_bytes(const mxg_llama* g);
+/* Per-GEMM quantization telemetry (the twin of mx_llama.telemetry and lstate[].op).
+ * on: the device totals of every block linear are zeroed, and the forward/backward
+ * calls that follow add the statistics of each quantized operand to them (mxg_opstats,
+ * computed on the GPU); off: they stop adding (the totals are kept). */
+int mxg_llama_set_telemetry(mxg_llama* g, int on);
+/* The totals since the last mxg_llama_set_telemetry(g, 1), copied into
+ * lstate[mx_linear_id(l, j)].op for every block linear (lstate: host, [n_layers * 7];
+ * only .op is written). Synchronous. */
+int mxg_llama_telemetry_read(mxg_llama* g, mx_linear_state* lstate);
 /* The linear-layer workspace (test hook: last quantized operands). */
 mxg_linws* mxg_llama_linws(mxg_llama* g);
 

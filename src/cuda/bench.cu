@@ -172,7 +172,7 @@ extern "C" int mxg_bench_hadamard(int rows, int cols, int iters) {
         mxg_qspec a = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, hs[i], 1, 0, 0, 0};
         mxg_qspec b = a;
         b.layout = MX_LAYOUT_32x1;
-        mxg_qout oa = {c0, s0, NULL, NULL, NULL, MXG_FOLD_VEC128}, ob = {c1, s1, NULL, NULL, NULL, MXG_FOLD_VEC128};
+        mxg_qout oa = {c0, s0, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL}, ob = {c1, s1, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL};
         t[i] = time_ms(iters, [&]() { return mxg_quantize(x, MXG_BF16, rows, cols, &a, &oa, &b, &ob, NULL); });
         if (t[i] < 0) { fprintf(stderr, "bench hadamard: %s\n", mx_last_error()); return MX_EIO; }
     }
@@ -205,8 +205,8 @@ extern "C" int mxg_bench_gemm(int M, int N, int K, int iters) {
     CU_TRY(cudaMalloc(&oa, M * 4)); CU_TRY(cudaMalloc(&ob, N * 4)); CU_TRY(cudaMalloc(&sc, 64)); CU_TRY(cudaMalloc(&cnt, 64));
     CU_TRY(cudaMemset(cnt, 0, 64));
     mxg_qspec qs = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, 16, 1, 0, 0, 0};
-    mxg_qout qoa = {NULL, NULL, ea, fa, cnt, MXG_FOLD_VEC128}, qob = {NULL, NULL, eb, fb, cnt + 2, MXG_FOLD_VEC128};
-    mxg_qout qpa = {ca, sa, NULL, NULL, NULL, MXG_FOLD_VEC128}, qpb = {cb, sb, NULL, NULL, NULL, MXG_FOLD_VEC128};
+    mxg_qout qoa = {NULL, NULL, ea, fa, cnt, MXG_FOLD_VEC128, NULL}, qob = {NULL, NULL, eb, fb, cnt + 2, MXG_FOLD_VEC128, NULL};
+    mxg_qout qpa = {ca, sa, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL}, qpb = {cb, sb, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL};
     mxg_fp4 tA = {M, K, MX_LAYOUT_1x32, ca, sa}, tB = {N, K, MX_LAYOUT_1x32, cb, sb};
     double flop = 2.0 * M * N * K;
     auto qmx = [&]() {
@@ -260,7 +260,7 @@ extern "C" int mxg_bench_gemm(int M, int N, int K, int iters) {
     add("MXFP4 fast path, FP8 OUTER_VEC_32F", [&]() {
         return mxg_gemm_tn(MXG_SCALE_OUTER, eoa, MXG_E4M3, oa, eob, MXG_E4M3, ob, C, MXG_BF16, M, N, K, NULL);
     });
-    mxg_qout qua = {NULL, NULL, eoa, oa, cnt, MXG_FOLD_OUTER}, qub = {NULL, NULL, eob, ob, cnt + 2, MXG_FOLD_OUTER};
+    mxg_qout qua = {NULL, NULL, eoa, oa, cnt, MXG_FOLD_OUTER, NULL}, qub = {NULL, NULL, eob, ob, cnt + 2, MXG_FOLD_OUTER, NULL};
     add("MXFP4 fast path OUTER incl. h16 quantize of both", [&]() {
         int r = mxg_quantize(A, MXG_BF16, M, K, &qs, &qua, NULL, NULL, NULL);
         if (!r) r = mxg_quantize(B, MXG_BF16, N, K, &qs, &qub, NULL, NULL, NULL);

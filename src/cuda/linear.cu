@@ -74,6 +74,44 @@ __global__ void k_broadcast(float* __restrict__ out, size_t n, const float* __re
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) out[i] = x;
 }
 
+/* Telemetry of a BF16 (kind 0: Q(x) = h) or FP8 (1: E4M3, 2: E5M2; Q(x) =
+ * decode(q8) * inv, mx_fp8_fakequant's value) operand x [n]: linear.c's
+ * accumulate_stats, per-thread FP64 sums, warp-reduced, atomics into *st. */
+__global__ void k_opstats(const float* __restrict__ x, size_t n, int kind, const uint16_t* __restrict__ h,
+                          const uint8_t* __restrict__ q8, const float* __restrict__ inv_p, mxg_opstats* st) {
+    const float inv = inv_p ? *inv_p : 1.0f;
+    double sg = 0.0, er = 0.0;
+    unsigned long long nf = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float xv = x[i];
+        if (!(fabsf(xv) <= 3.4028235e38f)) { nf++; continue; }
+        const float q = kind == 0 ? mx_bf16_to_f32(h[i])
+                                  : (kind == 1 ? mx_e4m3_decode(q8[i]) : mx_e5m2_decode(q8[i])) * inv;
+        const double d = (double)xv - (double)q;
+        sg += (double)xv * (double)xv;
+        er += d * d;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        sg += __shfl_xor_sync(0xffffffffu, sg, o);
+        er += __shfl_xor_sync(0xffffffffu, er, o);
+        nf += __shfl_xor_sync(0xffffffffu, nf, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (sg != 0.0) atomicAdd(&st->sig2, sg);
+        if (er != 0.0) atomicAdd(&st->err2, er);
+        if (nf) atomicAdd(&st->nonfinite, nf);
+    }
+}
+
+int opstats(const float* x, size_t n, int kind, const uint16_t* h, const uint8_t* q8, const float* inv,
+            mxg_opstats* st, cudaStream_t s) {
+    size_t blocks = (n + 255) / 256;
+    k_opstats<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, s>>>(x, n, kind, h, q8, inv, st);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
 mx_fp8_kind fp8_kind(mx_gemm_id g, int operand) {
     return (operand == 0 && g != MX_FPROP) ? MX_FP8_E5M2 : MX_FP8_E4M3;
 }
@@ -177,6 +215,8 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
     int rc = check_dims(g, q, Ma, Nb, R);
     if (rc) return rc;
     cudaStream_t st = MXG_STREAM(stream);
+    /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
+    mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
     if (q->fmt == MX_FMT_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
         PROF_B(PROF_GEMM, st);
         rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, C, Nb, accumulate, stream);
@@ -199,7 +239,10 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
         }
     switch (q->fmt) {
     case MX_FMT_BF16:
-        for (int o = 0; o < 2 && !rc; o++) rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
+        for (int o = 0; o < 2 && !rc; o++) {
+            rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
+            if (!rc && tele[o]) rc = opstats(op[o], (size_t)rows[o] * R, 0, w->h[o], NULL, NULL, tele[o], st);
+        }
         PROF_E(PROF_QUANT, st);
         if (!rc)
             rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
@@ -215,6 +258,8 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
             float* s = w->sc + 8 * o; /* amax, scale, _, _, inv_scale (16-byte aligned) */
             rc = mxg_fp8_quantize(op[o], MXG_F32, (size_t)rows[o] * R, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+            if (!rc && tele[o])
+                rc = opstats(op[o], (size_t)rows[o] * R, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
         }
         if (rc) return rc;
         if (R % 128 == 0) {
@@ -256,6 +301,7 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
+            qo.stats = tele[o];
             if (fast) {
                 qo.e4m3 = w->q8[o];
                 qo.fscale = w->fs[o];

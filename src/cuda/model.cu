@@ -9,7 +9,8 @@
  *   - with `recompute` the RMSNorm outputs and the SwiGLU product are not
  *     kept per layer: the backward recomputes them (the same bits).
  * Activations are FP32; the block linears follow the recipe (linear.cu).
- * No floating-point atomics: two runs give the same bytes.
+ * No floating-point atomics (except the telemetry sums, mxg_opstats, which the
+ * training does not read): two runs give the same bytes.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -55,6 +56,8 @@ struct mxg_llama {
     int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
     uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
     mxg_linws* lin;
+    mxg_opstats* tele;              // [L * 7 * 6] telemetry per block linear, [gemm][operand]
+    int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
     mxg_comm* comm;                 // NULL: single GPU
@@ -297,6 +300,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
     g->head_bf16 = mx_recipe_uses(recipe, MX_FMT_BF16) || mx_recipe_uses(recipe, MX_FMT_FP8) ||
                    mx_recipe_uses(recipe, MX_FMT_MXFP4) || bf16_first > 0 || bf16_last > 0;
+    DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
     rc = mxg_linws_create(&g->lin, max_operand(cfg, N));
@@ -308,6 +312,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N));
     CU_TRY(cudaMemset(g->params, 0, np * 4));
+    CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
     CU_TRY(cudaMemset(g->v, 0, g->nshard * 4));
@@ -331,7 +336,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     if (!g) return;
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
-    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16);
+    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
     if (g->st) cudaStreamDestroy(g->st);
@@ -409,6 +414,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.layer_id = mx_linear_id(l, j);
     c.exact = g->exact;
     c.ws = g->lin;
+    c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * 6 : NULL;
     return c;
 }
 
@@ -639,6 +645,36 @@ static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
     CHK(mxg_to_bf16(g->xnf, (size_t)N * c->dim, g->xnf16, g->st));
     return mxg_lm_head_xent_bf16(g->xnf16, g->head16, g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
                                  g->chunk, g->chunk16, g->Nc, g->st);
+}
+
+extern "C" int mxg_llama_set_telemetry(mxg_llama* g, int on) {
+    if (on) CU_TRY(cudaMemsetAsync(g->tele, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), g->st));
+    g->tele_on = on != 0;
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_telemetry_read(mxg_llama* g, mx_linear_state* lstate) {
+    const size_t n = (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK;
+    mxg_opstats* h = (mxg_opstats*)malloc(n * 6 * sizeof *h);
+    if (!h) return mx_fail(MX_ENOMEM, "GPU telemetry: out of host memory");
+    cudaError_t e = cudaMemcpyAsync(h, g->tele, n * 6 * sizeof *h, cudaMemcpyDeviceToHost, g->st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->st);
+    if (e != cudaSuccess) {
+        free(h);
+        return mx_fail(MX_EIO, "GPU telemetry: copy failed: %s", cudaGetErrorString(e));
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 6; k++) {
+            const mxg_opstats* s = &h[i * 6 + k];
+            mx_operand_stats* d = &lstate[i].op[k / 2][k % 2];
+            d->sig2 = s->sig2;
+            d->err2 = s->err2;
+            d->blocks = (int64_t)s->blocks;
+            d->clipped = (int64_t)s->clipped;
+            d->nonfinite = (int64_t)s->nonfinite;
+        }
+    free(h);
+    return MX_OK;
 }
 
 extern "C" int mxg_llama_set_head_bf16(mxg_llama* g, int on) {

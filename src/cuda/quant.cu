@@ -41,6 +41,7 @@ struct Slot {
     uint8_t* e4m3;
     float* fscale;
     unsigned long long* counters;
+    mxg_opstats* stats;        // telemetry (NULL: off)
     int outer;                 // fold with OUTER scales (row kernel only)
 };
 
@@ -157,6 +158,43 @@ __device__ __forceinline__ uint8_t quant32(const float (&v)[32], int rule, int l
     return sb;
 }
 
+/* Telemetry of one quantized group: the rotated values v, their codes pk and
+ * scale byte sb (Q(x) = decode(code) * 2^(sb-127), NaN for a NaN block, as
+ * mx_dequantize_fp4) added to the thread's sums (linear.c's accumulate_stats). */
+__device__ __forceinline__ void stats32(const float (&v)[32], const uint32_t (&pk)[4], uint8_t sb, double& sg,
+                                        double& er, unsigned& nf) {
+    const float sc = mx_e8m0_decode(sb);
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        const float x = v[i];
+        if (!(fabsf(x) <= 3.4028235e38f)) { nf++; continue; }
+        const float q = mx_e2m1_decode((uint8_t)((pk[i >> 3] >> (4 * (i & 7))) & 15u)) * sc;
+        const double d = (double)x - (double)q;
+        sg += (double)x * (double)x;
+        er += d * d;
+    }
+}
+
+/* Warp-reduce the lanes' telemetry and add it to *st (lane 0, atomics). Every
+ * lane of the warp must call it. */
+__device__ void stats_flush(mxg_opstats* st, double sg, double er, unsigned nf, unsigned nb, unsigned nc) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        sg += __shfl_xor_sync(0xffffffffu, sg, o);
+        er += __shfl_xor_sync(0xffffffffu, er, o);
+        nf += __shfl_xor_sync(0xffffffffu, nf, o);
+        nb += __shfl_xor_sync(0xffffffffu, nb, o);
+        nc += __shfl_xor_sync(0xffffffffu, nc, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (sg != 0.0) atomicAdd(&st->sig2, sg);
+        if (er != 0.0) atomicAdd(&st->err2, er);  /* NaN too */
+        if (nb) atomicAdd(&st->blocks, (unsigned long long)nb);
+        if (nc) atomicAdd(&st->clipped, (unsigned long long)nc);
+        if (nf) atomicAdd(&st->nonfinite, (unsigned long long)nf);
+    }
+}
+
 /* Fold one block: codes pk with scale byte sb under reference exponent eref
  * into 32 E4M3 bytes. Returns 1 if the block lies outside the window (and has
  * a nonzero code). lut[(d+14)*16 + nib] = E4M3(decode(nib) * 2^(d+6)). */
@@ -255,7 +293,9 @@ template <int TR, int TC> struct Smem {
     static constexpr size_t total = cnt + 16;
 };
 
-template <typename T, int TR, int TC>
+/* ST: the telemetry variant (a separate instantiation, so that the kernels without it
+ * keep their register allocation and speed). */
+template <typename T, int TR, int TC, bool ST>
 __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     extern __shared__ float4 smem_raw[];
     using L = Smem<TR, TC>;
@@ -363,6 +403,15 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
                 if (clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[0], 1u);
                 if (s.codes) *(uint4*)(s.codes + ((size_t)gr * cols + gc) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
             }
+            if (ST && s.stats) { /* telemetry (a uniform branch; the group loop's break is warp-uniform) */
+                double sgm = 0.0, erm = 0.0;
+                unsigned nf = 0, nb = 0, nc = 0;
+                if (valid) {
+                    stats32(v, pk[k], sb, sgm, erm, nf);
+                    if (!s.l32 || lane == 0) { nb = 1; nc = clip ? 1u : 0u; }
+                }
+                stats_flush(s.stats, sgm, erm, nf, nb, nc);
+            }
         }
         __syncthreads();
         if (s.scales) {
@@ -432,6 +481,15 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
             sbk[k] = sb;
             scl_c[c * NTB + tb] = sb;
             if (valid && clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[2], 1u);
+            if (ST && s.stats) {
+                double sgm = 0.0, erm = 0.0;
+                unsigned nf = 0, nb = 0, nc = 0;
+                if (valid) {
+                    stats32(v, pk[k], sb, sgm, erm, nf);
+                    if (!s.l32 || lane == 0) { nb = 1; nc = clip ? 1u : 0u; }
+                }
+                stats_flush(s.stats, sgm, erm, nf, nb, nc);
+            }
             if (s.codes) {
                 if (!s.l32) {
                     if (valid) *(uint4*)(s.codes + ((size_t)gc * rows + gr) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
@@ -496,7 +554,7 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
  * thread per 32-block (NB blocks per thread), rotation n <= 32 in registers.
  * Supports the OUTER fold (e_ref = the row's largest block exponent) in one
  * pass: the codes stay in registers until the row's maximum is known. */
-template <typename T, int NB>
+template <typename T, int NB, bool ST>
 __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     __shared__ uint8_t lut[240];
     __shared__ int red[4];
@@ -510,6 +568,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     uint8_t* scales = a.s[0].scales;
     uint8_t* e4m3 = a.s[0].e4m3;
     float* fscale = a.s[0].fscale;
+    mxg_opstats* stats = a.s[0].stats;
     for (int i = tid; i < 240; i += 128) lut[i] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(i & 15)) * mx_exp2i((i >> 4) - 14 + 6));
     if (tid < 2) cnt[tid] = 0;
     __syncthreads();
@@ -522,6 +581,8 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
         int b = tid + 128 * j;
         sbk[j] = 0;
         pk[j][0] = pk[j][1] = pk[j][2] = pk[j][3] = 0;
+        double sgm = 0.0, erm = 0.0;
+        unsigned nf = 0, nc = 0;
         if (b < nb) {
             float v[32];
             constexpr int V = 16 / sizeof(T);
@@ -556,7 +617,12 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
             if (codes) *(uint4*)(codes + ((size_t)r * cols + (size_t)b * 32) / 2) = make_uint4(pk[j][0], pk[j][1], pk[j][2], pk[j][3]);
             if (scales) scales[(size_t)r * nb + b] = sb;
             if (sb != MX_E8M0_NAN && (int)sb > emax) emax = sb;
+            if (ST && stats) {
+                stats32(v, pk[j], sb, sgm, erm, nf);
+                nc = clip ? 1u : 0u;
+            }
         }
+        if (ST && stats) stats_flush(stats, sgm, erm, nf, b < nb ? 1u : 0u, nc); /* all lanes: outside the if */
     }
     if (e4m3) {
         int erow = 0;
@@ -599,35 +665,43 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     }
 }
 
-template <typename T> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
+template <typename T, bool ST> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
     int nb = a.cols / 32;
     dim3 grid(a.rows);
-    if (nb <= 128) k_qrow<T, 1><<<grid, 128, 0, st>>>(a, outer);
-    else if (nb <= 256) k_qrow<T, 2><<<grid, 128, 0, st>>>(a, outer);
-    else if (nb <= 512) k_qrow<T, 4><<<grid, 128, 0, st>>>(a, outer);
-    else k_qrow<T, 8><<<grid, 128, 0, st>>>(a, outer);
+    if (nb <= 128) k_qrow<T, 1, ST><<<grid, 128, 0, st>>>(a, outer);
+    else if (nb <= 256) k_qrow<T, 2, ST><<<grid, 128, 0, st>>>(a, outer);
+    else if (nb <= 512) k_qrow<T, 4, ST><<<grid, 128, 0, st>>>(a, outer);
+    else k_qrow<T, 8, ST><<<grid, 128, 0, st>>>(a, outer);
     CU_LAUNCHED();
     return MX_OK;
 }
 
-template <typename T, int TR, int TC> int launch_quant(const QArgs& a, cudaStream_t st) {
+template <typename T, int TR, int TC, bool ST> int launch_quant(const QArgs& a, cudaStream_t st) {
     using L = Smem<TR, TC>;
     static bool attr_set = false;
     if (!attr_set) {
-        CU_TRY(cudaFuncSetAttribute(k_quant<T, TR, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
+        CU_TRY(cudaFuncSetAttribute(k_quant<T, TR, TC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
         attr_set = true;
     }
     dim3 grid((a.cols + TC - 1) / TC, (a.rows + TR - 1) / TR);
-    k_quant<T, TR, TC><<<grid, NT, L::total, st>>>(a);
+    k_quant<T, TR, TC, ST><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
 
-template <typename T> int launch_cfg(const QArgs& a, cudaStream_t st) {
+template <typename T, bool ST> int launch_cfg(const QArgs& a, cudaStream_t st) {
     int n0 = a.s[0].active ? a.s[0].had_n : 0, n1 = a.s[1].active ? a.s[1].had_n : 0;
-    if (a.s[0].active && a.s[1].active) return launch_quant<T, 128, 128>(a, st);
-    if (a.s[0].active) return n0 > 128 ? launch_quant<T, 64, 256>(a, st) : launch_quant<T, 64, 128>(a, st);
-    return n1 > 128 ? launch_quant<T, 256, 64>(a, st) : launch_quant<T, 128, 64>(a, st);
+    if (a.s[0].active && a.s[1].active) return launch_quant<T, 128, 128, ST>(a, st);
+    if (a.s[0].active) return n0 > 128 ? launch_quant<T, 64, 256, ST>(a, st) : launch_quant<T, 64, 128, ST>(a, st);
+    return n1 > 128 ? launch_quant<T, 256, 64, ST>(a, st) : launch_quant<T, 128, 64, ST>(a, st);
+}
+
+bool has_stats(const QArgs& a) { return (a.s[0].active && a.s[0].stats) || (a.s[1].active && a.s[1].stats); }
+
+/* The staged kernel for a's outputs: the telemetry variant only where asked (FP32 input only). */
+int launch_cfg_dt(const QArgs& a, mxg_dtype dt, cudaStream_t st) {
+    if (dt == MXG_BF16) return launch_cfg<uint16_t, false>(a, st);
+    return has_stats(a) ? launch_cfg<float, true>(a, st) : launch_cfg<float, false>(a, st);
 }
 
 /* Validate one spec for a direction (dir 0: along rows' direction, 1: along columns). */
@@ -657,6 +731,7 @@ int make_slot(const mxg_qspec* sp, const mxg_qout* o, int dir, int rows, int col
     s->e4m3 = o->e4m3;
     s->fscale = o->fscale;
     s->counters = o->counters;
+    s->stats = o->stats;
     s->outer = o->e4m3 && o->fold == MXG_FOLD_OUTER;
     return MX_OK;
 }
@@ -852,21 +927,25 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
         if (rc) return rc;
     }
     if (!a.s[0].active && !a.s[1].active) return MX_OK;
+    if (dt != MXG_F32 && has_stats(a)) return mx_fail(MX_EINVAL, "mxg_quantize: telemetry (stats) needs an FP32 input");
     cudaStream_t st = MXG_STREAM(stream);
     /* one row-direction 1x32 output with a register-sized rotation: the unstaged row kernel */
     const bool row_kernel = a.s[0].active && !a.s[1].active && !a.s[0].l32 && a.s[0].had_n <= 32 && cols / 32 <= 1024;
     if ((a.s[0].active && a.s[0].outer && !row_kernel) || (a.s[1].active && a.s[1].outer))
         return mx_fail(MX_EINVAL, "mxg_quantize: the OUTER fold is made in one pass only for a lone 1x32 output with "
                                   "rotation <= 32 and cols <= 32768; use MXG_FOLD_VEC128 or mxg_fold");
-    if (row_kernel) return dt == MXG_BF16 ? launch_qrow<uint16_t>(a, a.s[0].outer, st) : launch_qrow<float>(a, a.s[0].outer, st);
+    if (row_kernel)
+        return dt == MXG_BF16 ? launch_qrow<uint16_t, false>(a, a.s[0].outer, st)
+               : has_stats(a) ? launch_qrow<float, true>(a, a.s[0].outer, st)
+                              : launch_qrow<float, false>(a, a.s[0].outer, st);
     if (a.s[0].active && a.s[1].active && (a.s[0].had_n > 32 || a.s[1].had_n > 32)) {
         QArgs b = a;
         b.s[1].active = 0;
         a.s[0].active = 0;
-        int rc = dt == MXG_BF16 ? launch_cfg<uint16_t>(b, st) : launch_cfg<float>(b, st);
+        int rc = launch_cfg_dt(b, dt, st);
         if (rc) return rc;
     }
-    return dt == MXG_BF16 ? launch_cfg<uint16_t>(a, st) : launch_cfg<float>(a, st);
+    return launch_cfg_dt(a, dt, st);
 }
 
 extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,

@@ -314,6 +314,21 @@ static int eng_micro_step(run_state* r, uint64_t step, float grad_scale, int las
     return rc ? rc : mx_llama_backward(&r->model, r->inp, r->tgt, grad_scale);
 }
 
+/* Per-GEMM telemetry of the step's micro-batches: on before them (the CPU's stats were
+ * reset by mx_telemetry_reset), off after; on the GPU the device totals are then
+ * copied into model.lstate[].op, where mx_telemetry_write reads them. */
+static int eng_telemetry(run_state* r, int on) {
+    r->model.telemetry = on;
+#ifdef MXLM_CUDA
+    if (r->gpu) {
+        int rc = mxg_llama_set_telemetry(GPU(r), on);
+        if (!rc && !on) rc = mxg_llama_telemetry_read(GPU(r), r->model.lstate);
+        return rc;
+    }
+#endif
+    return MX_OK;
+}
+
 static int eng_grad_sumsq(run_state* r, double* ss) {
 #ifdef MXLM_CUDA
     if (r->gpu) return mxg_llama_grad_sumsq(GPU(r), ss);
@@ -392,9 +407,6 @@ static int eng_pick_device(const mx_train_config* c, const mx_recipe* rec, char*
         if (rec->g[g].had_n && rec->g[g].fmt != MX_FMT_MXFP4)
             return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates MXFP4 operands only (use --device cpu)",
                            c->recipe);
-    if (c->telemetry_every > 0)
-        return mx_fail(MX_EINVAL, "train: --telemetry-every: the per-GEMM telemetry is CPU-only for now (use "
-                                  "--device cpu)");
     snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s", info,
              c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)");
     return 1;
@@ -928,7 +940,7 @@ dir_done:
         if (c->debug_nan_at == k) rc = eng_poke(r, 0, M->info[MX_P_WQ].offset, NAN);
         int tele = c->telemetry_every > 0 && k % c->telemetry_every == 0;
         if (tele) mx_telemetry_reset(M);
-        M->telemetry = tele;
+        if (tele && !rc) rc = eng_telemetry(r, 1);
         memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * nls);
         if (!rc) rc = eng_zero_grad(r);
         double lsum = 0.0;
@@ -949,7 +961,8 @@ dir_done:
             lsum += lo;
         }
         sample = sample0 + (int64_t)c->accum * W * B;
-        M->telemetry = 0;
+        if (tele && !rc) rc = eng_telemetry(r, 0);
+        if (rc) goto fail;
         if (c->debug_nan_grad_at == k) rc = eng_poke(r, 1, M->info[MX_P_WO].offset, NAN);
         mx_crash_point("step", k);
         double ss = 0.0;

@@ -484,7 +484,7 @@ static void gemm_case(int M, int N, int K, int had, int oow_row, const char* fil
     float *fa = dalloc<float>((size_t)M * K / 128), *fb = dalloc<float>((size_t)N * K / 128);
     unsigned long long* cnt = dalloc<unsigned long long>(4);
     CK(cudaMemset(cnt, 0, 32));
-    mxg_qout oa = {tA.codes, tA.scales, ea, fa, cnt, MXG_FOLD_VEC128}, ob = {tB.codes, tB.scales, eb, fb, cnt + 2, MXG_FOLD_VEC128};
+    mxg_qout oa = {tA.codes, tA.scales, ea, fa, cnt, MXG_FOLD_VEC128, NULL}, ob = {tB.codes, tB.scales, eb, fb, cnt + 2, MXG_FOLD_VEC128, NULL};
     MX(mxg_quantize(da, MXG_BF16, M, K, &s, &oa, NULL, NULL, NULL));
     s.tensor_id = 2;
     MX(mxg_quantize(db, MXG_BF16, N, K, &s, &ob, NULL, NULL, NULL));

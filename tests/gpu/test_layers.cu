@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -686,7 +687,7 @@ static void test_linear_operands(const char* recipe) {
     const uint64_t seed = 11, step = 3;
     const uint32_t lid = 5;
     for (int exact = 1; exact >= 0; exact--) {
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws};
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL};
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */
@@ -824,6 +825,254 @@ static void test_gpu_model(const char* recipe, int exact, double tol_loss, doubl
     same_bytes("gradients (recompute)", grads[0].data(), grads[2].data(), m.n_params * 4);
     same_bytes("loss (2 runs)", &loss_g[0], &loss_g[1], 4);
     same_bytes("token losses", losses[0].data(), losses[2].data(), (size_t)N * 4);
+    mx_llama_free(&m);
+    end();
+}
+
+/* ---- per-GEMM quantization telemetry on the GPU (mxg_opstats: quant.cu, linear.cu, model.cu) ----
+ * Against linear.c's statistics (accumulate_stats + the MXFP4 block counts) on the same inputs:
+ *   sig2, err2  relative difference <= tol; both NaN counts as equal (a NaN MXFP4 block makes
+ *               err2 NaN on both sides: its finite elements are compared with NaN)
+ *   blocks, nonfinite  equal;  clipped  |gpu - cpu| <= tol_clip (0: equal)
+ * In the linear-layer and quantizer checks the quantized operands are bit-identical to the CPU's
+ * (test_linear_operands), so the FP64 sums differ only in their order (atomics against a sequential
+ * loop): ~1e-15 relative expected; the tolerance 1e-6 (an SQNR within 4e-6 dB) leaves room for that
+ * and still fails on any wrong element set, operand, rotation or dequantized value. */
+static double rel_d(double g, double c) {
+    if (g != g && c != c) return 0.0;
+    if (g == c) return 0.0;
+    if (g != g || c != c) return INFINITY;
+    return fabs(g - c) / fmax(fabs(c), 1e-300);
+}
+static double sqnr_of(double s, double e) { return e == 0 ? INFINITY : s == 0 ? -INFINITY : 10.0 * log10(s / e); }
+
+/* One operand's check; returns the relative differences through ws/we (max-accumulated). */
+static void check_opstats(const char* what, const mxg_opstats* g, const mx_operand_stats* c, double tol,
+                          long long tol_clip, double tol_db, double* ws, double* we, int verbose) {
+    double rs = rel_d(g->sig2, c->sig2), re = rel_d(g->err2, c->err2);
+    double dg = sqnr_of(g->sig2, g->err2), dc = sqnr_of(c->sig2, c->err2);
+    double ddb = (isfinite(dg) && isfinite(dc)) ? fabs(dg - dc) : (dg == dc || (dg != dg && dc != dc)) ? 0.0 : INFINITY;
+    long long dclip = (long long)g->clipped - (long long)c->clipped;
+    int bad = !(rs <= tol) || (tol_db > 0 ? !(ddb <= tol_db) : !(re <= tol)) ||
+              (long long)g->blocks != (long long)c->blocks || (long long)g->nonfinite != (long long)c->nonfinite ||
+              llabs(dclip) > tol_clip;
+    if (rs > *ws) *ws = rs;
+    if (re > *we) *we = re;
+    if (verbose || bad)
+        printf("    %-24s sig2 %.6g (rel %.2g) err2 %.6g (rel %.2g) SQNR %.4f/%.4f dB blocks %llu/%lld clipped %llu/%lld "
+               "nonfinite %llu/%lld (gpu/cpu)\n",
+               what, c->sig2, rs, c->err2, re, dg, dc, g->blocks, (long long)c->blocks, g->clipped, (long long)c->clipped,
+               g->nonfinite, (long long)c->nonfinite);
+    if (bad)
+        fail("%s: telemetry differs (sig2 rel %.3g, err2 rel %.3g, SQNR diff %.3g dB; tol %.1g%s, clipped diff %lld tol %lld)",
+             what, rs, re, ddb, tol_db > 0 ? tol_db : tol, tol_db > 0 ? " dB" : "", dclip, tol_clip);
+}
+
+/* The GPU linear layer (forward + backward, twice: steps s and s+1, both paths) with telemetry
+ * against mx_linear_forward/backward with telemetry. nonfin: a NaN and an Inf in X. */
+static void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) {
+    char name[160];
+    snprintf(name, sizeof name, "linear telemetry %s %dx%dx%d%s", recipe, M, K, N, nonfin ? " nan+inf" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    vecf X = randn((size_t)M * K, 1.0f), W = randn((size_t)N * K, 0.05f), dY = randn((size_t)M * N, 0.01f);
+    X[5] = 40.0f;     /* an outlier: clipped blocks */
+    W[3] = 0.9f;
+    if (nonfin) { X[7] = NAN; X[(size_t)K + 70] = INFINITY; }
+    Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dYo((size_t)M * N * 4), ddX(X.size() * 4),
+        ddW(W.size() * 4), dst(6 * sizeof(mxg_opstats));
+    up(dX, X); up(dW, W); up(ddY, dY);
+    size_t cap = (size_t)M * K;
+    if ((size_t)N * K > cap) cap = (size_t)N * K;
+    if ((size_t)M * N > cap) cap = (size_t)M * N;
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, cap));
+    const uint64_t seed = 11, step = 3;
+    const uint32_t lid = 9;
+    vecf Yc((size_t)M * N), dXc(X.size()), dWc(W.size());
+    for (int exact = 1; exact >= 0 && ws; exact--) {
+        mx_linear_state cs;
+        memset(&cs, 0, sizeof cs);
+        CK(cudaMemset(dst.p, 0, 6 * sizeof(mxg_opstats)));
+        CK(cudaMemset(ddX.p, 0, X.size() * 4));
+        CK(cudaMemset(ddW.p, 0, W.size() * 4));
+        std::fill(dXc.begin(), dXc.end(), 0.0f);
+        std::fill(dWc.begin(), dWc.end(), 0.0f);
+        for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p};
+            mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
+            MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
+            MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
+            MXC(mx_linear_forward(&cc, X.data(), W.data(), Yc.data(), M, K, N));
+            MXC(mx_linear_backward(&cc, X.data(), W.data(), dY.data(), dXc.data(), dWc.data(), M, K, N));
+        }
+        std::vector<mxg_opstats> gs = down<mxg_opstats>(dst, 6);
+        double wsig = 0, werr = 0;
+        for (int g = 0; g < 3; g++)
+            for (int o = 0; o < 2; o++) {
+                char what[64];
+                snprintf(what, sizeof what, "%s %s %c", exact ? "exact" : "fast", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
+                         o ? 'b' : 'a');
+                const mx_operand_stats* c = &cs.op[g][o];
+                check_opstats(what, &gs[g * 2 + o], c, 1e-6, 0, 0, &wsig, &werr, 1);
+                /* not vacuous: every quantized operand was seen (FP32 GEMMs record nothing on both sides) */
+                mx_format f = rec.g[g].fmt;
+                if (f != MX_FMT_FP32 && !(c->sig2 > 0)) fail("%s: the CPU recorded nothing", what);
+                if (f == MX_FMT_MXFP4 && c->blocks == 0) fail("%s: no MXFP4 blocks counted", what);
+            }
+        printf("    %-24s worst rel diff: sig2 %.3g err2 %.3g (tol 1e-6)\n", exact ? "exact path" : "fast path", wsig, werr);
+    }
+    mxg_linws_free(ws);
+    end();
+}
+
+/* mxg_quantize with stats directly: a row-direction and a column-direction output from one read
+ * (k_quant's two passes; the linear layer uses only the row direction), against the CPU's
+ * rotation + mx_fakequant_fp4 + the same sums. */
+static void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr, int rows, int cols) {
+    char name[160];
+    snprintf(name, sizeof name, "quant telemetry %s+%s h%d%s%s %dx%d", mx_layout_name(l0), mx_layout_name(l1), had_n,
+             rnd ? " rh" : "", sr ? " sr" : "", rows, cols);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf x = randn((size_t)rows * cols, 1.0f);
+    x[3] = 50.0f;
+    x[(size_t)cols * 40 + 17] = -30.0f;
+    Dev dx(x.size() * 4), codes(2 * x.size()), scales(2 * x.size() / 32 + 64), dst(2 * sizeof(mxg_opstats));
+    up(dx, x);
+    CK(cudaMemset(dst.p, 0, 2 * sizeof(mxg_opstats)));
+    const mx_layout lay[2] = {l0, l1};
+    mxg_qspec sp[2];
+    mxg_qout qo[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&sp[k], 0, sizeof sp[k]);
+        memset(&qo[k], 0, sizeof qo[k]);
+        sp[k].layout = lay[k];
+        sp[k].scale = MX_SCALE_FLOOR;
+        sp[k].round = sr ? MX_ROUND_SR : MX_ROUND_RNE;
+        sp[k].seed = 77;
+        sp[k].tensor_id = 4 + k;
+        sp[k].had_n = had_n;
+        sp[k].had_axis = k == 0 ? 1 : 0; /* 32x32: output 0 along rows, 1 along columns */
+        sp[k].had_random = rnd;
+        sp[k].had_seed = 99;
+        sp[k].rot_id = 2;
+        qo[k].codes = (uint8_t*)codes.p + k * x.size();
+        qo[k].scales = (uint8_t*)scales.p + k * (x.size() / 32 + 32);
+        qo[k].stats = (mxg_opstats*)dst.p + k;
+    }
+    MXC(mxg_quantize(dx.p, MXG_F32, rows, cols, &sp[0], &qo[0], &sp[1], &qo[1], NULL));
+    std::vector<mxg_opstats> gs = down<mxg_opstats>(dst, 2);
+    double wsig = 0, werr = 0;
+    for (int k = 0; k < 2; k++) {
+        int axis = k == 0 ? 1 : 0;
+        vecf r = x, q(x.size());
+        if (had_n) MXC(mx_hadamard_rotate(r.data(), rows, cols, axis, had_n, rnd, 99, 2));
+        mx_qopts qq = {lay[k], MX_SCALE_FLOOR, sr ? MX_ROUND_SR : MX_ROUND_RNE, 77, (uint32_t)(4 + k)};
+        int64_t clipped = 0;
+        MXC(mx_fakequant_fp4(r.data(), q.data(), rows, cols, &qq, &clipped));
+        mx_operand_stats c;
+        memset(&c, 0, sizeof c);
+        for (size_t i = 0; i < r.size(); i++) {
+            if (!isfinite(r[i])) { c.nonfinite++; continue; }
+            double d = (double)r[i] - (double)q[i];
+            c.sig2 += (double)r[i] * r[i];
+            c.err2 += d * d;
+        }
+        c.blocks = (int64_t)mx_fp4_n_scales(rows, cols, lay[k]);
+        c.clipped = clipped;
+        char what[64];
+        snprintf(what, sizeof what, "output %d (%s)", k, mx_layout_name(lay[k]));
+        check_opstats(what, &gs[k], &c, 1e-6, 0, 0, &wsig, &werr, 1);
+        if (!(c.clipped > 0)) fail("%s: no clipped block in the reference (the outliers should clip)", what);
+    }
+    end();
+}
+
+/* The GPU model (mxg_llama_set_telemetry / mxg_llama_telemetry_read) against the CPU model's
+ * lstate[].op after the same two micro-batches. The activations and gradients differ from the CPU's
+ * in the summation order (test_gpu_model's tolerances), so the quantized operands differ in a few
+ * elements: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
+ * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives errors near 1 (0.5, 3 dB). */
+static void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (mx_model_preset("tiny", &cfg) || mx_recipe_parse(recipe, &rec) || mx_llama_create(&m, &cfg, &rec, 0, 0, 7)) {
+        fail("model: %s", mx_last_error());
+        end();
+        return;
+    }
+    mx_llama_init_weights(&m, 7);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndn();
+    m.head_bf16 = 0;
+    const int B = 2, T = 64, N = B * T;
+    const uint64_t step = 5;
+    std::vector<int32_t> tok(2 * N), tgt(2 * N);
+    for (int n = 0; n < 2 * N; n++) {
+        tok[n] = (int32_t)(rnd64() % 64);
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    const int nl = cfg.n_layers * MX_LIN_PER_BLOCK;
+    mx_telemetry_reset(&m);
+    m.telemetry = 1;
+    mx_llama_zero_grad(&m);
+    for (int a = 0; a < 2; a++) {
+        float lo = 0;
+        m.step = step + a;
+        if (mx_llama_forward(&m, tok.data() + a * N, tgt.data() + a * N, B, T, &lo) ||
+            mx_llama_backward(&m, tok.data() + a * N, tgt.data() + a * N, 1.0f / N)) {
+            fail("CPU model: %s", mx_last_error());
+            mx_llama_free(&m);
+            end();
+            return;
+        }
+    }
+    m.telemetry = 0;
+    std::vector<mx_linear_state> gl(nl);
+    memset(gl.data(), 0, nl * sizeof(mx_linear_state));
+    mxg_llama* g = NULL;
+    MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, 0, 0));
+    if (g) {
+        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
+        MXC(mxg_llama_set_head_bf16(g, 0));
+        MXC(mxg_llama_zero_grad(g));
+        float lo = 0;
+        MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), step, 1.0f / N, &lo)); /* telemetry off: not counted */
+        MXC(mxg_llama_set_telemetry(g, 1));
+        for (int a = 0; a < 2; a++) MXC(mxg_llama_forward_backward(g, tok.data() + a * N, tgt.data() + a * N, step + a, 1.0f / N, &lo));
+        MXC(mxg_llama_set_telemetry(g, 0));
+        MXC(mxg_llama_loss(g, tok.data(), tgt.data(), step, &lo, NULL)); /* off again: not counted */
+        MXC(mxg_llama_telemetry_read(g, gl.data()));
+        mxg_llama_free(g);
+    }
+    double wsig = 0, werr = 0, wdb = 0;
+    int shown = 0;
+    for (int i = 0; i < nl; i++)
+        for (int gg = 0; gg < 3; gg++)
+            for (int o = 0; o < 2; o++) {
+                const mx_operand_stats* c = &m.lstate[i].op[gg][o];
+                const mx_operand_stats* s = &gl[i].op[gg][o];
+                mxg_opstats gs = {s->sig2, s->err2, (unsigned long long)s->blocks, (unsigned long long)s->clipped,
+                                  (unsigned long long)s->nonfinite};
+                char what[64];
+                snprintf(what, sizeof what, "L%d %s %s %c", i / MX_LIN_PER_BLOCK, mx_linear_name(i % MX_LIN_PER_BLOCK),
+                         gg == 0 ? "fprop" : gg == 1 ? "dgrad" : "wgrad", o ? 'b' : 'a');
+                long long tclip = (long long)(0.02 * (double)c->blocks) + 2;
+                check_opstats(what, &gs, c, tol_sig, tclip, tol_db, &wsig, &werr, shown < 6);
+                shown++;
+                double dg = sqnr_of(s->sig2, s->err2), dc = sqnr_of(c->sig2, c->err2);
+                if (isfinite(dg) && isfinite(dc)) wdb = fmax(wdb, fabs(dg - dc));
+                if (rec.g[gg].fmt != MX_FMT_FP32 && !(c->sig2 > 0)) fail("%s: the CPU recorded nothing", what);
+            }
+    printf("    %d operands (first 6 shown): worst sig2 rel %.3g (tol %.1g), err2 rel %.3g, SQNR diff %.3g dB (tol %.2g)\n",
+           shown, wsig, tol_sig, werr, wdb, tol_db);
     mx_llama_free(&m);
     end();
 }
@@ -1007,6 +1256,25 @@ int main(int argc, char** argv) {
     test_gpu_model("mxfp4-fdw-h16", 1, 1e-4, 5e-2);
     test_gpu_model("mxfp4-fdw-h16", 0, 1e-4, 5e-2);
     test_gpu_model("mxfp4-fdw-sr", 1, 1e-4, 5e-2);
+    /* per-GEMM telemetry computed on the GPU against linear.c's (tolerances above the functions) */
+    test_quant_telemetry(MX_LAYOUT_1x32, MX_LAYOUT_32x1, 0, 0, 0, 256, 96);
+    test_quant_telemetry(MX_LAYOUT_1x32, MX_LAYOUT_32x1, 16, 1, 1, 256, 96);
+    test_quant_telemetry(MX_LAYOUT_32x32, MX_LAYOUT_32x32, 64, 0, 0, 256, 192);
+    test_linear_telemetry("mxfp4-fdw-h16", 160, 256, 96, 0);
+    test_linear_telemetry("mxfp4-fdw-h16", 160, 256, 96, 1);
+    test_linear_telemetry("mxfp4-fdw-sr", 160, 256, 96, 0);
+    test_linear_telemetry("mxfp4-fdw-rh16+rh=step", 160, 256, 96, 0);
+    test_linear_telemetry("mxfp4-fdw-sr-h32-2d", 160, 256, 96, 0);
+    test_linear_telemetry("mxfp4-fdw-h16-2d", 160, 256, 96, 1);
+    test_linear_telemetry("mxfp4-fdw-h128", 128, 256, 128, 0);
+    test_linear_telemetry("mxfp4-f-h16", 160, 256, 96, 0);
+    test_linear_telemetry("bf16", 160, 256, 96, 0);
+    test_linear_telemetry("bf16", 160, 256, 96, 1);
+    test_linear_telemetry("fp8", 160, 256, 96, 0);
+    test_linear_telemetry("fp32", 160, 256, 96, 0);
+    test_model_telemetry("bf16", 0, 5e-3, 0.05);
+    test_model_telemetry("mxfp4-fdw-h16", 1, 2e-2, 0.2);
+    test_model_telemetry("mxfp4-fdw-sr", 0, 2e-2, 0.2);
     mxg_layers_shutdown();
     mxg_attention_gemm_shutdown();
     mxg_shutdown();
