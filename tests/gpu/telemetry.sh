@@ -6,11 +6,15 @@
 # FP32 LM head and FP32 attention GEMMs on the GPU (the CPU's precision). Needs a CUDA build
 # (MXLM=build/cuda/mxlm by default) and a GPU.
 # Tolerances: step 1 runs on identical weights, the operands differ from the CPU's only
-# through the activations' summation order (a few elements round differently): every
-# operand's SQNR within 0.1 dB and clipped fraction within 0.02; step 2 follows one AdamW
+# through the summation order of the activations and gradients (their last bits, and
+# through BF16/FP8/FP4 rounding flips upstream more in a few elements; a BF16 operand's
+# rounding error depends on its low bits, so its err2 is partly a new sample: 0.19 dB
+# measured on the tiny model's dY in the host emulation, tools/cuda_emu): every operand's
+# SQNR within 0.25 dB and clipped fraction within 0.02; step 2 follows one AdamW
 # update that differs in a few elements: 0.5 dB and 0.15 (a 32x32-tiled weight of the tiny
-# model has 16 tiles: one tile is 0.0625). A lost micro-batch, operand or rotation moves an
-# SQNR by dB; the line count and the nonfinite fields must agree.
+# model has 16 tiles: one tile is 0.0625). A wrong operand or a missing rotation moves an
+# SQNR by dB (sums over the micro-batches are checked by build/cuda/tests/gpu/layers); the
+# line count and the nonfinite fields must agree.
 set -u
 MXLM=${MXLM:-build/cuda/mxlm}
 OUT=${OUT_DIR:-build/telemetry}
@@ -36,7 +40,7 @@ c, g = load(sys.argv[1]), load(sys.argv[2])
 bad, worst = [], {1: [0.0, 0.0], 2: [0.0, 0.0]}
 if not c or set(c) != set(g): bad.append("telemetry lines differ: cpu %d, gpu %d" % (len(c), len(g)))
 for k in sorted(set(c) & set(g)):
-    tol_db, tol_cl = (0.1, 0.02) if k[0] == 1 else (0.5, 0.15)
+    tol_db, tol_cl = (0.25, 0.02) if k[0] == 1 else (0.5, 0.15)
     a, b = c[k], g[k]
     if set(a) != set(b): bad.append("%s: fields differ (%s)" % (k, sorted(set(a) ^ set(b))))
     for f in a:

@@ -993,9 +993,10 @@ static void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd,
 
 /* The GPU model (mxg_llama_set_telemetry / mxg_llama_telemetry_read) against the CPU model's
  * lstate[].op after the same two micro-batches. The activations and gradients differ from the CPU's
- * in the summation order (test_gpu_model's tolerances), so the quantized operands differ in a few
- * elements: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
- * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives errors near 1 (0.5, 3 dB). */
+ * in the summation order (test_gpu_model's tolerances), so the quantized operands differ in their
+ * last bits: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
+ * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives sig2 errors near 1 (0.5)
+ * and a missing rotation an SQNR dB away. */
 static void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db) {
     char name[128];
     snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
@@ -1272,7 +1273,10 @@ int main(int argc, char** argv) {
     test_linear_telemetry("bf16", 160, 256, 96, 1);
     test_linear_telemetry("fp8", 160, 256, 96, 0);
     test_linear_telemetry("fp32", 160, 256, 96, 0);
-    test_model_telemetry("bf16", 0, 5e-3, 0.05);
+    /* bf16: a BF16 rounding error depends on an element's low 16 bits, which the summation-order
+     * differences of the activations and gradients change: err2 of such an operand is a new sample
+     * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu) */
+    test_model_telemetry("bf16", 0, 5e-3, 0.5);
     test_model_telemetry("mxfp4-fdw-h16", 1, 2e-2, 0.2);
     test_model_telemetry("mxfp4-fdw-sr", 0, 2e-2, 0.2);
     mxg_layers_shutdown();
