@@ -4,7 +4,8 @@
 #           bits: metrics and checkpoint files), halt + resume under NCCL (the same bits), mpirun -np 1 (if
 #           mpirun exists) against the plain trainer.
 #   2+ GPUs (also): --gpus 2 with batch B against 1 GPU with --accum 2 and batch B for bf16 and mxfp4-fdw-h16
-#           (tolerance below), halt + resume on 2 GPUs (the same bits as the uninterrupted 2-GPU run).
+#           (step 1 the same, the curves within the tolerance below), halt + resume on 2 GPUs (the same bits
+#           as the uninterrupted 2-GPU run).
 # Needs a CUDA build (MXLM=path) and libnccl.so.2 on the loader path (or MXLM_NCCL).
 set -u
 MXLM=${MXLM:-./mxlm}
@@ -45,13 +46,20 @@ fi
 
 if [ "$NGPU" -ge 2 ]; then
   # 2 GPUs x batch 4 vs 1 GPU x batch 4 x accum 2: the same samples and SR bits per micro-batch; the sum of the
-  # two micro-batches' gradients is formed by NCCL instead of by accumulation, the gradient norm from the ranks'
-  # parts (last-bit differences). Tolerance: mean |train loss diff| 0.002, final val 0.002 (far below the seed
-  # spread of these runs, 0.03+, tests/gpu/curves.sh); the measured values are printed.
+  # two micro-batches' gradients is formed by NCCL instead of by accumulation into the same array, and the
+  # gradient norm from the ranks' parts, so the runs are not bit-identical: step 1's loss must be the same bits
+  # (same weights, same samples) and its gradient norm within 1e-6 (relative); from then on a last-bit
+  # difference grows step by step (measured on 2 H200s, 2026-11-29: bf16 identical losses at steps 1-2, 1e-5 at
+  # step 3, mean |diff| 0.0032 over 40 steps, final val 0.0085; mxfp4-fdw-h16 identical losses for 15 steps,
+  # mean 0.00064, final val 0.0013). Tolerance: mean |train loss diff| 0.01, final val 0.02, a third of the
+  # seed-to-seed spread of these runs (>= 0.03, tests/gpu/curves.sh). A wrong reduction (a missing slice, a
+  # doubled gradient) changes step 2's loss by far more than that (and step 1's gradient norm).
   for r in bf16 mxfp4-fdw-h16; do
     $MXLM train $T --recipe $r --gpus 2 --out $OUT/$r-dp2 > $OUT/$r-dp2.log 2>&1 || bad "$r 2-GPU run"
+    if python3 tools/dist_check.py $OUT/$r-plain $OUT/$r-dp2; then ok "$r: step 1 identical (loss bits, norm 1e-6)"
+    else bad "$r: step 1 identical"; fi
     printf '%s 2 GPUs vs 1 GPU accum 2: ' $r
-    if python3 tools/compare_runs.py $OUT/$r-plain $OUT/$r-dp2 --tol-train 0.002 --tol-val 0.002; then
+    if python3 tools/compare_runs.py $OUT/$r-plain $OUT/$r-dp2 --tol-train 0.01 --tol-val 0.02; then
       ok "$r: 2 GPUs = 1 GPU with accum 2"; else bad "$r: 2 GPUs = 1 GPU with accum 2"; fi
   done
   $MXLM train $T --recipe $r --gpus 2 --halt-at 20 --out $OUT/halt2 > $OUT/halt2.log 2>&1
