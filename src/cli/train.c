@@ -449,8 +449,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf("params  %lld total, %lld without the embedding and head\n", (long long)mx_model_n_params(&c.model),
                (long long)mx_model_n_params_nonembed(&c.model));
         printf("recipe  %s: %s\n", c.recipe, rd);
-        printf("batch   %d x %d x %d = %lld tokens per step\n", c.batch, c.seq, c.accum,
-               (long long)c.batch * c.seq * c.accum);
+        if (c.gpus > 1)
+            printf("batch   %d GPUs x %d x %d x %d = %lld tokens per step\n", c.gpus, c.batch, c.seq, c.accum,
+                   (long long)c.gpus * c.batch * c.seq * c.accum);
+        else
+            printf("batch   %d x %d x %d = %lld tokens per step\n", c.batch, c.seq, c.accum,
+                   (long long)c.batch * c.seq * c.accum);
         mx_mem_estimate e;
         mx_train_estimate(&c, &e);
         const double M = 1024.0 * 1024.0;
