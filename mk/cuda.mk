@@ -3,7 +3,10 @@
 # clear message where nvcc is missing. `make test-gpu` builds and runs the GPU
 # test programs against the CPU library: build/cuda/tests/gpu/run (quantizers,
 # GEMMs: tests/gpu/test_gpu.cu) and build/cuda/tests/gpu/layers (the model
-# layers, tests/gpu/test_layers.cu). They need an H100/H200.
+# layers, tests/gpu/test_layers.cu), then the trainer scripts tests/gpu/curves.sh
+# (GPU vs CPU loss curves), telemetry.sh (GPU vs CPU telemetry lines) and dist.sh
+# (the NCCL engine; libnccl.so.2 on the loader path, NCCL_INC for the ABI check;
+# its 2-GPU part where 2 GPUs are present). They need an H100/H200.
 # ---- CUDA ---------------------------------------------------------------------
 NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
@@ -58,7 +61,9 @@ test-gpu:
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers $(B_CUDA)/mxlm build/data/tiny_train.bin
 	@rc=0; $(B_CUDA)/tests/gpu/run $(T) || rc=1; \
 	 OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T) || rc=1; \
-	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/curves.sh || rc=1; exit $$rc
+	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/curves.sh || rc=1; \
+	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/telemetry.sh || rc=1; \
+	 MXLM=$(B_CUDA)/mxlm bash tests/gpu/dist.sh || rc=1; exit $$rc
 test-gpu-layers:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers

@@ -392,3 +392,27 @@ TEST(study_run_killed_resumes) {
     CHECK_EQ_INT(r.n_evals, 5); /* steps 0, 25, 50, 75, 100 */
     mx_study_run_free(&r);
 }
+
+/* A data-parallel run's budget counts every GPU's micro-batches (config.txt `gpus`, written when > 1). */
+TEST(study_budget_counts_gpus) {
+    const char* t = test_tmpdir();
+    REQUIRE(test_sh("mkdir -p %s/dp/a %s/dp/b", t, t) == 0);
+    REQUIRE(test_sh("printf 'recipe = fp8\\nbatch = 4\\nseq = 100\\naccum = 2\\nsteps = 10\\nseed = 1\\n' > %s/dp/a/config.txt",
+                    t) == 0);
+    REQUIRE(test_sh("printf 'recipe = fp8\\nbatch = 4\\nseq = 100\\naccum = 2\\nsteps = 10\\nseed = 1\\ngpus = 4\\n' > "
+                    "%s/dp/b/config.txt", t) == 0);
+    char d[512];
+    mx_study_run a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(d, sizeof d, "%s/dp/a", t);
+    REQUIRE(mx_study_load_run(d, &a) == MX_OK);
+    snprintf(d, sizeof d, "%s/dp/b", t);
+    REQUIRE(mx_study_load_run(d, &b) == MX_OK);
+    CHECK_EQ_INT(a.tokens_per_step, 800);
+    CHECK_EQ_INT(a.budget_tokens, 8000);
+    CHECK_EQ_INT(b.tokens_per_step, 3200);
+    CHECK_EQ_INT(b.budget_tokens, 32000);
+    mx_study_run_free(&a);
+    mx_study_run_free(&b);
+}
