@@ -51,10 +51,15 @@ TEST(dist_shard_plan_covers_every_parameter_once) {
     CHECK(plan_covers(&c, 8));
 }
 
+/* The tiny preset and room for its plan. */
+static mx_piece* tiny_plan_room(mx_model_config* c) {
+    if (mx_model_preset("tiny", c) != MX_OK) return NULL;
+    return malloc(sizeof(mx_piece) * (size_t)mx_shard_plan_count(c));
+}
+
 TEST(dist_shard_plan_one_rank_is_the_layout) {
     mx_model_config c;
-    REQUIRE(mx_model_preset("tiny", &c) == MX_OK);
-    mx_piece* pc = malloc(sizeof(mx_piece) * (size_t)mx_shard_plan_count(&c));
+    mx_piece* pc = tiny_plan_room(&c);
     REQUIRE(pc);
     int n = 0;
     size_t nshard = 0;
@@ -73,8 +78,7 @@ TEST(dist_shard_plan_one_rank_is_the_layout) {
 
 TEST(dist_shard_plan_refuses_uneven_splits) {
     mx_model_config c;
-    REQUIRE(mx_model_preset("tiny", &c) == MX_OK);
-    mx_piece* pc = malloc(sizeof(mx_piece) * (size_t)mx_shard_plan_count(&c));
+    mx_piece* pc = tiny_plan_room(&c);
     REQUIRE(pc);
     int n = 0;
     size_t nshard = 0;

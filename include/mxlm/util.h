@@ -20,6 +20,10 @@ void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) __attribute__((format(printf
  * On failure the temporary file is removed and `path` is untouched. */
 int mx_write_atomic(const char* path, const void* data, size_t n);
 
+/* Create a directory and its missing parents (mode 0755); an existing directory is fine, an
+ * existing non-directory is an error. */
+int mx_mkdirs(const char* path);
+
 /* Read exactly n bytes at offset off (EINTR retried, in pieces of at most 1 GiB); -1 on a short
  * read or an error (errno set), 0 otherwise. */
 int mx_pread_all(int fd, void* dst, size_t n, uint64_t off);

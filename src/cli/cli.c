@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mxlm/mx.h"
+#include "mxlm/util.h"
+
 static const char* type_hint(opt_type t) {
     switch (t) {
     case OPT_INT: case OPT_I64: case OPT_U64: return " N";
@@ -104,34 +107,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
 }
 
 int cli_write_file_atomic(const char* path, const void* data, size_t n) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        fprintf(stderr, "mxlm: path too long: %s\n", path);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { fprintf(stderr, "mxlm: cannot create %s: %s\n", tmp, strerror(errno)); return -1; }
-    const char* p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            fprintf(stderr, "mxlm: writing %s: %s\n", path, strerror(errno));
-            close(fd); unlink(tmp);
-            return -1;
-        }
-        p += w; left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        fprintf(stderr, "mxlm: writing %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        fprintf(stderr, "mxlm: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    if (mx_write_atomic(path, data, n) == MX_OK) return 0;
+    fprintf(stderr, "mxlm: %s\n", mx_last_error());
+    return -1;
 }

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "mxlm/recipe.h"
 #include "mxlm/study.h"
+#include "mxlm/util.h"
 
 static const char* k_run_usage =
     "run --out DIR --recipes R1,R2,... [--recipe R ...] [--seeds 1,2] [report options] [mxlm train options...]\n"
@@ -125,17 +126,6 @@ static void machine_text(char* b, size_t n) {
     snprintf(b, n, "%s, %ld cores", model, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-static int mkdir_p(const char* path) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s", path);
-    for (char* s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-            *s = '/';
-        }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 static double now_s(void) {
     struct timespec t;
@@ -287,7 +277,7 @@ static int cmd_run(int argc, char** argv) {
         }
     }
     if (!rc && !dry) {
-        if (mkdir_p(out)) { fprintf(stderr, "mxlm study run: %s: cannot create: %s\n", out, strerror(errno)); rc = 1; }
+        if (mx_mkdirs(out)) { fprintf(stderr, "mxlm study run: %s\n", mx_last_error()); rc = 1; }
     }
     if (!rc && !dry) { /* study.txt: what was asked, appended on every invocation */
         char p[1200], mach[512];
@@ -351,8 +341,8 @@ static int cmd_run(int argc, char** argv) {
             snprintf(log, sizeof log, "%s/train.log", rundir);
             printf("study: [%d/%d] %s seed %llu: %s %s (log %s)\n", n, total, recipes[k], (unsigned long long)seeds[j],
                    state == 1 ? "resuming" : "training", rundir, log);
-            if (mkdir_p(rundir)) {
-                fprintf(stderr, "mxlm study run: %s: cannot create: %s\n", rundir, strerror(errno));
+            if (mx_mkdirs(rundir)) {
+                fprintf(stderr, "mxlm study run: %s\n", mx_last_error());
                 rc = 1;
                 break;
             }

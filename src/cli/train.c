@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "mxlm/config.h"
 #include "mxlm/train.h"
+#include "mxlm/util.h"
 #ifdef MXLM_CUDA
 #include "mxlm/gpu_model.h"
 #endif
@@ -129,27 +130,12 @@ static int dist_env(int* rank, int* world, int* local, const char** token) {
 }
 
 #ifdef MXLM_CUDA
-static int mkdir_p(const char* path) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s", path);
-    for (char* s = p + 1;; s++)
-        if (*s == '/' || !*s) {
-            char c = *s;
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                fprintf(stderr, "mxlm train: %s: cannot create: %s\n", p, strerror(errno));
-                return 1;
-            }
-            if (!c) return 0;
-            *s = c;
-        }
-}
 
 /* `mxlm train --gpus N`: N copies of this command, rank r on GPU r, rank 0's output here, rank r's in
  * OUT/rank<r>.log. The first rank to fail stops the others; the exit status is that rank's (else rank 0's). */
 static int launch_ranks(int n, int argc, char** argv, const char* out) {
     if (n > 64) { fprintf(stderr, "mxlm train: --gpus %d: at most 64\n", n); return 2; }
-    if (mkdir_p(out)) return 1;
+    if (mx_mkdirs(out)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 1; }
     char token[64], num[16];
     snprintf(token, sizeof token, "mxlm-%d-%lld", (int)getpid(), (long long)time(NULL));
     char** av = malloc(sizeof(char*) * (size_t)(argc + 2));
@@ -221,7 +207,7 @@ static int dist_join(const char* out, int rank, int world, int local, const char
     char why[512];
     if (mxg_nccl_load(why, sizeof why)) { fprintf(stderr, "mxlm train: %s\n", why); return 1; }
     if (mxg_select_device(local)) { fprintf(stderr, "mxlm train: rank %d: %s\n", rank, mx_last_error()); return 1; }
-    if (mkdir_p(out)) return 1;
+    if (mx_mkdirs(out)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 1; }
     char tk[64], path[1200];
     snprintf(tk, sizeof tk, "%s", token ? token : "solo");
     for (char* p = tk; *p; p++)
@@ -229,7 +215,7 @@ static int dist_join(const char* out, int rank, int world, int local, const char
     snprintf(path, sizeof path, "%s/.nccl-id.%s", out, tk);
     unsigned char id[MXG_NCCL_ID_BYTES];
     if (rank == 0) {
-        if (mxg_comm_unique_id(id) || cli_write_file_atomic(path, id, sizeof id)) {
+        if (mxg_comm_unique_id(id) || mx_write_atomic(path, id, sizeof id)) {
             fprintf(stderr, "mxlm train: rank 0: %s\n", mx_last_error());
             return 1;
         }

@@ -329,20 +329,6 @@ static void slot_shape(const mx_param_info* info, slot s, size_t* off, size_t* n
 
 /* ---- small file helpers ----------------------------------------------------------------- */
 
-static int mkdirs(const char* path) {
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mx_fail(MX_EINVAL, "path too long: %s", path);
-    for (char* s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return mx_fail(MX_EIO, "%s: cannot create: %s", p, strerror(errno));
-            *s = '/';
-        }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return mx_fail(MX_EIO, "%s: cannot create: %s", p, strerror(errno));
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return mx_fail(MX_EIO, "%s: not a directory", p);
-    return MX_OK;
-}
 
 typedef struct { int fd; int err; } wfile;
 static void wput(wfile* w, const void* p, size_t n) {
@@ -439,7 +425,7 @@ static int write_config(const mx_model_config* c, const char* dir, int bf16) {
 int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
     const mx_model_config* c = &m->cfg;
     if (!m->params) return mx_fail(MX_EINVAL, "hf export: the model has no parameters");
-    int rc = mkdirs(dir);
+    int rc = mx_mkdirs(dir);
     if (rc) return rc;
     const int ns = n_slots(c);
     const size_t esz = bf16 ? 2 : 4;

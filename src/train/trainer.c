@@ -116,19 +116,6 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
 
 /* ---- small file helpers -------------------------------------------------------- */
 
-static int mkdirs(const char* path) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s", path);
-    for (char* s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return mx_fail(MX_EIO, "%s: cannot create: %s", p, strerror(errno));
-            *s = '/';
-        }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return mx_fail(MX_EIO, "%s: cannot create: %s", p, strerror(errno));
-    return MX_OK;
-}
-
 static int file_exists(const char* p) { struct stat st; return stat(p, &st) == 0; }
 
 /* Keep metrics lines with "step" <= last and no status/summary line (resume). */
@@ -565,6 +552,11 @@ typedef struct {
     uint32_t crc, pad;
 } shard_header;
 
+/* CRC-32 of a shard file's payload (the moments after the header). */
+static uint32_t shard_crc(const char* buf, size_t n) {
+    return (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof(shard_header), (uInt)(2 * n * 4));
+}
+
 /* A collective: every rank's rc; an error when any rank failed. */
 static int dp_all_ok(run_state* r, int rc) {
     if (!r->c.comm) return rc;
@@ -589,7 +581,7 @@ static int dp_write_shard(run_state* r, const char* path, int64_t step) {
     h.nshard = n;
     memcpy(buf + sizeof h, r->sm, n * 4);
     memcpy(buf + sizeof h + n * 4, r->sv, n * 4);
-    h.crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof h, (uInt)(2 * n * 4));
+    h.crc = shard_crc(buf, n);
     memcpy(buf, &h, sizeof h);
     int rc = mx_write_atomic(path, buf, bytes);
     free(buf);
@@ -615,7 +607,7 @@ static int dp_gather_moments(run_state* r, const char* ckpt, int64_t step) {
         shard_header h;
         memcpy(&h, buf, sizeof h);
         if (memcmp(h.magic, SHARD_MAGIC, 8) || h.step != step || h.world != r->world || h.rank != q || h.nshard != n ||
-            h.crc != (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof h, (uInt)(2 * n * 4)))
+            h.crc != shard_crc(buf, n))
             rc = mx_fail(MX_EFORMAT, "%s: not rank %d's moment shard of step %lld (or corrupt)", p, q, (long long)step);
         if (!rc) rc = mxg_llama_shard_copy(g, q, r->m, (float*)(buf + sizeof h), 1);
         if (!rc) rc = mxg_llama_shard_copy(g, q, r->v, (float*)(buf + sizeof h + n * 4), 1);
@@ -767,7 +759,7 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
     /* the run directory: created, locked, probed with a small write */
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
-    rc = mkdirs(c->out);
+    rc = mx_mkdirs(c->out);
     if (rc) return rc;
     char latest[1200], mpath[1200], cpath[1200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);

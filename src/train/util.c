@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mxlm/mx.h"
@@ -30,9 +31,27 @@ void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) {
     }
 }
 
+int mx_mkdirs(const char* path) {
+    char p[4096];
+    if (!*path) return mx_fail(MX_EINVAL, "empty directory name");
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mx_fail(MX_EINVAL, "path too long: %s", path);
+    for (char* s = p + 1;; s++)
+        if (*s == '/' || !*s) {
+            const char c = *s;
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return mx_fail(MX_EIO, "%s: cannot create: %s", p, strerror(errno));
+            if (!c) break;
+            *s = c;
+        }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return mx_fail(MX_EIO, "%s: not a directory", p);
+    return MX_OK;
+}
+
 int mx_write_atomic(const char* path, const void* data, size_t n) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return mx_fail(MX_EINVAL, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     const char* p = data;
