@@ -2,8 +2,8 @@
  * gpu_model.h: the GPU twins of the CPU model layers (model.h, one file per layer in src/nn/)
  * and of the optimizer (train.h, src/train/adamw.c), the quantized linear layer (linear.h) and
  * the whole model (mx_llama) that the trainer runs with --device cuda. CUDA build only
- * (-DMXLM_CUDA); implemented in src/cuda/nn/*.cu and src/cuda/train/*.cu (each the twin
- * of the src/nn or src/train file of the same name).
+ * (-DMXLM_CUDA); implemented in the files of src/cuda/nn/ and src/cuda/train/ (each the
+ * twin of the src/nn/ or src/train/ file of the same name).
  *
  * Conventions (as gpu.h): every tensor pointer is device memory; `stream` is
  * a cudaStream_t (NULL: the default stream); work is asynchronous; functions

@@ -73,6 +73,42 @@ int lt_plan_get(lt_plan** out, const lt_key* k, lt_make_fn make) {
     return MX_OK;
 }
 
+cublasStatus_t lt_algo_fixed_order(lt_plan* p, cublasLtHandle_t lt, size_t ws_limit, uint32_t min_align) {
+    cublasLtMatmulPreference_t pref;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    size_t ws = ws_limit;
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE; /* no split-K: one fixed order per output */
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    if (min_align) {
+        const cublasLtMatmulPreferenceAttributes_t al[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+            st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &min_align, sizeof min_align);
+    }
+    cublasLtMatmulHeuristicResult_t res[1];
+    int nres = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS && nres < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (st == CUBLAS_STATUS_SUCCESS) p->algo = res[0].algo;
+    return st;
+}
+
+int lt_matmul(const lt_plan* p, float beta, const void* A, const void* B, void* C, size_t ws_limit, cudaStream_t st) {
+    cublasLtHandle_t lt = NULL;
+    void* ws = NULL;
+    int rc = lt_get(&lt, &ws);
+    if (rc) return rc;
+    const float alpha = 1.0f;
+    LT_TRY(cublasLtMatmul(lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, ws, ws_limit, st));
+    return MX_OK;
+}
+
 int lt_dummy_scale(float** out) {
     if (!g_dummy_scale) CU_TRY(cudaMalloc(&g_dummy_scale, 4096 * sizeof(float)));
     *out = g_dummy_scale;

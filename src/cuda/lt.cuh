@@ -56,6 +56,14 @@ int lt_get(cublasLtHandle_t* lt, void** ws);
 int lt_plan_get(lt_plan** out, const lt_key* k, lt_make_fn make);
 /* Destroy p's descriptors. */
 void lt_plan_destroy(lt_plan* p);
+/* The algorithm for p's descriptors: cuBLASLt's first heuristic result under the workspace limit
+ * ws_limit, without split-K (one fixed order per output: deterministic), and where min_align > 0
+ * valid for A, B, C, D pointers aligned to min_align bytes. Returns the first failing status (or
+ * CUBLAS_STATUS_NOT_SUPPORTED when there is no result); p->algo is set on success. */
+cublasStatus_t lt_algo_fixed_order(lt_plan* p, cublasLtHandle_t lt, size_t ws_limit, uint32_t min_align);
+/* D = C = 1 * op(A) op(B) + beta C with plan p, in cuBLASLt's operand order (its A is our B, its B
+ * our A: row-major C^T = op(B)^T op(A)^T), the shared workspace with the kind's limit ws_limit. */
+int lt_matmul(const lt_plan* p, float beta, const void* A, const void* B, void* C, size_t ws_limit, cudaStream_t st);
 /* A device vector of 4096 floats, a placeholder scale pointer for the heuristic query (kept until shutdown). */
 int lt_dummy_scale(float** out);
 /* Free the plans, the placeholder, the workspace and the handle (made again on the next use). */

@@ -8,6 +8,7 @@
  *             dq_t = sum_j ds k_j;  dk_j = sum_t ds q_t;  dv_j = sum_t p do_t
  * Guarantee: deterministic (every sum in a fixed order, no atomics); equal to
  * the CPU up to the summation order of the softmax (tolerance: tests/gpu).
+ *
  * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).

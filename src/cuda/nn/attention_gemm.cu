@@ -2,9 +2,10 @@
  * attention_gemm.cu: causal GQA attention through cuBLASLt strided-batched
  * GEMMs (the one cuBLASLt layer, ../lt.cuh), a GPU twin of src/nn/attention.c
  * (which also stores the T x T probabilities) and the faster alternative to
- * the FP32 SIMT kernels of attention.cu (which run on CUDA cores). Same results up to the summation order in FP32 mode; in
- * TF32 mode the four score/probability products run on tensor cores with
- * operands rounded to TF32 (10-bit mantissa), accumulation in FP32.
+ * the FP32 SIMT kernels of attention.cu (which run on CUDA cores). Same
+ * results up to the summation order in FP32 mode; in TF32 mode the four
+ * score/probability products run on tensor cores with operands rounded to
+ * TF32 (10-bit mantissa), accumulation in FP32.
  *
  * Per sequence b (so the T x T scores of one sequence exist at a time, all
  * heads: ws [2, H, T, T] floats), query head h = kvh * g + j (g = H / KV):
@@ -51,24 +52,12 @@ int plan_make(lt_plan* p, cublasLtHandle_t lt) {
     if (!rc) rc = layout(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
     if (!rc) rc = layout(&p->lc, N, M, ldc, batch, sc);
     if (rc) return rc;
-    cublasLtMatmulPreference_t pref;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = LT_WS_BATCHED;
-    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE; /* no split-K: one fixed order per output */
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    cublasLtMatmulHeuristicResult_t res[1];
-    int nres = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    cublasStatus_t st = lt_algo_fixed_order(p, lt, LT_WS_BATCHED, 0); /* no split-K */
+    if (st != CUBLAS_STATUS_SUCCESS) {
         lt_plan_destroy(p);
         return mx_fail(MX_EINVAL, "cuBLASLt has no batched %s algorithm for %s%s M %d N %d K %d x %d: status %d",
                        tf32 ? "TF32" : "FP32", ta ? "T" : "N", tb ? "T" : "N", M, N, K, batch, (int)st);
     }
-    p->algo = res[0].algo;
     return MX_OK;
 }
 
@@ -80,14 +69,7 @@ int gemm_batched(int ta, int tb, int M, int N, int K, const float* A, int lda, l
     lt_plan* p;
     int rc = lt_plan_get(&p, &key, plan_make);
     if (rc) return rc;
-    cublasLtHandle_t lt;
-    void* ws;
-    rc = lt_get(&lt, &ws);
-    if (rc) return rc;
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_TRY(cublasLtMatmul(lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, ws, LT_WS_BATCHED,
-                          st));
-    return MX_OK;
+    return lt_matmul(p, accumulate ? 1.0f : 0.0f, A, B, C, LT_WS_BATCHED, st);
 }
 
 /* One block per row r of S [H*T, T] (t = r % T): P = exp(scale s - lse) for keys j <= t, 0 above.

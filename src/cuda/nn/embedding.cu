@@ -6,6 +6,7 @@
  * Guarantee: bit-identical to the CPU, deterministic: the positions are
  * bucketed by token with integer atomics only, then ordered by position (a
  * unique result) before one block per token adds them in the CPU's order.
+ *
  * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).

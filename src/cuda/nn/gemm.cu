@@ -95,31 +95,13 @@ int splan_make(lt_plan* p, cublasLtHandle_t lt) {
     LT_TRY(cublasLtMatrixLayoutCreate(&p->la, in, tb ? K : N, tb ? N : K, ldb));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, in, ta ? M : K, ta ? K : M, lda));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, N, M, ldc));
-    cublasLtMatmulPreference_t pref;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = LT_WS_F32;
-    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE; /* no split-K: one fixed order per output */
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    /* algorithms valid for 16-byte aligned pointers (row offsets of chunks), not only 256 */
-    const cublasLtMatmulPreferenceAttributes_t al[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t align = 16;
-    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t res[1];
-    int nres = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    /* no split-K; algorithms valid for 16-byte aligned pointers (row offsets of chunks), not only 256 */
+    cublasStatus_t st = lt_algo_fixed_order(p, lt, LT_WS_F32, 16);
+    if (st != CUBLAS_STATUS_SUCCESS) {
         lt_plan_destroy(p);
         return mx_fail(MX_EINVAL, "cuBLASLt has no FP32 algorithm for %s%s M %d N %d K %d: status %d", ta ? "T" : "N",
                        tb ? "T" : "N", M, N, K, (int)st);
     }
-    p->algo = res[0].algo;
     return MX_OK;
 }
 
@@ -135,14 +117,7 @@ int mxg_gemm_f32acc(int ta, int tb, int M, int N, int K, const void* A, int lda,
     lt_plan* p;
     int rc = lt_plan_get(&p, &k, splan_make);
     if (rc) return rc;
-    cublasLtHandle_t lt;
-    void* ws;
-    rc = lt_get(&lt, &ws);
-    if (rc) return rc;
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_TRY(cublasLtMatmul(lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, ws, LT_WS_F32,
-                          MXG_STREAM(stream)));
-    return MX_OK;
+    return lt_matmul(p, accumulate ? 1.0f : 0.0f, A, B, C, LT_WS_F32, MXG_STREAM(stream));
 }
 
 extern "C" int mxg_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -165,8 +140,7 @@ extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_t
                                const void* B, mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M,
                                int N, int K, int accumulate, void* stream) {
     cublasLtHandle_t lt;
-    void* ws;
-    int rc = lt_get(&lt, &ws);
+    int rc = lt_get(&lt, NULL); /* the handle first, as always */
     if (rc) return rc;
     if (M <= 0 || N <= 0 || K <= 0) return mx_fail(MX_EINVAL, "mxg_gemm_tn: bad shape %d x %d x %d", M, N, K);
     if (mode == MXG_SCALE_NONE && (a_type != MXG_BF16 || b_type != MXG_BF16))
@@ -185,10 +159,7 @@ extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_t
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
     }
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_TRY(cublasLtMatmul(lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, ws, LT_WS_TN,
-                          MXG_STREAM(stream)));
-    return MX_OK;
+    return lt_matmul(p, accumulate ? 1.0f : 0.0f, A, B, C, LT_WS_TN, MXG_STREAM(stream));
 }
 
 extern "C" int mxg_gemm_mxfp4_exact(const mxg_fp4* A, const mxg_fp4* B, uint16_t* wa, uint16_t* wb, void* C,

@@ -3,7 +3,8 @@
  *   y = x * r * w,  r = 1 / sqrt(mean(x^2) + eps)  (the sum of squares in FP64)
  *   dx += r * (dy*w - x * r^2 * mean(dy*w*x)),  dw += sum_n dy * x * r
  * Guarantee: deterministic (fixed-order block sums, no float atomics); dw in
- * the CPU's chunks of 64 tokens. Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * the CPU's chunks of 64 tokens.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */

@@ -3,7 +3,8 @@
  * mx_rope_tables, uploaded).
  *   forward   (a, b) -> (a c - b s, b c + a s) on the pairs (i, i + hd/2)
  *   backward  (a, b) -> (a c + b s, b c - a s)
- * Guarantee: bit-identical to the CPU. Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * Guarantee: bit-identical to the CPU.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */

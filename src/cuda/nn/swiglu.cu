@@ -3,7 +3,8 @@
  *   forward   h = g * sigmoid(g) * up
  *   backward  dup = dh * g sigmoid(g);  dgate = dh * up * s (1 + g (1 - s)),  s = sigmoid(g)
  * Guarantee: the CPU's expressions in the CPU's order; equal to the CPU up to
- * expf (CUDA's vs glibc's). Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * expf (CUDA's vs glibc's).
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */

@@ -5,7 +5,8 @@
  *   loss_n = log(sum_i exp(z_i - max)) - (z_t - max)   (the sum in FP64)
  *   dlogits = (softmax(z) - onehot(t)) * scale
  * Guarantee: deterministic (fixed-order block reductions, no float atomics);
- * equal to the CPU up to expf. Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * equal to the CPU up to expf.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */

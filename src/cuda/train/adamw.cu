@@ -5,7 +5,8 @@
  *   AdamW           m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
  *                   p = p decay - lr mhat / (sqrt(vhat) + eps), the CPU's scalars
  * Guarantee: bit-identical per chunk partial and per update (the CPU's order);
- * the final sum of the partials in the GPU's fixed order. Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * the final sum of the partials in the GPU's fixed order.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */
