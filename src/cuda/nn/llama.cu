@@ -705,8 +705,6 @@ extern "C" int mxg_llama_set_head_bf16(mxg_llama* g, int on) {
 
 extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step,
                                           float grad_scale, float* loss) {
-    const mx_model_config* c = &g->cfg;
-    const int N = g->B * g->T;
     CHK(put_tokens(g, tokens, targets));
     CHK(forward_blocks(g, step));
     /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
