@@ -2,8 +2,8 @@
 # `make cuda` builds ./mxlm with the GPU path (sm_90a, cuBLASLt); it fails with a
 # clear message where nvcc is missing. `make test-gpu` builds and runs the GPU
 # test programs against the CPU library: build/cuda/tests/gpu/run (quantizers,
-# GEMMs: tests/gpu/test_gpu.cu) and build/cuda/tests/gpu/layers (the model
-# layers, tests/gpu/test_layers.cu), then the trainer scripts tests/gpu/curves.sh
+# GEMMs: tests/gpu/main_run.cu) and build/cuda/tests/gpu/layers (the model
+# layers, tests/gpu/main_layers.cu), then the trainer scripts tests/gpu/curves.sh
 # (GPU vs CPU loss curves), telemetry.sh (GPU vs CPU telemetry lines) and dist.sh
 # (the NCCL engine; libnccl.so.2 on the loader path, NCCL_INC for the ABI check;
 # its 2-GPU part where 2 GPUs are present). They need an H100/H200.
@@ -14,13 +14,15 @@ NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
 # The quantizers must match the CPU bit for bit: no add/multiply contraction.
 NVCC_EXACT := --fmad=false
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -lrt
-GPU_TEST_SRC := tests/gpu/test_gpu.cu
-GPU_LAYER_TEST_SRC := tests/gpu/test_layers.cu
+# The two GPU test programs (harness: tests/gpu/test.cuh; one tests/gpu/test_<twin>.cu per source).
+GPU_TEST_SRC := tests/gpu/main_run.cu tests/gpu/test_mxfp4.cu tests/gpu/test_fp8.cu tests/gpu/test_gemm.cu
+GPU_LAYER_TEST_SRC := tests/gpu/main_layers.cu tests/gpu/test_mxfp4.cu \
+                      $(addprefix tests/gpu/test_,$(addsuffix .cu,embedding rmsnorm rope attention swiglu xent adamw linear llama))
 CU_OBJ := $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
 
 define need_nvcc
 	@if [ -z "$(NVCC)" ]; then echo "make $@: nvcc not found (set NVCC=/path/to/nvcc or install the CUDA toolkit)" >&2; exit 1; fi
-	@if [ -z "$(CU_SRC)" ]; then echo "make $@: no CUDA sources (src/cuda/*.cu)" >&2; exit 1; fi
+	@if [ -z "$(CU_SRC)" ]; then echo "make $@: no CUDA sources (src/cuda/**/*.cu)" >&2; exit 1; fi
 endef
 
 .PHONY: cuda mxlm-cuda gpu-test-bin gpu-layers-bin test-gpu-layers
@@ -35,8 +37,13 @@ $(B_CUDA)/mxlm: $(call objs,$(B_CUDA),$(LIB_SRC) $(CLI_SRC)) $(CU_OBJ)
 $(B_CUDA)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CUDA) -c -o $@ $<
-$(B_CUDA)/src/cuda/quant.o: NVCCFLAGS += $(NVCC_EXACT)
-$(B_CUDA)/src/cuda/layers.o: NVCCFLAGS += $(NVCC_EXACT)
+# Exactly the code of the former quant.cu and layers.cu (the kernels checked bit for bit against
+# the CPU): the quantizers, the layers, AdamW. llama.o's one kernel is the residual add of
+# layers.cu (the rest of llama.cu is host code, which the flag does not touch). Not gemm, linear,
+# attention_gemm, dist, bench, lt.
+NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama \
+                  train/adamw
+$(patsubst %,$(B_CUDA)/src/cuda/%.o,$(NVCC_EXACT_OBJ)): NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
@@ -44,7 +51,7 @@ $(B_CUDA)/%.o: %.cu
 # GPU test program: the CUDA library + the CPU reference (src/mx) + tests/gpu.
 $(B_CUDA)/tests/gpu/run: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_TEST_SRC))
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
-# GPU layer tests: the CUDA library + the whole CPU library (src/nn, src/train) + test_layers.cu.
+# GPU layer tests: the CUDA library + the whole CPU library (src/nn, src/train) + the layer tests.
 $(B_CUDA)/tests/gpu/layers: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_LAYER_TEST_SRC))
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 gpu-test-bin:

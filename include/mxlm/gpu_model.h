@@ -2,7 +2,8 @@
  * gpu_model.h: the GPU twins of the CPU model layers (model.h, one file per layer in src/nn/)
  * and of the optimizer (train.h, src/train/adamw.c), the quantized linear layer (linear.h) and
  * the whole model (mx_llama) that the trainer runs with --device cuda. CUDA build only
- * (-DMXLM_CUDA); implemented in src/cuda/layers.cu, attn_gemm.cu, linear.cu and model.cu.
+ * (-DMXLM_CUDA); implemented in the files of src/cuda/nn/ and src/cuda/train/ (each the
+ * twin of the src/nn/ or src/train/ file of the same name).
  *
  * Conventions (as gpu.h): every tensor pointer is device memory; `stream` is
  * a cudaStream_t (NULL: the default stream); work is asynchronous; functions
@@ -11,7 +12,7 @@
  * of the CPU function of the same name (model.h), except where stated.
  *
  * Precision: FP32 activations and FP32 (or FP64) statistics (BF16
- * activations are not done). layers.cu is compiled with
+ * activations are not done). The layer files are compiled with
  * --fmad=false so that elementwise expressions round as the CPU's.
  *
  * Determinism: no floating-point atomics (except the telemetry sums, which
@@ -21,7 +22,7 @@
  * same order): embedding (both), RoPE (both), RMSNorm dw, AdamW, the
  * per-chunk partials of the sum of squares. The rest differs from the CPU
  * only in summation order and in expf/logf (CUDA's are within 2 ulp):
- * tests/gpu/test_layers.cu states the tolerances.
+ * tests/gpu/test_<layer>.cu state the tolerances.
  */
 #ifndef MXLM_GPU_MODEL_H
 #define MXLM_GPU_MODEL_H
@@ -84,7 +85,7 @@ int mxg_attention_backward(float* dq, float* dk, float* dv, float* delta, const 
                            const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
                            int KV, int hd, void* stream);
 
-/* The same through cuBLASLt strided-batched GEMMs (src/cuda/attn_gemm.cu): per
+/* The same through cuBLASLt strided-batched GEMMs (src/cuda/nn/attention_gemm.cu): per
  * sequence the [H, T, T] scores exist in ws (mxg_attention_gemm_workspace
  * floats: 2 H T T); tf32: the four products on TF32 tensor cores (operands
  * rounded to a 10-bit mantissa), else FP32. Same outputs and lse as the
@@ -162,7 +163,7 @@ int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const 
 /* Release the FP32 GEMM handle and plans (optional at exit). */
 void mxg_layers_shutdown(void);
 
-/* ---- the quantized linear layer (src/cuda/linear.cu): the twin of linear.h ---- */
+/* ---- the quantized linear layer (src/cuda/nn/linear.cu): the twin of linear.h ---- */
 
 /* Scratch of the linear layers (transposed operands, codes, scales), sized
  * for operands of up to max_elems elements; one per model. */
@@ -200,7 +201,7 @@ int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, 
 int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX, float* dW,
                         int M, int K, int N, void* stream);
 
-/* ---- the whole model on the GPU (src/cuda/model.cu): the twin of mx_llama ---- */
+/* ---- the whole model on the GPU (src/cuda/nn/llama.cu): the twin of mx_llama ---- */
 
 typedef struct mxg_llama mxg_llama;
 
@@ -267,7 +268,7 @@ int mxg_llama_telemetry_read(mxg_llama* g, mx_linear_state* lstate);
 /* The linear-layer workspace (test hook: last quantized operands). */
 mxg_linws* mxg_llama_linws(mxg_llama* g);
 
-/* ---- data parallelism over NCCL (src/cuda/dist.cu; docs/multigpu.md) ----
+/* ---- data parallelism over NCCL (src/cuda/train/dist.cu; docs/multigpu.md) ----
  * One process per GPU. NCCL is loaded at run time (libnccl.so.2 on the loader
  * path, or MXLM_NCCL=/path): builds without NCCL compile and run single-GPU. */
 #define MXG_NCCL_ID_BYTES 128

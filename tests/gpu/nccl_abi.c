@@ -1,4 +1,4 @@
-/* nccl_abi.c: the constants src/cuda/dist.cu assumes, checked against the
+/* nccl_abi.c: the constants src/cuda/train/dist.cu assumes, checked against the
  * nccl.h of the machine (tests/gpu/dist.sh compiles and runs it). */
 #include <nccl.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # telemetry.sh: the per-GEMM telemetry lines of the GPU trainer (computed on the GPU:
-# quant.cu, linear.cu) against the CPU trainer's, for bf16, fp8, mxfp4-fdw-h16 (fast GEMM
+# mx/mxfp4.cu, nn/linear.cu) against the CPU trainer's, for bf16, fp8, mxfp4-fdw-h16 (fast GEMM
 # path) and mxfp4-fdw-sr-h32-2d (exact path): tiny preset, the embedded corpus, the same
 # seed, 2 steps of 2 micro-batches (the stats accumulate over both), telemetry every step,
 # FP32 LM head and FP32 attention GEMMs on the GPU (the CPU's precision). Needs a CUDA build

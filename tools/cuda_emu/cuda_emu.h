@@ -1,5 +1,5 @@
-// cuda_emu.h: a host emulation of the CUDA subset used by src/cuda/layers.cu and
-// tests/gpu/test_layers.cu (scratch tool: checks kernel logic without a GPU).
+// cuda_emu.h: a host emulation of the CUDA subset used by the GPU layers (src/cuda/nn/*.cu,
+// src/cuda/train/adamw.cu) and their tests (tests/gpu/test_<layer>.cu) (scratch tool: checks kernel logic without a GPU).
 // Blocks run one after another; a block's threads are OS threads with a barrier for
 // __syncthreads and a per-warp barrier for shuffles. Kernels without barriers run
 // their threads sequentially.

@@ -1,6 +1,18 @@
 # Turn a .cu file into host C++ for cuda_emu.h: includes, and kernel<<<g, b, s, st>>>(args) -> emu_launch.
 import re, sys
-src = open(sys.argv[1]).read()
+import os
+srcdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'src')
+seen = set()
+def inline_local(text):
+    # the GPU tree's own headers (cuda/*.cuh but common.cuh) are inlined, so their device code is emulated too
+    def rep(m):
+        name = m.group(1)
+        if name == 'cuda/common.cuh': return m.group(0)
+        if name in seen: return ''
+        seen.add(name)
+        return inline_local(open(os.path.join(srcdir, name)).read())
+    return re.sub(r'#include "(cuda/[\w/]+\.cuh)"', rep, text)
+src = inline_local(open(sys.argv[1]).read())
 src = src.replace('#include <cublasLt.h>', '#include "cuda_emu.h"').replace('#include <cuda_runtime.h>', '#include "cuda_emu.h"')
 src = src.replace('#include "cuda/common.cuh"', '#include "cuda_emu.h"\n#define CU_TRY(call) do { if (call) return mx_fail(MX_EIO, "cuda"); } while (0)\n#define CU_LAUNCHED() do {} while (0)\n#define MXG_STREAM(s) ((cudaStream_t)(s))')
 def split_top(s):

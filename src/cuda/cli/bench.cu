@@ -1,5 +1,6 @@
 /*
- * bench.cu: GPU benchmarks behind ./mxlm bench (CUDA build). Every table is a
+ * bench.cu: the GPU twin of src/cli/bench.c: the benchmarks behind ./mxlm
+ * bench (CUDA build). Every table is a
  * ratio against a ceiling measured in the same run: a device-to-device copy
  * for the quantizers (bytes read + written), cuBLASLt BF16 and FP8
  * per-tensor GEMMs for the MXFP4 fast path. Timing: CUDA events around each

@@ -5,7 +5,7 @@
  * two TN operands ([rows, R], R the reduction dim contiguous) are made
  * (transposed in a scratch buffer where the GEMM needs it: W for Dgrad, dY and
  * X for Wgrad, exactly as linear.c does), rotated and quantized by the
- * bit-exact quantizers of quant.cu with linear.c's seeds, stream ids and
+ * bit-exact quantizers of ../mx/mxfp4.cu with linear.c's seeds, stream ids and
  * element indices, then multiplied with FP32 accumulation:
  *   fp32   FP32 GEMM (no TF32) straight on the untransposed tensors
  *   bf16   both operands rounded to BF16 (RNE), BF16 GEMM
@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -91,12 +92,9 @@ __global__ void k_opstats(const float* __restrict__ x, size_t n, int kind, const
         sg += (double)xv * (double)xv;
         er += d * d;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        sg += __shfl_xor_sync(0xffffffffu, sg, o);
-        er += __shfl_xor_sync(0xffffffffu, er, o);
-        nf += __shfl_xor_sync(0xffffffffu, nf, o);
-    }
+    sg = warp_sum(sg);
+    er = warp_sum(er);
+    nf = warp_sum(nf);
     if ((threadIdx.x & 31) == 0) {
         if (sg != 0.0) atomicAdd(&st->sig2, sg);
         if (er != 0.0) atomicAdd(&st->err2, er);

@@ -1,7 +1,9 @@
 /*
- * model.cu: the Llama 3 model on the GPU, the twin of src/nn/llama.c, built
- * from the layer kernels of layers.cu and the quantized linear layer of
- * linear.cu. It reads top to bottom like llama.c; the differences:
+ * llama.cu: the Llama 3 model on the GPU, the twin of src/nn/llama.c, built
+ * from the layer kernels of the files beside it (embedding.cu, rmsnorm.cu,
+ * rope.cu, attention*.cu, swiglu.cu, xent.cu, ../train/adamw.cu), the
+ * quantized linear layer of linear.cu, and the residual add (here, as in
+ * llama.c). It reads top to bottom like llama.c; the differences:
  *   - the LM head and the loss run in row chunks (mxg_lm_head_xent), and the
  *     head's backward happens inside the forward of a training step;
  *   - attention keeps the log-sum-exp per query instead of the T x T
@@ -11,6 +13,9 @@
  * Activations are FP32; the block linears follow the recipe (linear.cu).
  * No floating-point atomics (except the telemetry sums, mxg_opstats, which the
  * training does not read): two runs give the same bytes.
+ * Built with --fmad=false (mk/cuda.mk) for its one kernel, the residual add
+ * (from the former layers.cu, which had the flag); the flag does not touch
+ * host code, and the rest of this file is host code.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -69,6 +74,22 @@ struct mxg_llama {
     cudaStream_t cst;               // the gradient reductions
     cudaEvent_t ev_fire, ev_done;
 };
+
+/* ---- residual add: y = a + b (llama.c adds in its loop; one add, no product, so bit-identical) ---- */
+
+namespace {
+__global__ void k_add(float* y, const float* a, const float* b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a[i] + b[i];
+}
+}  // namespace
+
+extern "C" int mxg_add(float* y, const float* a, const float* b, size_t n, void* stream) {
+    ARG_CHECK(n > 0, "mxg_add: empty");
+    k_add<<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(y, a, b, n);
+    CU_LAUNCHED();
+    return MX_OK;
+}
 
 /* ---- step-time breakdown (MXLM_GPU_PROFILE=1) ------------------------------------------ */
 
@@ -684,8 +705,6 @@ extern "C" int mxg_llama_set_head_bf16(mxg_llama* g, int on) {
 
 extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step,
                                           float grad_scale, float* loss) {
-    const mx_model_config* c = &g->cfg;
-    const int N = g->B * g->T;
     CHK(put_tokens(g, tokens, targets));
     CHK(forward_blocks(g, step));
     /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */

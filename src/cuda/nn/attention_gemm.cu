@@ -1,9 +1,11 @@
 /*
- * attn_gemm.cu: causal GQA attention through cuBLASLt strided-batched GEMMs,
- * the faster alternative to the flash-style kernels of layers.cu (which run
- * on CUDA cores). Same results up to the summation order in FP32 mode; in
- * TF32 mode the four score/probability products run on tensor cores with
- * operands rounded to TF32 (10-bit mantissa), accumulation in FP32.
+ * attention_gemm.cu: causal GQA attention through cuBLASLt strided-batched
+ * GEMMs (the one cuBLASLt layer, ../lt.cuh), a GPU twin of src/nn/attention.c
+ * (which also stores the T x T probabilities) and the faster alternative to
+ * the FP32 SIMT kernels of attention.cu (which run on CUDA cores). Same
+ * results up to the summation order in FP32 mode; in TF32 mode the four
+ * score/probability products run on tensor cores with operands rounded to
+ * TF32 (10-bit mantissa), accumulation in FP32.
  *
  * Per sequence b (so the T x T scores of one sequence exist at a time, all
  * heads: ws [2, H, T, T] floats), query head h = kvh * g + j (g = H / KV):
@@ -21,33 +23,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/common.cuh"
+#include "cuda/lt.cuh"
+#include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
-
 namespace {
-
-cublasLtHandle_t g_lt = NULL;
-void* g_ws = NULL;
-const size_t g_ws_size = 32u << 20;
-
-struct BPlan {
-    int ta, tb, M, N, K, lda, ldb, ldc, batch, tf32;
-    long long sa, sb, sc;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-};
-const int kMaxPlans = 64;
-BPlan g_plans[kMaxPlans];
-int g_nplans = 0;
-
-void plan_destroy(BPlan* p) {
-    cublasLtMatmulDescDestroy(p->op);
-    cublasLtMatrixLayoutDestroy(p->la);
-    cublasLtMatrixLayoutDestroy(p->lb);
-    cublasLtMatrixLayoutDestroy(p->lc);
-}
 
 int layout(cublasLtMatrixLayout_t* l, uint64_t rows, uint64_t cols, int64_t ld, int batch, long long stride) {
     LT_TRY(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld));
@@ -60,11 +40,10 @@ int layout(cublasLtMatrixLayout_t* l, uint64_t rows, uint64_t cols, int64_t ld, 
 
 /* Row-major C[M,N] (+)= op(A)[M,K] op(B)[K,N] for `batch` matrices at strides sa, sb, sc (elements);
  * ta: A stored [K, M]; tb: B stored [N, K]. As cuBLASLt column-major: D^T = op(B)^T op(A)^T. */
-int plan_make(BPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int batch, long long sa,
-              long long sb, long long sc, int tf32) {
-    memset(p, 0, sizeof *p);
-    p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->lda = lda; p->ldb = ldb; p->ldc = ldc;
-    p->batch = batch; p->sa = sa; p->sb = sb; p->sc = sc; p->tf32 = tf32;
+int plan_make(lt_plan* p, cublasLtHandle_t lt) {
+    const int ta = p->key.ta, tb = p->key.tb, M = p->key.M, N = p->key.N, K = p->key.K, lda = p->key.lda,
+              ldb = p->key.ldb, ldc = p->key.ldc, batch = p->key.batch, tf32 = p->key.flag;
+    const long long sa = p->key.sa, sb = p->key.sb, sc = p->key.sc;
     LT_TRY(cublasLtMatmulDescCreate(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -73,78 +52,24 @@ int plan_make(BPlan* p, int ta, int tb, int M, int N, int K, int lda, int ldb, i
     if (!rc) rc = layout(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
     if (!rc) rc = layout(&p->lc, N, M, ldc, batch, sc);
     if (rc) return rc;
-    cublasLtMatmulPreference_t pref;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = g_ws_size;
-    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE; /* no split-K: one fixed order per output */
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    cublasLtMatmulHeuristicResult_t res[1];
-    int nres = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-        plan_destroy(p);
+    cublasStatus_t st = lt_algo_fixed_order(p, lt, LT_WS_BATCHED, 0); /* no split-K */
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        lt_plan_destroy(p);
         return mx_fail(MX_EINVAL, "cuBLASLt has no batched %s algorithm for %s%s M %d N %d K %d x %d: status %d",
                        tf32 ? "TF32" : "FP32", ta ? "T" : "N", tb ? "T" : "N", M, N, K, batch, (int)st);
     }
-    p->algo = res[0].algo;
     return MX_OK;
 }
 
 int gemm_batched(int ta, int tb, int M, int N, int K, const float* A, int lda, long long sa, const float* B, int ldb,
                  long long sb, float* C, int ldc, long long sc, int batch, int accumulate, int tf32, cudaStream_t st) {
-    if (!g_lt) {
-        LT_TRY(cublasLtCreate(&g_lt));
-        CU_TRY(cudaMalloc(&g_ws, g_ws_size));
-    }
-    BPlan* p = NULL;
-    for (int i = 0; i < g_nplans && !p; i++) {
-        BPlan* q = &g_plans[i];
-        if (q->ta == ta && q->tb == tb && q->M == M && q->N == N && q->K == K && q->lda == lda && q->ldb == ldb &&
-            q->ldc == ldc && q->batch == batch && q->sa == sa && q->sb == sb && q->sc == sc && q->tf32 == tf32)
-            p = q;
-    }
-    if (!p) {
-        if (g_nplans == kMaxPlans) {
-            plan_destroy(&g_plans[0]);
-            memmove(&g_plans[0], &g_plans[1], sizeof(BPlan) * (kMaxPlans - 1));
-            g_nplans--;
-        }
-        int rc = plan_make(&g_plans[g_nplans], ta, tb, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, tf32);
-        if (rc) return rc;
-        p = &g_plans[g_nplans++];
-    }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_TRY(cublasLtMatmul(g_lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, g_ws, g_ws_size,
-                          st));
-    return MX_OK;
-}
-
-/* Block-wide reductions over 256 threads in a fixed tree. */
-__device__ float block_max(float v, float* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-__device__ float block_sum(float v, float* sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = 128; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
+    lt_key key = lt_key_zero(LT_BATCHED);
+    key.ta = ta; key.tb = tb; key.M = M; key.N = N; key.K = K; key.lda = lda; key.ldb = ldb; key.ldc = ldc;
+    key.batch = batch; key.sa = sa; key.sb = sb; key.sc = sc; key.flag = tf32;
+    lt_plan* p;
+    int rc = lt_plan_get(&p, &key, plan_make);
+    if (rc) return rc;
+    return lt_matmul(p, accumulate ? 1.0f : 0.0f, A, B, C, LT_WS_BATCHED, st);
 }
 
 /* One block per row r of S [H*T, T] (t = r % T): P = exp(scale s - lse) for keys j <= t, 0 above.
@@ -159,10 +84,10 @@ __global__ void __launch_bounds__(256) k_softmax_causal(float* S, float* lse, in
     if (make_lse) {
         float m = -INFINITY;
         for (int j = threadIdx.x; j <= t; j += 256) m = fmaxf(m, row[j] * scale);
-        m = block_max(m, sh);
+        m = block_max_tree256(m, sh);
         float l = 0.0f;
         for (int j = threadIdx.x; j <= t; j += 256) l += expf(row[j] * scale - m);
-        l = block_sum(l, sh);
+        l = block_sum_tree256(l, sh);
         L = m + logf(l);
         if (threadIdx.x == 0) lse[r] = L;
     } else {
@@ -188,7 +113,7 @@ __global__ void k_delta(float* delta, const float* dout, const float* out, int B
     const size_t base = (size_t)(b * T + t) * H * hd + (size_t)h * hd;
     float s = 0.0f;
     for (int i = lane; i < hd; i += 32) s += dout[base + i] * out[base + i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s = warp_sum(s);
     if (lane == 0) delta[row] = s;
 }
 
@@ -268,13 +193,4 @@ extern "C" int mxg_attention_backward_gemm(float* dq, float* dk, float* dv, floa
                               KV, j > 0, tf32, st);
     }
     return rc;
-}
-
-extern "C" void mxg_attention_gemm_shutdown(void) {
-    for (int i = 0; i < g_nplans; i++) plan_destroy(&g_plans[i]);
-    g_nplans = 0;
-    if (g_ws) cudaFree(g_ws);
-    g_ws = NULL;
-    if (g_lt) cublasLtDestroy(g_lt);
-    g_lt = NULL;
 }

@@ -1,14 +1,17 @@
 /*
- * quant.cu: the GPU twin of src/mx/mx.c's quantizers. Fused Hadamard
- * rotation (none, hN, rhN; n = 2..256) + MXFP4 block quantize (1x32, 32x1,
- * 32x32; floor/even/ceil; rne/sr) with row- and column-direction outputs from
- * one read of the input, the exponent-folded E4M3 form for Hopper's FP8
- * GEMM, FP8 per-tensor quantize, and exact dequantization to BF16.
+ * mxfp4.cu: the GPU twin of src/mx/mxfp4.c (with the rotations of
+ * src/mx/hadamard.c fused in). Fused Hadamard rotation (none, hN, rhN;
+ * n = 2..256) + MXFP4 block quantize (1x32, 32x1, 32x32; floor/even/ceil;
+ * rne/sr) with row- and column-direction outputs from one read of the input,
+ * the exponent-folded E4M3 form for Hopper's FP8 GEMM (also from a packed
+ * tensor: mxg_fold), and exact dequantization to BF16. The FP8 per-tensor
+ * quantizer is fp8.cu.
  *
  * Bit-exactness: every scalar step calls include/mxlm/mx_scalar.h (compiled
  * for the device), the butterflies run in mx_fwht's stage order with one
  * final multiply by mx_hadamard_norm(n), and this file is built with
- * --fmad=false so no add/multiply is contracted into an FMA.
+ * --fmad=false so no add/multiply is contracted into an FMA. The shared steps
+ * are quant.cuh (block quantizer, telemetry, fold) and hadamard.cuh (FWHT).
  *
  * Kernel shape: one CTA of 256 threads per TR x TC tile of x, staged in shared
  * memory as float (row stride TC+1: conflict-free for both directions). In the
@@ -22,6 +25,8 @@
 #include <stdio.h>
 
 #include "cuda/common.cuh"
+#include "cuda/mx/hadamard.cuh"
+#include "cuda/mx/quant.cuh"
 #include "mxlm/mx_scalar.h"
 
 namespace {
@@ -51,51 +56,7 @@ struct QArgs {
     Slot s[2];  // [0] row direction (blocks along a row), [1] column direction
 };
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<uint16_t>(uint16_t v) { return mx_bf16_to_f32(v); }
-
-/* mx_fwht on each n-group of 32 register values (n <= 32). */
-template <int N> __device__ __forceinline__ void fwht_reg(float (&v)[32]) {
-#pragma unroll
-    for (int h = 1; h < N; h <<= 1)
-#pragma unroll
-        for (int i = 0; i < 32; i += 2 * h)
-#pragma unroll
-            for (int j = i; j < i + h; j++) {
-                float a = v[j], b = v[j + h];
-                v[j] = a + b;
-                v[j + h] = a - b;
-            }
-    const float s = mx_hadamard_norm(N);
-#pragma unroll
-    for (int i = 0; i < 32; i++) v[i] *= s;
-}
-
-__device__ __forceinline__ void fwht_rt(float (&v)[32], int n) {
-    switch (n) {
-    case 2: fwht_reg<2>(v); break;
-    case 4: fwht_reg<4>(v); break;
-    case 8: fwht_reg<8>(v); break;
-    case 16: fwht_reg<16>(v); break;
-    case 32: fwht_reg<32>(v); break;
-    default: break;
-    }
-}
-
-/* mx_e2m1_rne without branches (a divergent if-chain per element costs the
- * warp every path its lanes take): the code is the number of RNE thresholds
- * that |v| passes, ties as in mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1,
- * 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4); NaN -> 0. Equal to mx_e2m1_rne on all
- * 2^32 inputs: checked exhaustively by mxg_selftest_e2m1 (tests/gpu). */
-__device__ __forceinline__ uint32_t e2m1_rne_fast(float v) {
-    float a = fabsf(v);
-    uint32_t c = (uint32_t)(a > 0.25f) + (uint32_t)(a >= 0.75f) + (uint32_t)(a > 1.25f) + (uint32_t)(a >= 1.75f) +
-                 (uint32_t)(a > 2.5f) + (uint32_t)(a >= 3.5f) + (uint32_t)(a > 5.0f);
-    c |= (mx_f2u(v) >> 28) & 8u;
-    return a == a ? c : 0u;
-}
-
+/* e2m1_rne_fast (quant.cuh) against mx_e2m1_rne on all 2^32 floats (mxg_selftest_e2m1). */
 __global__ void k_selftest_e2m1(unsigned long long* bad) {
     unsigned long long nb = 0;
     for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < (1ull << 32); u += (uint64_t)gridDim.x * blockDim.x) {
@@ -103,142 +64,6 @@ __global__ void k_selftest_e2m1(unsigned long long* bad) {
         nb += e2m1_rne_fast(v) != (uint32_t)mx_e2m1_rne(v);
     }
     if (nb) atomicAdd(bad, nb);
-}
-
-/* Quantize 32 values (already rotated) into packed codes; returns the scale
- * byte. l32: the 32 lanes of the warp form one 32x32 tile (amax and NaN
- * shared). SR bits for element i come from index base + i*stride. */
-__device__ __forceinline__ uint8_t quant32(const float (&v)[32], int rule, int l32, int sr, uint64_t seed,
-                                           uint32_t tid, uint64_t base, uint64_t stride, uint32_t (&pk)[4],
-                                           int& clip) {
-    float amax = 0.0f;
-    int bad = 0;
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        float a = fabsf(v[i]);
-        if (!(a <= 3.4028235e38f)) bad = 1;
-        else amax = fmaxf(amax, a);
-    }
-    if (l32) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        bad = __any_sync(0xffffffffu, bad);
-    }
-    pk[0] = pk[1] = pk[2] = pk[3] = 0;
-    clip = 0;
-    if (bad) return (uint8_t)MX_E8M0_NAN;
-    uint8_t sb = mx_e8m0_for_amax(amax, (mx_scale_rule)rule);
-    float inv = mx_exp2i(127 - (int)sb);
-    if (sr) {
-        uint32_t rb[32];
-        if (stride == 1) {
-            /* base is a multiple of 4: one Philox call serves 4 elements (mx_rand_u32's rule) */
-#pragma unroll
-            for (int i = 0; i < 32; i += 4) {
-                uint64_t idx = base + (uint64_t)i;
-                uint32_t ctr[4] = {(uint32_t)(idx >> 2), (uint32_t)(idx >> 34), tid, (uint32_t)MX_RNG_SR};
-                uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-                uint32_t out[4];
-                mx_philox4x32_10(ctr, key, out);
-                rb[i] = out[0]; rb[i + 1] = out[1]; rb[i + 2] = out[2]; rb[i + 3] = out[3];
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 32; i++) rb[i] = mx_rand_u32(seed, MX_RNG_SR, tid, base + (uint64_t)i * stride);
-        }
-#pragma unroll
-        for (int i = 0; i < 32; i++) pk[i >> 3] |= (uint32_t)mx_e2m1_sr(v[i] * inv, rb[i]) << (4 * (i & 7));
-    } else {
-#pragma unroll
-        for (int i = 0; i < 32; i++) pk[i >> 3] |= e2m1_rne_fast(v[i] * inv) << (4 * (i & 7));
-    }
-    /* an element beyond 6 after scaling <=> amax * inv > 6 (scaling by a power of two is monotone) */
-    clip = amax * inv > 6.0f;
-    if (l32) clip = __any_sync(0xffffffffu, clip);
-    return sb;
-}
-
-/* Telemetry of one quantized group: the rotated values v, their codes pk and
- * scale byte sb (Q(x) = decode(code) * 2^(sb-127), NaN for a NaN block, as
- * mx_dequantize_fp4) added to the thread's sums (linear.c's accumulate_stats). */
-__device__ __forceinline__ void stats32(const float (&v)[32], const uint32_t (&pk)[4], uint8_t sb, double& sg,
-                                        double& er, unsigned& nf) {
-    const float sc = mx_e8m0_decode(sb);
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        const float x = v[i];
-        if (!(fabsf(x) <= 3.4028235e38f)) { nf++; continue; }
-        const float q = mx_e2m1_decode((uint8_t)((pk[i >> 3] >> (4 * (i & 7))) & 15u)) * sc;
-        const double d = (double)x - (double)q;
-        sg += (double)x * (double)x;
-        er += d * d;
-    }
-}
-
-/* Warp-reduce the lanes' telemetry and add it to *st (lane 0, atomics). Every
- * lane of the warp must call it. */
-__device__ void stats_flush(mxg_opstats* st, double sg, double er, unsigned nf, unsigned nb, unsigned nc) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        sg += __shfl_xor_sync(0xffffffffu, sg, o);
-        er += __shfl_xor_sync(0xffffffffu, er, o);
-        nf += __shfl_xor_sync(0xffffffffu, nf, o);
-        nb += __shfl_xor_sync(0xffffffffu, nb, o);
-        nc += __shfl_xor_sync(0xffffffffu, nc, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        if (sg != 0.0) atomicAdd(&st->sig2, sg);
-        if (er != 0.0) atomicAdd(&st->err2, er);  /* NaN too */
-        if (nb) atomicAdd(&st->blocks, (unsigned long long)nb);
-        if (nc) atomicAdd(&st->clipped, (unsigned long long)nc);
-        if (nf) atomicAdd(&st->nonfinite, (unsigned long long)nf);
-    }
-}
-
-/* Fold one block: codes pk with scale byte sb under reference exponent eref
- * into 32 E4M3 bytes. Returns 1 if the block lies outside the window (and has
- * a nonzero code). lut[(d+14)*16 + nib] = E4M3(decode(nib) * 2^(d+6)). */
-__device__ __forceinline__ int fold32(const uint32_t (&pk)[4], uint8_t sb, int eref, const uint8_t* lut,
-                                      uint32_t (&o)[8]) {
-    if (sb == MX_E8M0_NAN) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) o[i] = 0x7f7f7f7fu;
-        return 0;
-    }
-    int d = (int)sb - 127 - eref;
-    if (d >= -14) {
-        const uint8_t* t = lut + (d + 14) * 16;
-#pragma unroll
-        for (int w = 0; w < 8; w++) {
-            uint32_t src = pk[w >> 1] >> (16 * (w & 1));
-            o[w] = (uint32_t)t[src & 15] | ((uint32_t)t[(src >> 4) & 15] << 8) | ((uint32_t)t[(src >> 8) & 15] << 16) |
-                   ((uint32_t)t[(src >> 12) & 15] << 24);
-        }
-        return 0;
-    }
-    int e = d + 6 < -149 ? -149 : d + 6;
-    float m = mx_exp2i(e);
-    int nz = 0;
-#pragma unroll
-    for (int w = 0; w < 8; w++) {
-        uint32_t src = pk[w >> 1] >> (16 * (w & 1));
-        uint32_t acc = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uint8_t nib = (uint8_t)((src >> (4 * k)) & 15);
-            nz |= nib & 7;
-            acc |= (uint32_t)mx_e4m3_encode(mx_e2m1_decode(nib) * m) << (8 * k);
-        }
-        o[w] = acc;
-    }
-    return nz != 0;
-}
-
-__device__ __forceinline__ int eref_of(const uint8_t* sc, int n) {
-    int m = -1;
-    for (int i = 0; i < n; i++)
-        if (sc[i] != MX_E8M0_NAN && (int)sc[i] > m) m = sc[i];
-    return m < 0 ? 0 : m - 127;
 }
 
 /* Block Hadamard of size n (> 32) along one axis of the shared tile, in place:
@@ -293,6 +118,117 @@ template <int TR, int TC> struct Smem {
     static constexpr size_t total = cnt + 16;
 };
 
+/* One direction's pass over the staged tile: DIR 0 blocks of 32 along a row
+ * (a thread owns one 32-segment of one row: lanes = 32 consecutive rows), DIR 1
+ * blocks of 32 along a column (lanes = 32 consecutive columns). In the terms
+ * of the pass, li is the lane-axis index in the tile and bi the block index
+ * along the block axis; (gr, gc) the block's first element in x. The two
+ * directions differ only in how a segment is read from the tile (float4 rows
+ * or scalar columns), the random-bit stride (1 or cols), where the codes and
+ * scales go ([rows, cols] or [cols, rows]; 32x32 always [rows, cols]) and
+ * their counters (cnt[0..1] or cnt[2..3]). */
+template <int DIR, int TR, int TC, bool ST>
+__device__ __forceinline__ void quant_pass(const Slot& s, float* xs, uint8_t* scl, const float* sgn,
+                                           const uint8_t* lut, unsigned* cnt, int r0, int c0, int rows, int cols) {
+    constexpr int S = Smem<TR, TC>::S;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    /* lane axis: rows (DIR 0) or columns (DIR 1); block axis: the other */
+    const int LO = DIR ? c0 : r0, LN = DIR ? cols : rows, BO = DIR ? r0 : c0, BN = DIR ? rows : cols;
+    const int n = s.had_n;
+    if (n > 32) {
+        if (DIR == 1) __syncthreads();
+        had_smem<TR, TC>(xs, 1 - DIR, n, sgn, s.rnd);
+    }
+    const int rn = n > 32 ? 0 : n;
+    const int use_sign = n <= 32 && s.rnd;
+    constexpr int NB = DIR ? TR / 32 : TC / 32, NL = DIR ? TC : TR, NG = (NL / 32) * NB, GPW = (NG + 7) / 8;
+    uint32_t pk[GPW][4];
+    uint8_t sbk[GPW];
+#pragma unroll
+    for (int k = 0; k < GPW; k++) {
+        int g = k * 8 + warp;
+        if (g >= NG) break;
+        int bi = g % NB, li = (g / NB) * 32 + lane;
+        int gl = LO + li, gb = BO + bi * 32;
+        int gr = DIR ? gb : gl, gc = DIR ? gl : gb;
+        bool valid = gr < rows && gc < cols;  // warp-uniform for 32x32 (rows % 32 == 0)
+        float v[32];
+        if (DIR == 0) {
+#pragma unroll
+            for (int i = 0; i < 32; i += 4) {
+                float4 q4 = *(const float4*)&xs[li * S + bi * 32 + i];
+                v[i] = q4.x; v[i + 1] = q4.y; v[i + 2] = q4.z; v[i + 3] = q4.w;
+            }
+            if (use_sign)
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[i] *= sgn[bi * 32 + i];
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float f = xs[(bi * 32 + i) * S + li];
+                if (use_sign) f *= sgn[bi * 32 + i];
+                v[i] = f;
+            }
+        }
+        fwht_rt(v, rn);
+        int clip;
+        uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, DIR ? (uint64_t)cols : 1,
+                             pk[k], clip);
+        sbk[k] = sb;
+        scl[li * NB + bi] = sb;
+        if (valid && clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[2 * DIR], 1u);
+        if (DIR == 0 && valid && s.codes)
+            *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
+        if (ST) stats_group(s.stats, valid, s.l32, lane, v, pk[k], sb, clip); /* the group loop's break is warp-uniform */
+        if (DIR == 1 && s.codes) {
+            if (!s.l32) {
+                if (valid) *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
+            } else if (valid) {  /* 32x32: row-major codes; lanes pair up into bytes */
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    uint32_t nib = (pk[k][i >> 3] >> (4 * (i & 7))) & 15;
+                    uint32_t hi = __shfl_down_sync(0xffffffffu, nib, 1);
+                    if (!(lane & 1)) s.codes[((size_t)(gr + i) * cols + gc) / 2] = (uint8_t)(nib | (hi << 4));
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (s.scales) {
+        if (!s.l32) {
+            for (int e = tid; e < NL * NB; e += NT) {
+                int li = e / NB, bi = e % NB;
+                if (LO + li < LN && BO + bi * 32 < BN) s.scales[(size_t)(LO + li) * (BN / 32) + BO / 32 + bi] = scl[e];
+            }
+        } else { /* one scale per 32x32 tile, [rows/32, cols/32] in both directions */
+            for (int e = tid; e < (NL / 32) * NB; e += NT) {
+                int lg = e / NB, bi = e % NB;
+                int tr = DIR ? bi : lg, tc = DIR ? lg : bi;
+                if (LO + lg * 32 < LN && BO + bi * 32 < BN)
+                    s.scales[(size_t)(r0 / 32 + tr) * (cols / 32) + c0 / 32 + tc] = scl[lg * 32 * NB + bi];
+            }
+        }
+    }
+    if (s.e4m3) {
+#pragma unroll
+        for (int k = 0; k < GPW; k++) {
+            int g = k * 8 + warp;
+            if (g >= NG) break;
+            int bi = g % NB, li = (g / NB) * 32 + lane;
+            int gl = LO + li, gb = BO + bi * 32;
+            if (gl < LN && gb < BN) {
+                int eref = eref_of(&scl[li * NB + (bi & ~3)], 4);
+                uint32_t o[8];
+                if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
+                uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * BN + gb);
+                dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+                dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+                if ((bi & 3) == 0 && s.fscale) s.fscale[(size_t)(gb / 128) * LN + gl] = mx_exp2i(eref - 6);
+            }
+        }
+    }
+}
+
 /* ST: the telemetry variant (a separate instantiation, so that the kernels without it
  * keep their register allocation and speed). */
 template <typename T, int TR, int TC, bool ST>
@@ -311,11 +247,11 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
 
     const int rows = a.rows, cols = a.cols;
     const int r0 = blockIdx.y * TR, c0 = blockIdx.x * TC;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x;
     const T* x = (const T*)a.x;
 
     if (tid < 4) cnt[tid] = 0;
-    if (tid < 240) lut[tid] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(tid & 15)) * mx_exp2i((tid >> 4) - 14 + 6));
+    if (tid < 240) lut[tid] = fold_lut_entry(tid);
     if (a.s[0].active)
         for (int j = tid; j < TC; j += NT)
             sg_r[j] = (a.s[0].rnd && c0 + j < cols) ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
@@ -368,175 +304,8 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     }
     __syncthreads();
 
-    /* ---- row direction: blocks of 32 along a row ---- */
-    if (a.s[0].active) {
-        const Slot& s = a.s[0];
-        const int n = s.had_n;
-        if (n > 32) had_smem<TR, TC>(xs, 1, n, sg_r, s.rnd);
-        const int rn = n > 32 ? 0 : n;
-        const int use_sign = n <= 32 && s.rnd;
-        constexpr int NS = TC / 32, NG = (TR / 32) * NS, GPW = (NG + 7) / 8;
-        uint32_t pk[GPW][4];
-        uint8_t sbk[GPW];
-#pragma unroll
-        for (int k = 0; k < GPW; k++) {
-            int g = k * 8 + warp;
-            if (g >= NG) break;
-            int sg = g % NS, r = (g / NS) * 32 + lane;
-            int gr = r0 + r, gc = c0 + sg * 32;
-            bool valid = gr < rows && gc < cols;  // warp-uniform for 32x32 (rows % 32 == 0)
-            float v[32];
-#pragma unroll
-            for (int i = 0; i < 32; i += 4) {
-                float4 q4 = *(const float4*)&xs[r * S + sg * 32 + i];
-                v[i] = q4.x; v[i + 1] = q4.y; v[i + 2] = q4.z; v[i + 3] = q4.w;
-            }
-            if (use_sign)
-#pragma unroll
-                for (int i = 0; i < 32; i++) v[i] *= sg_r[sg * 32 + i];
-            fwht_rt(v, rn);
-            int clip;
-            uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, 1, pk[k], clip);
-            sbk[k] = sb;
-            scl_r[r * NS + sg] = sb;
-            if (valid) {
-                if (clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[0], 1u);
-                if (s.codes) *(uint4*)(s.codes + ((size_t)gr * cols + gc) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
-            }
-            if (ST && s.stats) { /* telemetry (a uniform branch; the group loop's break is warp-uniform) */
-                double sgm = 0.0, erm = 0.0;
-                unsigned nf = 0, nb = 0, nc = 0;
-                if (valid) {
-                    stats32(v, pk[k], sb, sgm, erm, nf);
-                    if (!s.l32 || lane == 0) { nb = 1; nc = clip ? 1u : 0u; }
-                }
-                stats_flush(s.stats, sgm, erm, nf, nb, nc);
-            }
-        }
-        __syncthreads();
-        if (s.scales) {
-            if (!s.l32) {
-                for (int e = tid; e < TR * NS; e += NT) {
-                    int r = e / NS, sg = e % NS;
-                    if (r0 + r < rows && c0 + sg * 32 < cols) s.scales[(size_t)(r0 + r) * (cols / 32) + c0 / 32 + sg] = scl_r[e];
-                }
-            } else {
-                for (int e = tid; e < (TR / 32) * NS; e += NT) {
-                    int rg = e / NS, sg = e % NS;
-                    if (r0 + rg * 32 < rows && c0 + sg * 32 < cols)
-                        s.scales[(size_t)(r0 / 32 + rg) * (cols / 32) + c0 / 32 + sg] = scl_r[rg * 32 * NS + sg];
-                }
-            }
-        }
-        if (s.e4m3) {
-#pragma unroll
-            for (int k = 0; k < GPW; k++) {
-                int g = k * 8 + warp;
-                if (g >= NG) break;
-                int sg = g % NS, r = (g / NS) * 32 + lane;
-                int gr = r0 + r, gc = c0 + sg * 32;
-                if (gr < rows && gc < cols) {
-                    int eref = eref_of(&scl_r[r * NS + (sg & ~3)], 4);
-                    uint32_t o[8];
-                    if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[1], 1u);
-                    uint4* dst = (uint4*)(s.e4m3 + (size_t)gr * cols + gc);
-                    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-                    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-                    if ((sg & 3) == 0 && s.fscale) s.fscale[(size_t)(gc / 128) * rows + gr] = mx_exp2i(eref - 6);
-                }
-            }
-        }
-    }
-
-    /* ---- column direction: blocks of 32 along a column ---- */
-    if (a.s[1].active) {
-        const Slot& s = a.s[1];
-        const int n = s.had_n;
-        if (n > 32) {
-            __syncthreads();
-            had_smem<TR, TC>(xs, 0, n, sg_c, s.rnd);
-        }
-        const int rn = n > 32 ? 0 : n;
-        const int use_sign = n <= 32 && s.rnd;
-        constexpr int NTB = TR / 32, NG = (TC / 32) * NTB, GPW = (NG + 7) / 8;
-        uint32_t pk[GPW][4];
-        uint8_t sbk[GPW];
-#pragma unroll
-        for (int k = 0; k < GPW; k++) {
-            int g = k * 8 + warp;
-            if (g >= NG) break;
-            int tb = g % NTB, c = (g / NTB) * 32 + lane;
-            int gc = c0 + c, gr = r0 + tb * 32;
-            bool valid = gc < cols && gr < rows;
-            float v[32];
-#pragma unroll
-            for (int i = 0; i < 32; i++) {
-                float f = xs[(tb * 32 + i) * S + c];
-                if (use_sign) f *= sg_c[tb * 32 + i];
-                v[i] = f;
-            }
-            fwht_rt(v, rn);
-            int clip;
-            uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, (uint64_t)cols, pk[k], clip);
-            sbk[k] = sb;
-            scl_c[c * NTB + tb] = sb;
-            if (valid && clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[2], 1u);
-            if (ST && s.stats) {
-                double sgm = 0.0, erm = 0.0;
-                unsigned nf = 0, nb = 0, nc = 0;
-                if (valid) {
-                    stats32(v, pk[k], sb, sgm, erm, nf);
-                    if (!s.l32 || lane == 0) { nb = 1; nc = clip ? 1u : 0u; }
-                }
-                stats_flush(s.stats, sgm, erm, nf, nb, nc);
-            }
-            if (s.codes) {
-                if (!s.l32) {
-                    if (valid) *(uint4*)(s.codes + ((size_t)gc * rows + gr) / 2) = make_uint4(pk[k][0], pk[k][1], pk[k][2], pk[k][3]);
-                } else if (valid) {  /* 32x32: row-major codes; lanes pair up into bytes */
-#pragma unroll
-                    for (int i = 0; i < 32; i++) {
-                        uint32_t nib = (pk[k][i >> 3] >> (4 * (i & 7))) & 15;
-                        uint32_t hi = __shfl_down_sync(0xffffffffu, nib, 1);
-                        if (!(lane & 1)) s.codes[((size_t)(gr + i) * cols + gc) / 2] = (uint8_t)(nib | (hi << 4));
-                    }
-                }
-            }
-        }
-        __syncthreads();
-        if (s.scales) {
-            if (!s.l32) {
-                for (int e = tid; e < TC * NTB; e += NT) {
-                    int c = e / NTB, tb = e % NTB;
-                    if (c0 + c < cols && r0 + tb * 32 < rows) s.scales[(size_t)(c0 + c) * (rows / 32) + r0 / 32 + tb] = scl_c[e];
-                }
-            } else {
-                for (int e = tid; e < (TC / 32) * NTB; e += NT) {
-                    int cg = e / NTB, tb = e % NTB;
-                    if (c0 + cg * 32 < cols && r0 + tb * 32 < rows)
-                        s.scales[(size_t)(r0 / 32 + tb) * (cols / 32) + c0 / 32 + cg] = scl_c[cg * 32 * NTB + tb];
-                }
-            }
-        }
-        if (s.e4m3) {
-#pragma unroll
-            for (int k = 0; k < GPW; k++) {
-                int g = k * 8 + warp;
-                if (g >= NG) break;
-                int tb = g % NTB, c = (g / NTB) * 32 + lane;
-                int gc = c0 + c, gr = r0 + tb * 32;
-                if (gc < cols && gr < rows) {
-                    int eref = eref_of(&scl_c[c * NTB + (tb & ~3)], 4);
-                    uint32_t o[8];
-                    if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[3], 1u);
-                    uint4* dst = (uint4*)(s.e4m3 + (size_t)gc * rows + gr);
-                    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-                    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-                    if ((tb & 3) == 0 && s.fscale) s.fscale[(size_t)(gr / 128) * cols + gc] = mx_exp2i(eref - 6);
-                }
-            }
-        }
-    }
+    if (a.s[0].active) quant_pass<0, TR, TC, ST>(a.s[0], xs, scl_r, sg_r, lut, cnt, r0, c0, rows, cols);
+    if (a.s[1].active) quant_pass<1, TR, TC, ST>(a.s[1], xs, scl_c, sg_c, lut, cnt, r0, c0, rows, cols);
     __syncthreads();
     /* constant indices only: a dynamic index into the parameter struct would copy it to local memory */
     if (tid == 0 && a.s[0].counters) {
@@ -569,7 +338,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     uint8_t* e4m3 = a.s[0].e4m3;
     float* fscale = a.s[0].fscale;
     mxg_opstats* stats = a.s[0].stats;
-    for (int i = tid; i < 240; i += 128) lut[i] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(i & 15)) * mx_exp2i((i >> 4) - 14 + 6));
+    for (int i = tid; i < 240; i += 128) lut[i] = fold_lut_entry(i);
     if (tid < 2) cnt[tid] = 0;
     __syncthreads();
     const T* xr = (const T*)a.x + (size_t)r * cols;
@@ -627,8 +396,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     if (e4m3) {
         int erow = 0;
         if (outer) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+            emax = warp_max(emax);
             if (lane == 0) red[warp] = emax;
             __syncthreads();
             int m = max(max(red[0], red[1]), max(red[2], red[3]));
@@ -753,15 +521,22 @@ struct View {
     int rows, cols; // original shape
 };
 
+/* The scale byte of stored row i, block kb. */
+__device__ __forceinline__ uint8_t scale_at(const View& v, int i, int kb) {
+    if (v.mode == 0) return v.scales[(size_t)i * (v.K / 32) + kb];
+    if (v.mode == 1) return v.scales[(size_t)(i / 32) * (v.cols / 32) + kb];
+    return v.scales[(size_t)kb * (v.cols / 32) + i / 32];
+}
+
 __device__ __forceinline__ void load_block(const View& v, int i, int kb, uint32_t (&pk)[4], uint8_t& sb) {
     if (v.mode == 0) {
         uint4 u = *(const uint4*)(v.codes + ((size_t)i * v.K + (size_t)kb * 32) / 2);
         pk[0] = u.x; pk[1] = u.y; pk[2] = u.z; pk[3] = u.w;
-        sb = v.scales[(size_t)i * (v.K / 32) + kb];
+        sb = scale_at(v, i, kb);
     } else if (v.mode == 1) {  // stored row i = row i of the 32x32 tensor
         uint4 u = *(const uint4*)(v.codes + ((size_t)i * v.cols + (size_t)kb * 32) / 2);
         pk[0] = u.x; pk[1] = u.y; pk[2] = u.z; pk[3] = u.w;
-        sb = v.scales[(size_t)(i / 32) * (v.cols / 32) + kb];
+        sb = scale_at(v, i, kb);
     } else {  // stored row i = column i; element kb*32+j at row kb*32+j
         pk[0] = pk[1] = pk[2] = pk[3] = 0;
         for (int j = 0; j < 32; j++) {
@@ -769,15 +544,14 @@ __device__ __forceinline__ void load_block(const View& v, int i, int kb, uint32_
             uint32_t nib = (v.codes[e >> 1] >> ((e & 1) * 4)) & 15;
             pk[j >> 3] |= nib << (4 * (j & 7));
         }
-        sb = v.scales[(size_t)kb * (v.cols / 32) + i / 32];
+        sb = scale_at(v, i, kb);
     }
 }
 
 /* One warp per stored row. */
 __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned long long* counters) {
     __shared__ uint8_t lut[240];
-    if (threadIdx.x < 240)
-        lut[threadIdx.x] = mx_e4m3_encode(mx_e2m1_decode((uint8_t)(threadIdx.x & 15)) * mx_exp2i((int)(threadIdx.x >> 4) - 14 + 6));
+    if (threadIdx.x < 240) lut[threadIdx.x] = fold_lut_entry((int)threadIdx.x);
     __syncthreads();
     int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (i >= v.R) return;
@@ -785,15 +559,10 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
     int erow = -1;
     if (outer) {
         for (int kb = lane; kb < nb; kb += 32) {
-            uint32_t pk[4]; uint8_t sb;
-            if (v.mode == 0) sb = v.scales[(size_t)i * nb + kb];
-            else if (v.mode == 1) sb = v.scales[(size_t)(i / 32) * (v.cols / 32) + kb];
-            else sb = v.scales[(size_t)kb * (v.cols / 32) + i / 32];
-            (void)pk;
+            uint8_t sb = scale_at(v, i, kb);
             if (sb != MX_E8M0_NAN && (int)sb > erow) erow = sb;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) erow = max(erow, __shfl_xor_sync(0xffffffffu, erow, o));
+        erow = warp_max(erow);
         erow = erow < 0 ? 0 : erow - 127;
         if (lane == 0) fscale[i] = mx_exp2i(erow - 6);
     }
@@ -805,11 +574,7 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
         if (!outer) {
             int m = -1;
             for (int q = kb & ~3; q < (kb & ~3) + 4; q++) {
-                uint32_t p2[4]; uint8_t s2;
-                if (v.mode == 0) s2 = v.scales[(size_t)i * nb + q];
-                else if (v.mode == 1) s2 = v.scales[(size_t)(i / 32) * (v.cols / 32) + q];
-                else s2 = v.scales[(size_t)q * (v.cols / 32) + i / 32];
-                (void)p2;
+                uint8_t s2 = scale_at(v, i, q);
                 if (s2 != MX_E8M0_NAN && (int)s2 > m) m = s2;
             }
             eref = m < 0 ? 0 : m - 127;
@@ -854,57 +619,6 @@ int make_view(const mxg_fp4* t, int axis, View* v) {
     else if (axis) { v->mode = 1; v->R = t->rows; v->K = t->cols; }
     else { v->mode = 2; v->R = t->cols; v->K = t->rows; }
     return MX_OK;
-}
-
-/* ---- FP8 per-tensor ---- */
-template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits) {
-    unsigned m = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned b = mx_f2u(to_f<T>(x[i])) & 0x7fffffffu;  // |x| bits: order of uint = order of magnitude; NaN above Inf
-        m = max(m, b);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0 && m) atomicMax(amax_bits, m);
-}
-
-__global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv) {
-    float am = mx_u2f(*amax_bits);
-    if (amax) *amax = am;
-    float s;
-    if (given) s = *given;
-    else {
-        /* mx_fp8_scale_for_amax */
-        float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
-        if (!(am > 0.0f) || !(am <= 3.4028235e38f)) s = 1.0f;
-        else {
-            s = fmax / am;
-            if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
-        }
-    }
-    if (scale) *scale = s;
-    if (inv) *inv = 1.0f / s;
-}
-
-template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given, uint8_t* codes) {
-    float scale = given ? *given : *scale_p;
-    size_t i0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4;
-    for (size_t i = i0; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
-        uint32_t w = 0;
-        int m = n - i < 4 ? (int)(n - i) : 4;
-        for (int k = 0; k < m; k++) {
-            float v = to_f<T>(x[i + k]) * scale;
-            uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
-            w |= (uint32_t)c << (8 * k);
-        }
-        if (m == 4 && ((uintptr_t)(codes + i) & 3) == 0) *(uint32_t*)(codes + i) = w;
-        else for (int k = 0; k < m; k++) codes[i + k] = (uint8_t)(w >> (8 * k));
-    }
-}
-
-__global__ void k_to_bf16(const float* x, size_t n, uint16_t* out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = mx_bf16_from_f32(x[i]);
 }
 
 }  // namespace
@@ -970,34 +684,6 @@ extern "C" int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void*
     return MX_OK;
 }
 
-static unsigned* d_bits = NULL;  // one word of scratch for the amax, kept until mxg_shutdown
-
-void mxg_quant_release(void) {
-    if (d_bits) cudaFree(d_bits);
-    d_bits = NULL;
-}
-
-extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                                float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
-    if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
-    if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
-    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
-    cudaStream_t st = MXG_STREAM(stream);
-    CU_TRY(cudaMemsetAsync(d_bits, 0, sizeof(unsigned), st));
-    int grid = 132 * 8;
-    if (dt == MXG_BF16) k_amax<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, d_bits);
-    else k_amax<float><<<grid, 256, 0, st>>>((const float*)x, n, d_bits);
-    CU_LAUNCHED();
-    k_fp8_scale<<<1, 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale);
-    CU_LAUNCHED();
-    if (codes) {
-        if (dt == MXG_BF16) k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, codes);
-        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes);
-        CU_LAUNCHED();
-    }
-    return MX_OK;
-}
-
 extern "C" int mxg_selftest_e2m1(unsigned long long* mismatches) {
     unsigned long long* d;
     CU_TRY(cudaMalloc(&d, sizeof *d));
@@ -1006,11 +692,5 @@ extern "C" int mxg_selftest_e2m1(unsigned long long* mismatches) {
     CU_LAUNCHED();
     CU_TRY(cudaMemcpy(mismatches, d, sizeof *d, cudaMemcpyDeviceToHost));
     CU_TRY(cudaFree(d));
-    return MX_OK;
-}
-
-extern "C" int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream) {
-    k_to_bf16<<<132 * 8, 256, 0, MXG_STREAM(stream)>>>(x, n, out);
-    CU_LAUNCHED();
     return MX_OK;
 }

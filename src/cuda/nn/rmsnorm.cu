@@ -1,0 +1,97 @@
+/*
+ * rmsnorm.cu: the GPU twin of src/nn/rmsnorm.c.
+ *   y = x * r * w,  r = 1 / sqrt(mean(x^2) + eps)  (the sum of squares in FP64)
+ *   dx += r * (dy*w - x * r^2 * mean(dy*w*x)),  dw += sum_n dy * x * r
+ * Guarantee: deterministic (fixed-order block sums, no float atomics); dw in
+ * the CPU's chunks of 64 tokens.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * contracted into an FMA, so an expression written in the CPU's order rounds
+ * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "cuda/common.cuh"
+#include "cuda/reduce.cuh"
+#include "mxlm/gpu_model.h"
+
+namespace {
+
+/* ---- RMSNorm --------------------------------------------------------------------- */
+
+#define RMS_THREADS 256
+#define RMS_CHUNK 64 /* tokens per partial dw sum: the CPU's chunk (rmsnorm.c) */
+
+__global__ void k_rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int D, float eps) {
+    const float* xr = x + (size_t)blockIdx.x * D;
+    float* o = out + (size_t)blockIdx.x * D;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    ss = block_sum_warps_d(ss);
+    float r = (float)(1.0 / sqrt(ss / D + (double)eps));
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) o[i] = (xr[i] * r) * w[i];
+}
+
+/* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. */
+__global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
+                                 int D) {
+    const size_t row = (size_t)blockIdx.x * D;
+    const float* xr = x + row;
+    const float* g = dout + row;
+    float* d = dx + row;
+    const float r = rstd[blockIdx.x];
+    double dot = 0.0;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) dot += (double)g[i] * w[i] * xr[i];
+    dot = block_sum_warps_d(dot);
+    const float c = (float)(dot / D) * r * r;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) d[i] += r * (g[i] * w[i] - xr[i] * c);
+}
+
+/* part[ch, i] = sum over the chunk's tokens in order of g x r (float, as the CPU). */
+__global__ void k_rmsnorm_bwd_dw_part(float* part, const float* dout, const float* x, const float* rstd, int N,
+                                      int D) {
+    const int i = blockIdx.y * blockDim.x + threadIdx.x, ch = blockIdx.x;
+    if (i >= D) return;
+    const int n1 = min((ch + 1) * RMS_CHUNK, N);
+    float pw = 0.0f;
+    for (int n = ch * RMS_CHUNK; n < n1; n++) pw += dout[(size_t)n * D + i] * x[(size_t)n * D + i] * rstd[n];
+    part[(size_t)ch * D + i] = pw;
+}
+
+__global__ void k_rmsnorm_bwd_dw_sum(float* dw, const float* part, int nch, int D) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= D) return;
+    float acc = dw[i];
+    for (int ch = 0; ch < nch; ch++) acc += part[(size_t)ch * D + i];
+    dw[i] = acc;
+}
+
+}  // namespace
+
+extern "C" int mxg_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
+                                   void* stream) {
+    ARG_CHECK(N > 0 && D > 0, "mxg_rmsnorm_forward: bad shape N %d D %d", N, D);
+    k_rmsnorm_fwd<<<N, RMS_THREADS, 0, MXG_STREAM(stream)>>>(out, rstd, x, w, D, eps);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" size_t mxg_rmsnorm_backward_workspace(int N, int D) {
+    return (size_t)((N + RMS_CHUNK - 1) / RMS_CHUNK) * (size_t)D;
+}
+
+extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                    const float* rstd, int N, int D, float* ws, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && ws, "mxg_rmsnorm_backward: bad shape N %d D %d or no workspace", N, D);
+    cudaStream_t s = MXG_STREAM(stream);
+    const int nch = (N + RMS_CHUNK - 1) / RMS_CHUNK;
+    k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
+    CU_LAUNCHED();
+    k_rmsnorm_bwd_dw_part<<<dim3((unsigned)nch, blocks_for(D, 128)), 128, 0, s>>>(ws, dout, x, rstd, N, D);
+    CU_LAUNCHED();
+    k_rmsnorm_bwd_dw_sum<<<blocks_for(D, 128), 128, 0, s>>>(dw, ws, nch, D);
+    CU_LAUNCHED();
+    return MX_OK;
+}

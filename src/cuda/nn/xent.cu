@@ -1,0 +1,126 @@
+/*
+ * xent.cu: the GPU twin of src/nn/xent.c: softmax cross-entropy, its mean,
+ * and the LM head's chunk loop (the head GEMMs and the loss per chunk of rows,
+ * as src/nn/llama.c's head does in one piece).
+ *   loss_n = log(sum_i exp(z_i - max)) - (z_t - max)   (the sum in FP64)
+ *   dlogits = (softmax(z) - onehot(t)) * scale
+ * Guarantee: deterministic (fixed-order block reductions, no float atomics);
+ * equal to the CPU up to expf.
+ * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
+ * contracted into an FMA, so an expression written in the CPU's order rounds
+ * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "cuda/common.cuh"
+#include "cuda/nn/gemm.cuh"
+#include "cuda/reduce.cuh"
+#include "mxlm/gpu_model.h"
+
+namespace {
+
+/* ---- cross-entropy (one block per row) ------------------------------------------------ */
+
+#define XENT_THREADS 1024
+
+/* mode 0: probabilities in place (mx_xent_forward); 1: dlogits = (p - onehot) * scale. */
+__global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* losses, const int32_t* targets, int V,
+                                                       float scale, int mode) {
+    float* z = logits + (size_t)blockIdx.x * V;
+    const int tgt = targets[blockIdx.x];
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i]);
+    mx = block_max_warps(mx);
+    const float zt = z[tgt] - mx;
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += (double)expf(z[i] - mx);
+    sum = block_sum_warps_d(sum);
+    const float inv = (float)(1.0 / sum);
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        const float p = expf(z[i] - mx) * inv;
+        z[i] = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
+    }
+    if (threadIdx.x == 0) losses[blockIdx.x] = (float)(log(sum) - (double)zt);
+}
+
+__global__ void k_xent_bwd(float* probs, const int32_t* targets, int V, float scale) {
+    float* p = probs + (size_t)blockIdx.x * V;
+    const int tgt = targets[blockIdx.x];
+    for (int i = threadIdx.x; i < V; i += blockDim.x) p[i] = (i == tgt ? p[i] - 1.0f : p[i]) * scale;
+}
+
+__global__ void k_mean(float* out, const float* x, int n) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i];
+    s = block_sum_warps_d(s);
+    if (threadIdx.x == 0) *out = (float)(s / n);
+}
+
+}  // namespace
+
+extern "C" int mxg_xent_forward(float* logits, float* losses, const int32_t* targets, int N, int V, void* stream) {
+    ARG_CHECK(N > 0 && V > 0, "mxg_xent_forward: bad shape N %d V %d", N, V);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_xent_backward(float* probs, const int32_t* targets, int N, int V, float scale, void* stream) {
+    ARG_CHECK(N > 0 && V > 0, "mxg_xent_backward: bad shape N %d V %d", N, V);
+    k_xent_bwd<<<N, 256, 0, MXG_STREAM(stream)>>>(probs, targets, V, scale);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale,
+                              void* stream) {
+    ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused: bad shape N %d V %d", N, V);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_mean(const float* x, int n, float* out, void* stream) {
+    ARG_CHECK(n > 0, "mxg_mean: empty");
+    k_mean<<<1, 1024, 0, MXG_STREAM(stream)>>>(out, x, n);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+static int head_chunks(const void* xnf, const void* head, int bf16, const int32_t* targets, int N, int D, int V,
+                       float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16, int Nc,
+                       void* stream) {
+    const size_t es = bf16 ? 2 : 4; /* bytes per operand element */
+    for (int n0 = 0; n0 < N; n0 += Nc) {
+        const int nc = N - n0 < Nc ? N - n0 : Nc;
+        const void* xc = (const char*)xnf + (size_t)n0 * D * es; /* [nc, D] */
+        int rc = mxg_gemm_f32acc(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, bf16, stream); /* logits [nc, V] */
+        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
+        const void* dl = chunk; /* dlogits [nc, V] */
+        if (!rc && dxnf && bf16) {
+            rc = mxg_to_bf16(chunk, (size_t)nc * V, chunk16, stream);
+            dl = chunk16;
+        }
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, dl, V, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, dl, V, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
+        if (rc) return rc;
+    }
+    return MX_OK;
+}
+
+extern "C" int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D,
+                                     int V, float scale, float* losses, float* dxnf, float* dhead, float* chunk,
+                                     uint16_t* chunk16, int Nc, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0 && !(Nc * D % 8) && !(V % 8),
+              "mxg_lm_head_xent_bf16: bad shape N %d D %d V %d chunk %d (Nc*D and V multiples of 8)", N, D, V, Nc);
+    return head_chunks(xnf, head, 1, targets, N, D, V, scale, losses, dxnf, dhead, chunk, chunk16, Nc, stream);
+}
+
+extern "C" int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets, int N, int D, int V,
+                                float scale, float* losses, float* dxnf, float* dhead, float* chunk, int Nc,
+                                void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0, "mxg_lm_head_xent: bad shape N %d D %d V %d chunk %d", N, D, V, Nc);
+    return head_chunks(xnf, head, 0, targets, N, D, V, scale, losses, dxnf, dhead, chunk, NULL, Nc, stream);
+}

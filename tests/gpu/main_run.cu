@@ -1,0 +1,32 @@
+/*
+ * main_run.cu: build/cuda/tests/gpu/run, the GPU kernels against the CPU
+ * library (src/mx), on an H100/H200: the quantizers (test_mxfp4.cu,
+ * test_fp8.cu) and the GEMMs (test_gemm.cu). Run: make test-gpu
+ * [T=substring]. Ends with "N passed, N failed".
+ */
+#include <time.h>
+
+#include "test.cuh"
+
+int main(int argc, char** argv) {
+    const char* filter = NULL;
+    g_nfilt = argc - 1;
+    g_filt = argv + 1;
+    g_msg_cap = 40;
+    g_rng = 0x9E3779B97F4A7C15ull;
+    char info[512];
+    if (mxg_device_info(info, sizeof info)) { fprintf(stderr, "no usable GPU: %s\n", info); return 1; }
+    printf("GPU: %s\n", info);
+    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    else g_rng ^= (uint64_t)time(NULL);  /* fresh inputs each run; the seed is printed */
+    printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
+    test_e2m1();
+    test_quant(filter);
+    test_fp8(filter);
+    gemm_case(256, 384, 512, 16, 0, filter);
+    gemm_case(128, 256, 4096, 32, 0, filter);
+    gemm_case(256, 128, 1024, 16, 1, filter);
+    mxg_shutdown();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * test_fp8.cu: mx/fp8.cu (amax, FP8 per-tensor quantize, given scales) against src/mx/fp8.c
+ * (run program).
+ */
+#include "test.cuh"
+
+/* ---- FP8 per-tensor ---- */
+void test_fp8(const char* filter) {
+    if (!wanted("fp8", "fp8")) return;
+    for (int c = 0; c < 8; c++) {
+        g_fail_case = 0;
+        int rows = 96 + 32 * c, cols = 160 + 8 * c;  // n not a multiple of 4 sometimes
+        size_t n = (size_t)rows * cols + (c & 1) * 3;
+        std::vector<float> x(n);
+        for (auto& v : x) v = (float)(rndn() * ldexp(1.0, (int)(rndu() * 30) - 15));
+        if (c == 5) x[n / 2] = NAN;
+        int bf = c & 2;
+        std::vector<uint16_t> xb(n);
+        if (bf) for (size_t i = 0; i < n; i++) { xb[i] = mx_bf16_from_f32(x[i]); x[i] = mx_bf16_to_f32(xb[i]); }
+        mx_fp8_kind kind = (c & 4) ? MX_FP8_E5M2 : MX_FP8_E4M3;
+        void* dx = bf ? (void*)dalloc<uint16_t>(n) : (void*)dalloc<float>(n);
+        CK(cudaMemcpy(dx, bf ? (const void*)xb.data() : (const void*)x.data(), n * (bf ? 2 : 4), cudaMemcpyHostToDevice));
+        float* dv = dalloc<float>(4);
+        uint8_t* dc = dalloc<uint8_t>(n);
+        CK(cudaMemset(dc, 0xA5, n));
+        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, NULL, dv, dv + 1, dv + 2, dc, NULL));
+        CK(cudaDeviceSynchronize());
+        auto hv = d2h(dv, 3);
+        auto hc = d2h(dc, n);
+        float amax = mx_amax(x.data(), n), scale = mx_fp8_scale_for_amax(amax, kind);
+        std::vector<uint8_t> rc(n);
+        mx_fp8_quantize(x.data(), n, scale, kind, rc.data());
+        if (!(hv[0] == amax || (hv[0] != hv[0] && amax != amax))) fail("fp8[%d]: amax %g, CPU %g", c, hv[0], amax);
+        if (hv[1] != scale) fail("fp8[%d]: scale %g, CPU %g", c, hv[1], scale);
+        if (hv[2] != 1.0f / scale) fail("fp8[%d]: inverse scale %g", c, hv[2]);
+        int i = first_diff(hc.data(), rc.data(), n);
+        if (i >= 0) fail("fp8[%d] %s: code %d = 0x%02x, CPU 0x%02x", c, kind ? "e5m2" : "e4m3", i, hc[i], rc[i]);
+        /* delayed scaling: a given scale */
+        float given = 3.0f;
+        CK(cudaMemcpy(dv + 3, &given, 4, cudaMemcpyHostToDevice));
+        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, dv + 3, dv, NULL, NULL, dc, NULL));
+        CK(cudaDeviceSynchronize());
+        hc = d2h(dc, n);
+        mx_fp8_quantize(x.data(), n, given, kind, rc.data());
+        i = first_diff(hc.data(), rc.data(), n);
+        if (i >= 0) fail("fp8[%d] given scale: code %d = 0x%02x, CPU 0x%02x", c, i, hc[i], rc[i]);
+        CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc));
+        if (g_fail_case) g_fail++; else g_pass++;
+    }
+    printf("  fp8 per-tensor cases: 8\n");
+}

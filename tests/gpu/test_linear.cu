@@ -1,0 +1,146 @@
+/*
+ * test_linear.cu: nn/linear.cu against src/nn/linear.c: the quantized operands and the
+ * per-GEMM telemetry (layers program).
+ */
+#include "test.cuh"
+
+/* ---- one quantized linear layer: the GPU's MXFP4 operands bit-identical to the CPU's ----
+ * For each GEMM the TN operands the CPU builds (transposes as linear.c),
+ * rotated and quantized by the CPU library, against the codes and scales the
+ * GPU linear layer (exact path) made; the GEMM results against the CPU's
+ * (same quantized values, FP32 accumulation in another order). */
+static vecf host_t(const vecf& x, int rows, int cols) {
+    vecf t((size_t)rows * cols);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = x[(size_t)r * cols + c];
+    return t;
+}
+
+void test_linear_operands(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "linear operands %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    const int M = 128, K = 128, N = 96;
+    vecf X = randn((size_t)M * K, 1.0f), W = randn((size_t)N * K, 0.05f), dY = randn((size_t)M * N, 0.01f);
+    X[5] = 40.0f; /* an outlier */
+    Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dC((size_t)M * K * 4);
+    up(dX, X); up(dW, W); up(ddY, dY);
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, (size_t)M * K));
+    const uint64_t seed = 11, step = 3;
+    const uint32_t lid = 5;
+    for (int exact = 1; exact >= 0; exact--) {
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL};
+        mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
+        for (int g = 0; g < 3; g++) {
+            /* TN operands on the host, and the GPU call on the stored tensors */
+            vecf A, Bm;
+            int Ma, Nb, R;
+            if (g == MX_FPROP) { A = X; Bm = W; Ma = M; Nb = N; R = K;
+                MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), Ma, Nb, R, 0, NULL));
+            } else if (g == MX_DGRAD) { A = dY; Bm = host_t(W, N, K); Ma = M; Nb = K; R = N;
+                MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), Ma, Nb, R, 0, NULL));
+            } else { A = host_t(dY, M, N); Bm = host_t(X, M, K); Ma = N; Nb = K; R = M;
+                MXC(mxg_gemm_recipe_tn(&gc, MX_WGRAD, ddY.f(), 1, dX.f(), 1, dC.f(), Ma, Nb, R, 0, NULL));
+            }
+            vecf Cg = downf(dC, (size_t)Ma * Nb), Cc((size_t)Ma * Nb);
+            MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 0));
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", exact ? "exact" : "fast");
+            /* fp8: cuBLASLt's FP8 accumulation, bound 2^-10 as in test_gpu.cu (measured 4.2e-4) */
+            compare(what, Cg, Cc, NORM, rec.g[g].fmt == MX_FMT_FP8 ? ldexp(1.0, -10) : exact ? 1e-5 : 1e-4);
+            const mx_gemm_recipe* q = &rec.g[g];
+            if (!exact || q->fmt != MX_FMT_MXFP4) continue;
+            uint64_t rs = seed + (rec.rh_mode == MX_RH_STEP ? step * 0x9E3779B97F4A7C15ull : 0);
+            for (int o = 0; o < 2; o++) {
+                vecf op = o ? Bm : A;
+                int rows = o ? Nb : Ma;
+                if (q->had_n) MXC(mx_hadamard_rotate(op.data(), rows, R, 1, q->had_n, q->had_random, rs, lid * 3u + (uint32_t)g));
+                mx_qopts qo = {(o == 1 && g != MX_WGRAD && q->w2d) ? MX_LAYOUT_32x32 : MX_LAYOUT_1x32, q->scale,
+                               o == 0 ? q->round_a : q->round_b, seed + step * 0x9E3779B97F4A7C15ull,
+                               lid * 6u + (uint32_t)g * 2u + (uint32_t)o};
+                mx_fp4 t;
+                MXC(mx_fp4_alloc(&t, rows, R, qo.layout));
+                MXC(mx_quantize_fp4(op.data(), rows, R, &qo, &t));
+                mxg_fp4 gt;
+                MXC(mxg_linws_last_fp4(ws, o, &gt));
+                size_t nc = (size_t)rows * R / 2, ns = mx_fp4_n_scales(rows, R, qo.layout);
+                std::vector<uint8_t> gc_(nc), gs(ns);
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(gc_.data(), gt.codes, nc, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(gs.data(), gt.scales, ns, cudaMemcpyDeviceToHost));
+                int same = gt.rows == rows && gt.cols == R && gt.layout == qo.layout && !memcmp(gc_.data(), t.codes, nc) &&
+                           !memcmp(gs.data(), t.scales, ns);
+                printf("    %-22s operand %c: %s (%zu codes bytes, %zu scales)\n", what, o ? 'b' : 'a',
+                       same ? "codes and scales bit-identical to the CPU" : "DIFFERENT", nc, ns);
+                if (!same) fail("%s operand %d: quantized operand differs from the CPU's", what, o);
+                mx_fp4_free(&t);
+            }
+        }
+    }
+    mxg_linws_free(ws);
+    end();
+}
+
+/* The GPU linear layer (forward + backward, twice: steps s and s+1, both paths) with telemetry
+ * against mx_linear_forward/backward with telemetry. nonfin: a NaN and an Inf in X. */
+void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) {
+    char name[160];
+    snprintf(name, sizeof name, "linear telemetry %s %dx%dx%d%s", recipe, M, K, N, nonfin ? " nan+inf" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    vecf X = randn((size_t)M * K, 1.0f), W = randn((size_t)N * K, 0.05f), dY = randn((size_t)M * N, 0.01f);
+    X[5] = 40.0f;     /* an outlier: clipped blocks */
+    W[3] = 0.9f;
+    if (nonfin) { X[7] = NAN; X[(size_t)K + 70] = INFINITY; }
+    Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dYo((size_t)M * N * 4), ddX(X.size() * 4),
+        ddW(W.size() * 4), dst(6 * sizeof(mxg_opstats));
+    up(dX, X); up(dW, W); up(ddY, dY);
+    size_t cap = (size_t)M * K;
+    if ((size_t)N * K > cap) cap = (size_t)N * K;
+    if ((size_t)M * N > cap) cap = (size_t)M * N;
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, cap));
+    const uint64_t seed = 11, step = 3;
+    const uint32_t lid = 9;
+    vecf Yc((size_t)M * N), dXc(X.size()), dWc(W.size());
+    for (int exact = 1; exact >= 0 && ws; exact--) {
+        mx_linear_state cs;
+        memset(&cs, 0, sizeof cs);
+        CK(cudaMemset(dst.p, 0, 6 * sizeof(mxg_opstats)));
+        CK(cudaMemset(ddX.p, 0, X.size() * 4));
+        CK(cudaMemset(ddW.p, 0, W.size() * 4));
+        std::fill(dXc.begin(), dXc.end(), 0.0f);
+        std::fill(dWc.begin(), dWc.end(), 0.0f);
+        for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p};
+            mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
+            MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
+            MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
+            MXC(mx_linear_forward(&cc, X.data(), W.data(), Yc.data(), M, K, N));
+            MXC(mx_linear_backward(&cc, X.data(), W.data(), dY.data(), dXc.data(), dWc.data(), M, K, N));
+        }
+        std::vector<mxg_opstats> gs = down<mxg_opstats>(dst, 6);
+        double wsig = 0, werr = 0;
+        for (int g = 0; g < 3; g++)
+            for (int o = 0; o < 2; o++) {
+                char what[64];
+                snprintf(what, sizeof what, "%s %s %c", exact ? "exact" : "fast", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
+                         o ? 'b' : 'a');
+                const mx_operand_stats* c = &cs.op[g][o];
+                check_opstats(what, &gs[g * 2 + o], c, 1e-6, 0, 0, &wsig, &werr, 1);
+                /* not vacuous: every quantized operand was seen (FP32 GEMMs record nothing on both sides) */
+                mx_format f = rec.g[g].fmt;
+                if (f != MX_FMT_FP32 && !(c->sig2 > 0)) fail("%s: the CPU recorded nothing", what);
+                if (f == MX_FMT_MXFP4 && c->blocks == 0) fail("%s: no MXFP4 blocks counted", what);
+            }
+        printf("    %-24s worst rel diff: sig2 %.3g err2 %.3g (tol 1e-6)\n", exact ? "exact path" : "fast path", wsig, werr);
+    }
+    mxg_linws_free(ws);
+    end();
+}

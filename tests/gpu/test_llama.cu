@@ -1,0 +1,350 @@
+/*
+ * test_llama.cu: the model: the GPU layers composed as src/nn/llama.c, nn/llama.cu against the
+ * CPU model, and its telemetry (layers program).
+ */
+#include "test.cuh"
+
+/* ---- the whole model (tiny preset shape, fp32 recipe) composed from the GPU layers ----
+ * The skeleton of the GPU trainer's step: the block linears are plain FP32 GEMMs
+ * (mxg_sgemm), the CPU model runs the "fp32" recipe. Loss and every parameter
+ * gradient against mx_llama_forward / mx_llama_backward on the same weights and batch. */
+struct GpuLin { /* Y = X W^T; dX += dY W; dW += dY^T X */
+    static int fwd(const float* X, const float* W, float* Y, int M, int K, int N) {
+        return mxg_sgemm(0, 1, M, N, K, X, K, W, K, Y, N, 0, NULL);
+    }
+    static int bwd(const float* X, const float* W, const float* dY, float* dX, float* dW, int M, int K, int N) {
+        int rc = mxg_sgemm(0, 0, M, K, N, dY, N, W, K, dX, K, 1, NULL);
+        return rc ? rc : mxg_sgemm(1, 0, N, K, M, dY, N, X, K, dW, K, 1, NULL);
+    }
+};
+
+static int gpu_model_step(const mx_llama* m, const float* P, float* G, const int32_t* tok, const int32_t* tgt, int B,
+                          int T, const float* rc_cos, const float* rc_sin, float* losses, float* loss) {
+    const mx_model_config* c = &m->cfg;
+    const int N = B * T, D = c->dim, L = c->n_layers, V = c->vocab, F = c->ffn, H = c->n_heads, KV = c->n_kv_heads;
+    const int hd = D / H, QD = H * hd, KD = KV * hd, Nc = 96;
+    const size_t ND = (size_t)N * D;
+#define OFF(t) (m->info[t].offset)
+    Dev x((L + 1) * ND * 4), xn1(L * ND * 4), r1((size_t)L * N * 4), q((size_t)L * N * QD * 4), k((size_t)L * N * KD * 4),
+        v((size_t)L * N * KD * 4), lse((size_t)L * B * H * T * 4), ao((size_t)L * N * QD * 4), xmid(L * ND * 4),
+        xn2(L * ND * 4), r2((size_t)L * N * 4), gate((size_t)L * N * F * 4), upb((size_t)L * N * F * 4),
+        hid((size_t)L * N * F * 4), xnf(ND * 4), rf(N * 4), tmp(ND * 4), chunk((size_t)Nc * V * 4), dx(ND * 4),
+        dxn(ND * 4), dq((size_t)N * QD * 4), dk((size_t)N * KD * 4), dv((size_t)N * KD * 4), dao((size_t)N * QD * 4),
+        dgate((size_t)N * F * 4), dup((size_t)N * F * 4), dhid((size_t)N * F * 4), delta((size_t)B * H * T * 4),
+        wsr(mxg_rmsnorm_backward_workspace(N, D) * 4), wse(mxg_embedding_backward_workspace(N, V)), dmean(4);
+    int rc = 0;
+#define RUN(call) do { if (!rc) rc = (call); } while (0)
+    RUN(mxg_embedding_forward(x.f(), tok, P + OFF(MX_P_EMBED), N, D, NULL));
+    for (int l = 0; l < L; l++) {
+        float *xl = x.f() + l * ND, *xn1l = xn1.f() + l * ND, *ql = q.f() + (size_t)l * N * QD;
+        float *kl = k.f() + (size_t)l * N * KD, *vl = v.f() + (size_t)l * N * KD, *aol = ao.f() + (size_t)l * N * QD;
+        float *xm = xmid.f() + l * ND, *xn2l = xn2.f() + l * ND, *gl = gate.f() + (size_t)l * N * F;
+        float *ul = upb.f() + (size_t)l * N * F, *hl = hid.f() + (size_t)l * N * F;
+        RUN(mxg_rmsnorm_forward(xn1l, r1.f() + (size_t)l * N, xl, P + OFF(MX_P_ATTN_NORM) + (size_t)l * D, N, D,
+                                c->norm_eps, NULL));
+        RUN(GpuLin::fwd(xn1l, P + OFF(MX_P_WQ) + (size_t)l * QD * D, ql, N, D, QD));
+        RUN(GpuLin::fwd(xn1l, P + OFF(MX_P_WK) + (size_t)l * KD * D, kl, N, D, KD));
+        RUN(GpuLin::fwd(xn1l, P + OFF(MX_P_WV) + (size_t)l * KD * D, vl, N, D, KD));
+        RUN(mxg_rope_forward(ql, rc_cos, rc_sin, B, T, H, hd, NULL));
+        RUN(mxg_rope_forward(kl, rc_cos, rc_sin, B, T, KV, hd, NULL));
+        RUN(mxg_attention_forward(aol, lse.f() + (size_t)l * B * H * T, ql, kl, vl, B, T, H, KV, hd, NULL));
+        RUN(GpuLin::fwd(aol, P + OFF(MX_P_WO) + (size_t)l * D * QD, tmp.f(), N, QD, D));
+        RUN(mxg_add(xm, xl, tmp.f(), ND, NULL));
+        RUN(mxg_rmsnorm_forward(xn2l, r2.f() + (size_t)l * N, xm, P + OFF(MX_P_FFN_NORM) + (size_t)l * D, N, D,
+                                c->norm_eps, NULL));
+        RUN(GpuLin::fwd(xn2l, P + OFF(MX_P_WGATE) + (size_t)l * F * D, gl, N, D, F));
+        RUN(GpuLin::fwd(xn2l, P + OFF(MX_P_WUP) + (size_t)l * F * D, ul, N, D, F));
+        RUN(mxg_swiglu_forward(hl, gl, ul, (size_t)N * F, NULL));
+        RUN(GpuLin::fwd(hl, P + OFF(MX_P_WDOWN) + (size_t)l * D * F, tmp.f(), N, F, D));
+        RUN(mxg_add(x.f() + (l + 1) * ND, xm, tmp.f(), ND, NULL));
+    }
+    float* xL = x.f() + L * ND;
+    RUN(mxg_rmsnorm_forward(xnf.f(), rf.f(), xL, P + OFF(MX_P_FINAL_NORM), N, D, c->norm_eps, NULL));
+    /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
+    RUN(mxg_lm_head_xent(xnf.f(), P + OFF(MX_P_HEAD), tgt, N, D, V, 1.0f / N, losses, dxn.f(), G + OFF(MX_P_HEAD),
+                         chunk.f(), Nc, NULL));
+    RUN(mxg_mean(losses, N, dmean.f(), NULL));
+    CK(cudaMemset(dx.p, 0, ND * 4));
+    RUN(mxg_rmsnorm_backward(dx.f(), G + OFF(MX_P_FINAL_NORM), dxn.f(), xL, P + OFF(MX_P_FINAL_NORM), rf.f(), N, D,
+                             wsr.f(), NULL));
+    for (int l = L - 1; l >= 0; l--) {
+        float *xl = x.f() + l * ND, *xn1l = xn1.f() + l * ND, *ql = q.f() + (size_t)l * N * QD;
+        float *kl = k.f() + (size_t)l * N * KD, *vl = v.f() + (size_t)l * N * KD, *aol = ao.f() + (size_t)l * N * QD;
+        float *xm = xmid.f() + l * ND, *xn2l = xn2.f() + l * ND, *gl = gate.f() + (size_t)l * N * F;
+        float *ul = upb.f() + (size_t)l * N * F, *hl = hid.f() + (size_t)l * N * F;
+        CK(cudaMemset(dhid.p, 0, (size_t)N * F * 4));
+        RUN(GpuLin::bwd(hl, P + OFF(MX_P_WDOWN) + (size_t)l * D * F, dx.f(), dhid.f(),
+                        G + OFF(MX_P_WDOWN) + (size_t)l * D * F, N, F, D));
+        RUN(mxg_swiglu_backward(dgate.f(), dup.f(), dhid.f(), gl, ul, (size_t)N * F, NULL));
+        CK(cudaMemset(dxn.p, 0, ND * 4));
+        RUN(GpuLin::bwd(xn2l, P + OFF(MX_P_WGATE) + (size_t)l * F * D, dgate.f(), dxn.f(),
+                        G + OFF(MX_P_WGATE) + (size_t)l * F * D, N, D, F));
+        RUN(GpuLin::bwd(xn2l, P + OFF(MX_P_WUP) + (size_t)l * F * D, dup.f(), dxn.f(),
+                        G + OFF(MX_P_WUP) + (size_t)l * F * D, N, D, F));
+        RUN(mxg_rmsnorm_backward(dx.f(), G + OFF(MX_P_FFN_NORM) + (size_t)l * D, dxn.f(), xm,
+                                 P + OFF(MX_P_FFN_NORM) + (size_t)l * D, r2.f() + (size_t)l * N, N, D, wsr.f(), NULL));
+        CK(cudaMemset(dao.p, 0, (size_t)N * QD * 4));
+        RUN(GpuLin::bwd(aol, P + OFF(MX_P_WO) + (size_t)l * D * QD, dx.f(), dao.f(),
+                        G + OFF(MX_P_WO) + (size_t)l * D * QD, N, QD, D));
+        RUN(mxg_attention_backward(dq.f(), dk.f(), dv.f(), delta.f(), dao.f(), aol, lse.f() + (size_t)l * B * H * T,
+                                   ql, kl, vl, B, T, H, KV, hd, NULL));
+        RUN(mxg_rope_backward(dq.f(), rc_cos, rc_sin, B, T, H, hd, NULL));
+        RUN(mxg_rope_backward(dk.f(), rc_cos, rc_sin, B, T, KV, hd, NULL));
+        CK(cudaMemset(dxn.p, 0, ND * 4));
+        RUN(GpuLin::bwd(xn1l, P + OFF(MX_P_WQ) + (size_t)l * QD * D, dq.f(), dxn.f(),
+                        G + OFF(MX_P_WQ) + (size_t)l * QD * D, N, D, QD));
+        RUN(GpuLin::bwd(xn1l, P + OFF(MX_P_WK) + (size_t)l * KD * D, dk.f(), dxn.f(),
+                        G + OFF(MX_P_WK) + (size_t)l * KD * D, N, D, KD));
+        RUN(GpuLin::bwd(xn1l, P + OFF(MX_P_WV) + (size_t)l * KD * D, dv.f(), dxn.f(),
+                        G + OFF(MX_P_WV) + (size_t)l * KD * D, N, D, KD));
+        RUN(mxg_rmsnorm_backward(dx.f(), G + OFF(MX_P_ATTN_NORM) + (size_t)l * D, dxn.f(), xl,
+                                 P + OFF(MX_P_ATTN_NORM) + (size_t)l * D, r1.f() + (size_t)l * N, N, D, wsr.f(), NULL));
+    }
+    RUN(mxg_embedding_backward(G + OFF(MX_P_EMBED), dx.f(), tok, N, D, V, wse.p, wse.bytes, NULL));
+    *loss = down<float>(dmean, 1)[0];
+#undef RUN
+#undef OFF
+    return rc;
+}
+
+void test_model(int B, int T) {
+    char name[96];
+    snprintf(name, sizeof name, "model tiny fp32 B%d T%d", B, T);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (mx_model_preset("tiny", &cfg) || mx_recipe_parse("fp32", &rec) || mx_llama_create(&m, &cfg, &rec, 0, 0, 7)) {
+        fail("model: %s", mx_last_error());
+        end();
+        return;
+    }
+    mx_llama_init_weights(&m, 7);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndnf(); /* norms away from 1 */
+    const int N = B * T, hd = cfg.dim / cfg.n_heads;
+    std::vector<int32_t> tok(N), tgt(N);
+    for (int n = 0; n < N; n++) {
+        tok[n] = (int32_t)(rnd64() % 64); /* a small alphabet: repeated tokens */
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    float loss_c = 0;
+    mx_llama_zero_grad(&m);
+    if (mx_llama_forward(&m, tok.data(), tgt.data(), B, T, &loss_c) ||
+        mx_llama_backward(&m, tok.data(), tgt.data(), 1.0f / N)) {
+        fail("CPU model: %s", mx_last_error());
+        mx_llama_free(&m);
+        end();
+        return;
+    }
+    vecf losses_c(m.losses, m.losses + N);
+    vecf cs((size_t)T * hd / 2), sn((size_t)T * hd / 2);
+    mx_rope_tables(cs.data(), sn.data(), T, hd, cfg.rope_theta);
+    Dev dP(m.n_params * 4), dG(m.n_params * 4), dtok(N * 4), dtgt(N * 4), dcos(cs.size() * 4), dsin(sn.size() * 4),
+        dloss(N * 4);
+    up(dP, vecf(m.params, m.params + m.n_params));
+    up(dtok, tok); up(dtgt, tgt); up(dcos, cs); up(dsin, sn);
+    vecf grads[2], losses[2];
+    float loss_g[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        CK(cudaMemset(dG.p, 0, m.n_params * 4));
+        MXC(gpu_model_step(&m, dP.f(), dG.f(), dtok.i(), dtgt.i(), B, T, dcos.f(), dsin.f(), dloss.f(), &loss_g[r]));
+        grads[r] = downf(dG, m.n_params);
+        losses[r] = downf(dloss, N);
+    }
+    /* FP32 everywhere on both sides; they differ in summation orders (cuBLASLt, attention,
+     * reductions) and in expf: normwise 1e-4 per tensor, loss 1e-5 relative */
+    printf("    loss                   GPU %.9g CPU %.9g\n", (double)loss_g[0], (double)loss_c);
+    if (!(fabs(loss_g[0] - loss_c) <= 1e-5 * fabs(loss_c))) fail("loss differs");
+    compare("token losses", losses[0], losses_c, NORM, 1e-5);
+    for (int t = 0; t < MX_P_COUNT; t++) {
+        const mx_param_info* in = &m.info[t];
+        vecf gg(grads[0].begin() + in->offset, grads[0].begin() + in->offset + in->numel);
+        vecf gc(m.grads + in->offset, m.grads + in->offset + in->numel);
+        char what[64];
+        snprintf(what, sizeof what, "grad %s", in->name);
+        compare(what, gg, gc, NORM, 1e-4);
+    }
+    same_bytes("all gradients", grads[0].data(), grads[1].data(), m.n_params * 4);
+    same_bytes("loss", &loss_g[0], &loss_g[1], 4);
+    mx_llama_free(&m);
+    end();
+}
+
+
+/* ---- the GPU model (src/cuda/model.cu) against the CPU model on the same weights and batch ----
+ * Loss, per-token losses, logits and every parameter gradient within the
+ * stated tolerances (normwise, relative to the largest reference element);
+ * two GPU runs and the recompute variant give identical bytes. */
+void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16, int attn) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model tiny %s %s%s%s", recipe, exact ? "exact" : "fast", head16 ? " bf16-head" : "",
+             attn == 1 ? " attn-gemm" : attn == 2 ? " attn-tf32" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (mx_model_preset("tiny", &cfg) || mx_recipe_parse(recipe, &rec) || mx_llama_create(&m, &cfg, &rec, 0, 0, 7)) {
+        fail("model: %s", mx_last_error());
+        end();
+        return;
+    }
+    mx_llama_init_weights(&m, 7);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndnf();
+    m.head_bf16 = head16;
+    const int B = 2, T = 64, N = B * T;
+    const uint64_t step = 5;
+    std::vector<int32_t> tok(N), tgt(N);
+    for (int n = 0; n < N; n++) {
+        tok[n] = (int32_t)(rnd64() % 64);
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    float loss_c = 0;
+    m.step = step;
+    mx_llama_zero_grad(&m);
+    if (mx_llama_forward(&m, tok.data(), tgt.data(), B, T, &loss_c) ||
+        mx_llama_backward(&m, tok.data(), tgt.data(), 1.0f / N)) {
+        fail("CPU model: %s", mx_last_error());
+        mx_llama_free(&m);
+        end();
+        return;
+    }
+    vecf losses_c(m.losses, m.losses + N);
+    vecf grads[3], losses[3];
+    float loss_g[3] = {0, 0, 0};
+    for (int r = 0; r < 3; r++) { /* run 0 and 1: the same model twice; run 2: recompute */
+        mxg_llama* g = NULL;
+        MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2, attn));
+        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
+        MXC(mxg_llama_set_head_bf16(g, head16)); /* the CPU model's head precision */
+        for (int rep = 0; rep < (r == 1 ? 2 : 1); rep++) {
+            MXC(mxg_llama_zero_grad(g));
+            MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), step, 1.0f / N, &loss_g[r]));
+        }
+        grads[r].resize(m.n_params);
+        MXC(mxg_llama_download_grads(g, grads[r].data()));
+        losses[r].resize(N);
+        float lo = 0;
+        MXC(mxg_llama_loss(g, tok.data(), tgt.data(), step, &lo, losses[r].data()));
+        if (memcmp(&lo, &loss_g[r], 4)) fail("loss-only forward %.9g differs from the training forward %.9g", lo, loss_g[r]);
+        if (r == 0) {
+            vecf lg((size_t)N * cfg.vocab);
+            MXC(mxg_llama_logits(g, tok.data(), step, lg.data()));
+            MXC(mx_llama_forward(&m, tok.data(), NULL, B, T, NULL));
+            vecf lc(m.logits, m.logits + (size_t)N * cfg.vocab);
+            if (!head16) compare("logits", lg, lc, FROB, tol_grad); /* mxg_llama_logits: FP32 head only */
+        }
+        mxg_llama_free(g);
+    }
+    printf("    loss                   GPU %.9g CPU %.9g (rel %.3g, tol %.1g)\n", (double)loss_g[0], (double)loss_c,
+           fabs(loss_g[0] - loss_c) / fabs(loss_c), tol_loss);
+    if (!(fabs(loss_g[0] - loss_c) <= tol_loss * fabs(loss_c))) fail("loss differs");
+    compare("token losses", losses[0], losses_c, FROB, tol_loss * 10);
+    double worst = 0;
+    for (int t = 0; t < MX_P_COUNT; t++) {
+        const mx_param_info* in = &m.info[t];
+        vecf gg(grads[0].begin() + in->offset, grads[0].begin() + in->offset + in->numel);
+        vecf gcv(m.grads + in->offset, m.grads + in->offset + in->numel);
+        char what[64];
+        snprintf(what, sizeof what, "grad %s", in->name);
+        compare(what, gg, gcv, FROB, tol_grad);
+        double d2 = 0, c2 = 0;
+        for (size_t i = 0; i < gg.size(); i++) { d2 += ((double)gg[i] - gcv[i]) * ((double)gg[i] - gcv[i]); c2 += (double)gcv[i] * gcv[i]; }
+        if (c2 > 0) worst = fmax(worst, sqrt(d2 / c2));
+    }
+    printf("    worst gradient error   %.3g (||gpu - cpu|| / ||cpu|| of a tensor; tol %.1g)\n", worst, tol_grad);
+    same_bytes("gradients (2 runs)", grads[0].data(), grads[1].data(), m.n_params * 4);
+    same_bytes("gradients (recompute)", grads[0].data(), grads[2].data(), m.n_params * 4);
+    same_bytes("loss (2 runs)", &loss_g[0], &loss_g[1], 4);
+    same_bytes("token losses", losses[0].data(), losses[2].data(), (size_t)N * 4);
+    mx_llama_free(&m);
+    end();
+}
+
+/* The GPU model (mxg_llama_set_telemetry / mxg_llama_telemetry_read) against the CPU model's
+ * lstate[].op after the same two micro-batches. The activations and gradients differ from the CPU's
+ * in the summation order (test_gpu_model's tolerances), so the quantized operands differ in their
+ * last bits: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
+ * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives sig2 errors near 1 (0.5)
+ * and a missing rotation an SQNR dB away. */
+void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (mx_model_preset("tiny", &cfg) || mx_recipe_parse(recipe, &rec) || mx_llama_create(&m, &cfg, &rec, 0, 0, 7)) {
+        fail("model: %s", mx_last_error());
+        end();
+        return;
+    }
+    mx_llama_init_weights(&m, 7);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndnf();
+    m.head_bf16 = 0;
+    const int B = 2, T = 64, N = B * T;
+    const uint64_t step = 5;
+    std::vector<int32_t> tok(2 * N), tgt(2 * N);
+    for (int n = 0; n < 2 * N; n++) {
+        tok[n] = (int32_t)(rnd64() % 64);
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    const int nl = cfg.n_layers * MX_LIN_PER_BLOCK;
+    mx_telemetry_reset(&m);
+    m.telemetry = 1;
+    mx_llama_zero_grad(&m);
+    for (int a = 0; a < 2; a++) {
+        float lo = 0;
+        m.step = step + a;
+        if (mx_llama_forward(&m, tok.data() + a * N, tgt.data() + a * N, B, T, &lo) ||
+            mx_llama_backward(&m, tok.data() + a * N, tgt.data() + a * N, 1.0f / N)) {
+            fail("CPU model: %s", mx_last_error());
+            mx_llama_free(&m);
+            end();
+            return;
+        }
+    }
+    m.telemetry = 0;
+    std::vector<mx_linear_state> gl(nl);
+    memset(gl.data(), 0, nl * sizeof(mx_linear_state));
+    mxg_llama* g = NULL;
+    MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, 0, 0));
+    if (g) {
+        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
+        MXC(mxg_llama_set_head_bf16(g, 0));
+        MXC(mxg_llama_zero_grad(g));
+        float lo = 0;
+        MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), step, 1.0f / N, &lo)); /* telemetry off: not counted */
+        MXC(mxg_llama_set_telemetry(g, 1));
+        for (int a = 0; a < 2; a++) MXC(mxg_llama_forward_backward(g, tok.data() + a * N, tgt.data() + a * N, step + a, 1.0f / N, &lo));
+        MXC(mxg_llama_set_telemetry(g, 0));
+        MXC(mxg_llama_loss(g, tok.data(), tgt.data(), step, &lo, NULL)); /* off again: not counted */
+        MXC(mxg_llama_telemetry_read(g, gl.data()));
+        mxg_llama_free(g);
+    }
+    double wsig = 0, werr = 0, wdb = 0;
+    int shown = 0;
+    for (int i = 0; i < nl; i++)
+        for (int gg = 0; gg < 3; gg++)
+            for (int o = 0; o < 2; o++) {
+                const mx_operand_stats* c = &m.lstate[i].op[gg][o];
+                const mx_operand_stats* s = &gl[i].op[gg][o];
+                mxg_opstats gs = {s->sig2, s->err2, (unsigned long long)s->blocks, (unsigned long long)s->clipped,
+                                  (unsigned long long)s->nonfinite};
+                char what[64];
+                snprintf(what, sizeof what, "L%d %s %s %c", i / MX_LIN_PER_BLOCK, mx_linear_name(i % MX_LIN_PER_BLOCK),
+                         gg == 0 ? "fprop" : gg == 1 ? "dgrad" : "wgrad", o ? 'b' : 'a');
+                long long tclip = (long long)(0.02 * (double)c->blocks) + 2;
+                check_opstats(what, &gs, c, tol_sig, tclip, tol_db, &wsig, &werr, shown < 6);
+                shown++;
+                double dg = sqnr_of(s->sig2, s->err2), dc = sqnr_of(c->sig2, c->err2);
+                if (isfinite(dg) && isfinite(dc)) wdb = fmax(wdb, fabs(dg - dc));
+                if (rec.g[gg].fmt != MX_FMT_FP32 && !(c->sig2 > 0)) fail("%s: the CPU recorded nothing", what);
+            }
+    printf("    %d operands (first 6 shown): worst sig2 rel %.3g (tol %.1g), err2 rel %.3g, SQNR diff %.3g dB (tol %.2g)\n",
+           shown, wsig, tol_sig, werr, wdb, tol_db);
+    mx_llama_free(&m);
+    end();
+}

@@ -1,0 +1,371 @@
+/*
+ * test_mxfp4.cu: mx/mxfp4.cu (fused rotation + MXFP4 quantize, fold, dequantize) against
+ * src/mx/mxfp4.c and src/mx/hadamard.c: bit-exact codes, scales, folded E4M3 bytes, float scales
+ * and counters, for every layout, rotation (none, hN, rhN, n = 2..256), rounding (rne, sr),
+ * scale rule, input type (f32, bf16), on fresh random inputs with outliers, zero blocks, tiny
+ * and huge blocks, NaN and Inf, on shapes with partial tiles; outputs poisoned with two
+ * patterns first (run program); the quantizer's telemetry against linear.c's (layers program).
+ */
+#include "test.cuh"
+
+/* x[rows, cols]: normal values with per-32x32-region exponent shifts, outliers,
+ * zero regions, tiny (subnormal-scale) and huge regions, and (if `specials`)
+ * one NaN, +Inf and -Inf. */
+static void gen_input(float* x, int rows, int cols, int specials) {
+    int rr = (rows + 31) / 32, rc = (cols + 31) / 32;
+    std::vector<float> shift((size_t)rr * rc);
+    for (auto& s : shift) {
+        double u = rndu();
+        if (u < 0.08) s = 0.0f;                       // zero region
+        else if (u < 0.12) s = ldexpf(1.0f, -135);    // subnormal territory
+        else if (u < 0.15) s = ldexpf(1.0f, 120);     // huge
+        else s = ldexpf(1.0f, (int)(rndu() * 40) - 20);
+    }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double v = rndn() * shift[(size_t)(r / 32) * rc + c / 32];
+            if (rndu() < 0.01) v *= 1000.0;  // outliers
+            x[(size_t)r * cols + c] = (float)v;
+        }
+    if (specials && rows * cols > 64) {
+        x[rnd64() % ((size_t)rows * cols)] = NAN;
+        x[rnd64() % ((size_t)rows * cols)] = INFINITY;
+        x[rnd64() % ((size_t)rows * cols)] = -INFINITY;
+    }
+}
+
+/* ---- host fold reference: stored row i, element k of a CPU mx_fp4 ---- */
+static uint8_t code_st(const mx_fp4* t, int dir, int i, int k) { return dir ? mx_fp4_code_at(t, k, i) : mx_fp4_code_at(t, i, k); }
+static uint8_t scale_st(const mx_fp4* t, int dir, int i, int k) { return dir ? mx_fp4_scale_at(t, k, i) : mx_fp4_scale_at(t, i, k); }
+
+static void host_fold(const mx_fp4* t, int dir, int outer, std::vector<uint8_t>& e4, std::vector<float>& fs, long long* oow) {
+    int R = dir ? t->cols : t->rows, K = dir ? t->rows : t->cols;
+    e4.assign((size_t)R * K, 0);
+    fs.assign(outer ? (size_t)R : (size_t)R * (K / 128), 0.0f);
+    *oow = 0;
+    for (int i = 0; i < R; i++) {
+        int erow = -1;
+        for (int kb = 0; kb < K / 32; kb++) {
+            int sb = scale_st(t, dir, i, kb * 32);
+            if (sb != 0xFF && sb > erow) erow = sb;
+        }
+        for (int kb = 0; kb < K / 32; kb++) {
+            int m = erow;
+            if (!outer) {
+                m = -1;
+                for (int q = kb & ~3; q < (kb & ~3) + 4; q++) {
+                    int sb = scale_st(t, dir, i, q * 32);
+                    if (sb != 0xFF && sb > m) m = sb;
+                }
+            }
+            int eref = m < 0 ? 0 : m - 127;
+            if (outer) fs[i] = mx_exp2i(eref - 6);
+            else if ((kb & 3) == 0) fs[(size_t)(kb / 4) * R + i] = mx_exp2i(eref - 6);
+            int sb = scale_st(t, dir, i, kb * 32);
+            int d = sb - 127 - eref, nz = 0;
+            for (int j = 0; j < 32; j++) {
+                uint8_t c = code_st(t, dir, i, kb * 32 + j);
+                uint8_t o;
+                if (sb == 0xFF) o = 0x7f;
+                else {
+                    int e = d + 6 < -149 ? -149 : d + 6;
+                    o = mx_e4m3_encode(mx_e2m1_decode(c) * mx_exp2i(e));
+                    nz |= c & 7;
+                }
+                e4[(size_t)i * K + kb * 32 + j] = o;
+            }
+            if (sb != 0xFF && d < -14 && nz) (*oow)++;
+        }
+    }
+}
+
+/* ---- one quantizer case ---- */
+struct QCase {
+    int rows, cols, bf16;
+    mxg_qspec s[2];  // [0] row-direction spec, [1] column-direction (layout 32x1 or 32x32 axis 0)
+    int use[2], fold[2];
+    int outer;  // row-direction fold with OUTER scales (one pass)
+};
+
+static void run_qcase(const QCase& qc, const char* name) {
+    int rows = qc.rows, cols = qc.cols;
+    size_t n = (size_t)rows * cols;
+    std::vector<float> x(n);
+    gen_input(x.data(), rows, cols, 1);
+    std::vector<uint16_t> xb(n);
+    if (qc.bf16)
+        for (size_t i = 0; i < n; i++) { xb[i] = mx_bf16_from_f32(x[i]); x[i] = mx_bf16_to_f32(xb[i]); }
+    void* dx = qc.bf16 ? (void*)dalloc<uint16_t>(n) : (void*)dalloc<float>(n);
+    if (qc.bf16) CK(cudaMemcpy(dx, xb.data(), n * 2, cudaMemcpyHostToDevice));
+    else CK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
+
+    /* CPU reference per direction */
+    mx_fp4 ref[2];
+    long long ref_clip[2] = {0, 0};
+    for (int d = 0; d < 2; d++) {
+        if (!qc.use[d]) continue;
+        const mxg_qspec& s = qc.s[d];
+        std::vector<float> y(x);
+        if (s.had_n) MX(mx_hadamard_rotate(y.data(), rows, cols, d == 0 ? 1 : 0, s.had_n, s.had_random, s.had_seed, s.rot_id));
+        mx_qopts o = {s.layout, s.scale, s.round, s.seed, s.tensor_id};
+        MX(mx_fp4_alloc(&ref[d], rows, cols, s.layout));
+        MX(mx_quantize_fp4(y.data(), rows, cols, &o, &ref[d]));
+        ref_clip[d] = ref[d].n_clipped_blocks;
+    }
+    size_t ncode = n / 2;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t poison = pass ? 0x54 : 0xAB;
+        mxg_qout out[2];
+        memset(out, 0, sizeof out);
+        size_t nsc[2];
+        for (int d = 0; d < 2; d++) {
+            if (!qc.use[d]) continue;
+            nsc[d] = mx_fp4_n_scales(rows, cols, qc.s[d].layout);
+            out[d].codes = dalloc<uint8_t>(ncode);
+            out[d].scales = dalloc<uint8_t>(nsc[d]);
+            out[d].counters = dalloc<unsigned long long>(2);
+            CK(cudaMemset(out[d].codes, poison, ncode));
+            CK(cudaMemset(out[d].scales, poison, nsc[d]));
+            CK(cudaMemset(out[d].counters, 0, 16));
+            if (qc.fold[d]) {
+                out[d].e4m3 = dalloc<uint8_t>(n);
+                out[d].fscale = dalloc<float>(n / 128 + rows);
+                CK(cudaMemset(out[d].e4m3, poison, n));
+                CK(cudaMemset(out[d].fscale, poison, (n / 128 + rows) * 4));
+                if (d == 0 && qc.outer) out[d].fold = MXG_FOLD_OUTER;
+            }
+        }
+        MX(mxg_quantize(dx, qc.bf16 ? MXG_BF16 : MXG_F32, rows, cols, qc.use[0] ? &qc.s[0] : NULL, qc.use[0] ? &out[0] : NULL,
+                        qc.use[1] ? &qc.s[1] : NULL, qc.use[1] ? &out[1] : NULL, NULL));
+        CK(cudaDeviceSynchronize());
+        for (int d = 0; d < 2; d++) {
+            if (!qc.use[d]) continue;
+            auto codes = d2h(out[d].codes, ncode);
+            auto scales = d2h(out[d].scales, nsc[d]);
+            auto cnt = d2h(out[d].counters, 2);
+            int i = first_diff(codes.data(), ref[d].codes, ncode);
+            if (i >= 0) fail("%s dir %d: code byte %d = 0x%02x, CPU 0x%02x", name, d, i, codes[i], ref[d].codes[i]);
+            i = first_diff(scales.data(), ref[d].scales, nsc[d]);
+            if (i >= 0) fail("%s dir %d: scale %d = 0x%02x, CPU 0x%02x", name, d, i, scales[i], ref[d].scales[i]);
+            if ((long long)cnt[0] != ref_clip[d]) fail("%s dir %d: clipped blocks %llu, CPU %lld", name, d, cnt[0], ref_clip[d]);
+            if (qc.fold[d]) {
+                std::vector<uint8_t> e4;
+                std::vector<float> fs;
+                long long oow;
+                int outer = d == 0 && qc.outer;
+                size_t nfs0 = outer ? (size_t)rows : n / 128;
+                host_fold(&ref[d], d, outer, e4, fs, &oow);
+                auto ge4 = d2h(out[d].e4m3, n);
+                auto gfs = d2h(out[d].fscale, nfs0);
+                i = first_diff(ge4.data(), e4.data(), n);
+                if (i >= 0) fail("%s dir %d: e4m3 byte %d = 0x%02x, expected 0x%02x", name, d, i, ge4[i], e4[i]);
+                if (memcmp(gfs.data(), fs.data(), nfs0 * 4)) fail("%s dir %d: %s float scales differ", name, d, outer ? "OUTER" : "VEC128");
+                if ((long long)cnt[1] != oow) fail("%s dir %d: out-of-window blocks %llu, expected %lld", name, d, cnt[1], oow);
+                /* mxg_fold from the packed GPU tensor: VEC128 and OUTER */
+                if (pass == 0) {
+                    mxg_fp4 t = {rows, cols, qc.s[d].layout, out[d].codes, out[d].scales};
+                    int axis = d == 0 ? 1 : 0;
+                    for (int outer = 0; outer < 2; outer++) {
+                        int R = d ? cols : rows;
+                        size_t nfs = outer ? (size_t)R : n / 128;
+                        uint8_t* de4 = dalloc<uint8_t>(n);
+                        float* dfs = dalloc<float>(nfs);
+                        unsigned long long* dc = dalloc<unsigned long long>(2);
+                        CK(cudaMemset(de4, poison, n));
+                        CK(cudaMemset(dfs, poison, nfs * 4));
+                        CK(cudaMemset(dc, 0, 16));
+                        MX(mxg_fold(&t, axis, outer ? MXG_FOLD_OUTER : MXG_FOLD_VEC128, de4, dfs, dc, NULL));
+                        CK(cudaDeviceSynchronize());
+                        host_fold(&ref[d], d, outer, e4, fs, &oow);
+                        auto h4 = d2h(de4, n);
+                        auto hf = d2h(dfs, nfs);
+                        auto hc = d2h(dc, 2);
+                        i = first_diff(h4.data(), e4.data(), n);
+                        if (i >= 0) fail("%s dir %d: mxg_fold(%s) byte %d = 0x%02x, expected 0x%02x", name, d, outer ? "outer" : "vec128", i, h4[i], e4[i]);
+                        if (memcmp(hf.data(), fs.data(), nfs * 4)) fail("%s dir %d: mxg_fold(%s) float scales differ", name, d, outer ? "outer" : "vec128");
+                        if ((long long)hc[1] != oow) fail("%s dir %d: mxg_fold oow %llu, expected %lld", name, d, hc[1], oow);
+                        CK(cudaFree(de4)); CK(cudaFree(dfs)); CK(cudaFree(dc));
+                    }
+                    /* exact dequantization to BF16 */
+                    int R = d ? cols : rows, K = d ? rows : cols;
+                    uint16_t* db = dalloc<uint16_t>(n);
+                    CK(cudaMemset(db, poison, n * 2));
+                    MX(mxg_dequant_bf16(&t, axis, db, NULL));
+                    CK(cudaDeviceSynchronize());
+                    auto hb = d2h(db, n);
+                    std::vector<float> y(n);
+                    MX(mx_dequantize_fp4(&ref[d], y.data()));
+                    int bad = 0;
+                    for (int ii = 0; ii < R && !bad; ii++)
+                        for (int k = 0; k < K; k++) {
+                            float want = d ? y[(size_t)k * cols + ii] : y[(size_t)ii * cols + k];
+                            float got = mx_bf16_to_f32(hb[(size_t)ii * K + k]);
+                            if (!(got == want || (got != got && want != want))) {
+                                fail("%s dir %d: dequant bf16 [%d,%d] = %g, CPU %g", name, d, ii, k, got, want);
+                                bad = 1;
+                                break;
+                            }
+                        }
+                    CK(cudaFree(db));
+                }
+            }
+            CK(cudaFree(out[d].codes)); CK(cudaFree(out[d].scales)); CK(cudaFree(out[d].counters));
+            if (qc.fold[d]) { CK(cudaFree(out[d].e4m3)); CK(cudaFree(out[d].fscale)); }
+        }
+    }
+    for (int d = 0; d < 2; d++)
+        if (qc.use[d]) mx_fp4_free(&ref[d]);
+    CK(cudaFree(dx));
+}
+
+void test_quant(const char* filter) {
+    const int shapes[][2] = {{32, 32}, {128, 256}, {96, 160}, {256, 384}, {160, 96}, {512, 256}, {384, 640}};
+    const int hads[] = {0, 2, 4, 8, 16, 32, 64, 128, 256};
+    int ncase = 0;
+    for (int it = 0; it < 260; it++) {
+        QCase qc;
+        memset(&qc, 0, sizeof qc);
+        int si = it % 7;
+        qc.rows = shapes[si][0];
+        qc.cols = shapes[si][1];
+        qc.bf16 = (it / 7) % 2;
+        int mode = it % 5;  // 0: both 1D, 1: row only, 2: col only, 3: 32x32 row-dir + 32x1, 4: 1x32 + 32x32 col-dir
+        qc.use[0] = mode != 2;
+        qc.use[1] = mode != 1;
+        for (int d = 0; d < 2; d++) {
+            mxg_qspec& s = qc.s[d];
+            s.layout = d == 0 ? MX_LAYOUT_1x32 : MX_LAYOUT_32x1;
+            if (mode == 3 && d == 0) { s.layout = MX_LAYOUT_32x32; s.had_axis = 1; }
+            if (mode == 4 && d == 1) { s.layout = MX_LAYOUT_32x32; s.had_axis = 0; }
+            s.scale = (mx_scale_rule)(rnd64() % 3);
+            s.round = (mx_round)(rnd64() % 2);
+            s.seed = rnd64();
+            s.tensor_id = (uint32_t)rnd64();
+            int len = d == 0 ? qc.cols : qc.rows;
+            int h = hads[rnd64() % 9];
+            if (it % 3 == 0) h = 16;  // the studied sizes, often
+            if (it % 3 == 1) h = 32;
+            while (h && len % h) h >>= 1;
+            if (h == 1) h = 0;
+            s.had_n = h;
+            s.had_random = h ? (int)(rnd64() % 2) : 0;
+            s.had_seed = rnd64();
+            s.rot_id = (uint32_t)rnd64();
+            qc.fold[d] = qc.use[d] && len % 128 == 0;
+        }
+        qc.outer = mode == 1 && (it / 5) % 2 && qc.s[0].had_n <= 32;
+        char name[160];
+        snprintf(name, sizeof name, "quant[%d] %dx%d %s row:%s/%s/%s/h%d%s%s col:%s/%s/%s/h%d%s", it, qc.rows, qc.cols,
+                 qc.bf16 ? "bf16" : "f32", qc.use[0] ? mx_layout_name(qc.s[0].layout) : "-", mx_scale_name(qc.s[0].scale),
+                 mx_round_name(qc.s[0].round), qc.s[0].had_n, qc.s[0].had_random ? "r" : "", qc.outer ? "/outer" : "",
+                 qc.use[1] ? mx_layout_name(qc.s[1].layout) : "-", mx_scale_name(qc.s[1].scale), mx_round_name(qc.s[1].round),
+                 qc.s[1].had_n, qc.s[1].had_random ? "r" : "");
+        if (!wanted(name, "quant")) continue;
+        g_fail_case = 0;
+        run_qcase(qc, name);
+        ncase++;
+        if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); }
+        else g_pass++;
+    }
+    /* edge shapes: 1x32 with an odd row count, 32x1 with an odd column count */
+    const int edge[][3] = {{7, 64, 0}, {1, 32, 0}, {33, 96, 0}, {64, 5, 1}, {32, 1, 1}, {96, 33, 1}};
+    for (int e = 0; e < 6; e++) {
+        for (int bf = 0; bf < 2; bf++) {
+            QCase qc;
+            memset(&qc, 0, sizeof qc);
+            qc.rows = edge[e][0]; qc.cols = edge[e][1]; qc.bf16 = bf;
+            int d = edge[e][2];
+            qc.use[d] = 1;
+            mxg_qspec& s = qc.s[d];
+            s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+            s.scale = (mx_scale_rule)(e % 3);
+            s.round = (mx_round)bf;
+            s.seed = rnd64();
+            s.tensor_id = 7;
+            s.had_n = 16; s.had_random = e & 1; s.had_seed = 99; s.rot_id = 3;
+            char name[96];
+            snprintf(name, sizeof name, "quant-edge %dx%d dir %d %s", qc.rows, qc.cols, d, bf ? "bf16" : "f32");
+            if (!wanted(name, "quant")) continue;
+            g_fail_case = 0;
+            run_qcase(qc, name);
+            if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
+        }
+    }
+    printf("  quantizer cases run: %d (+ edge shapes)\n", ncase);
+}
+
+/* ---- the branch-free E2M1 rounding against mx_e2m1_rne on all 2^32 floats ---- */
+void test_e2m1(void) {
+    if (!wanted("e2m1-exhaustive", "e2m1")) return;
+    {
+        unsigned long long bad = 1;
+        g_fail_case = 0;
+        MXC(mxg_selftest_e2m1(&bad));
+        printf("  e2m1 RNE, all 2^32 floats: %llu mismatches with mx_e2m1_rne\n", bad);
+        if (bad) fail("branch-free E2M1 rounding differs from mx_e2m1_rne on %llu inputs", bad);
+        if (g_fail_case) g_fail++; else g_pass++;
+    }
+}
+
+/* mxg_quantize with stats directly: a row-direction and a column-direction output from one read
+ * (k_quant's two passes; the linear layer uses only the row direction), against the CPU's
+ * rotation + mx_fakequant_fp4 + the same sums. */
+void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr, int rows, int cols) {
+    char name[160];
+    snprintf(name, sizeof name, "quant telemetry %s+%s h%d%s%s %dx%d", mx_layout_name(l0), mx_layout_name(l1), had_n,
+             rnd ? " rh" : "", sr ? " sr" : "", rows, cols);
+    if (!wanted(name)) return;
+    begin(name);
+    vecf x = randn((size_t)rows * cols, 1.0f);
+    x[3] = 50.0f;
+    x[(size_t)cols * 40 + 17] = -30.0f;
+    Dev dx(x.size() * 4), codes(2 * x.size()), scales(2 * x.size() / 32 + 64), dst(2 * sizeof(mxg_opstats));
+    up(dx, x);
+    CK(cudaMemset(dst.p, 0, 2 * sizeof(mxg_opstats)));
+    const mx_layout lay[2] = {l0, l1};
+    mxg_qspec sp[2];
+    mxg_qout qo[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&sp[k], 0, sizeof sp[k]);
+        memset(&qo[k], 0, sizeof qo[k]);
+        sp[k].layout = lay[k];
+        sp[k].scale = MX_SCALE_FLOOR;
+        sp[k].round = sr ? MX_ROUND_SR : MX_ROUND_RNE;
+        sp[k].seed = 77;
+        sp[k].tensor_id = 4 + k;
+        sp[k].had_n = had_n;
+        sp[k].had_axis = k == 0 ? 1 : 0; /* 32x32: output 0 along rows, 1 along columns */
+        sp[k].had_random = rnd;
+        sp[k].had_seed = 99;
+        sp[k].rot_id = 2;
+        qo[k].codes = (uint8_t*)codes.p + k * x.size();
+        qo[k].scales = (uint8_t*)scales.p + k * (x.size() / 32 + 32);
+        qo[k].stats = (mxg_opstats*)dst.p + k;
+    }
+    MXC(mxg_quantize(dx.p, MXG_F32, rows, cols, &sp[0], &qo[0], &sp[1], &qo[1], NULL));
+    std::vector<mxg_opstats> gs = down<mxg_opstats>(dst, 2);
+    double wsig = 0, werr = 0;
+    for (int k = 0; k < 2; k++) {
+        int axis = k == 0 ? 1 : 0;
+        vecf r = x, q(x.size());
+        if (had_n) MXC(mx_hadamard_rotate(r.data(), rows, cols, axis, had_n, rnd, 99, 2));
+        mx_qopts qq = {lay[k], MX_SCALE_FLOOR, sr ? MX_ROUND_SR : MX_ROUND_RNE, 77, (uint32_t)(4 + k)};
+        int64_t clipped = 0;
+        MXC(mx_fakequant_fp4(r.data(), q.data(), rows, cols, &qq, &clipped));
+        mx_operand_stats c;
+        memset(&c, 0, sizeof c);
+        for (size_t i = 0; i < r.size(); i++) {
+            if (!isfinite(r[i])) { c.nonfinite++; continue; }
+            double d = (double)r[i] - (double)q[i];
+            c.sig2 += (double)r[i] * r[i];
+            c.err2 += d * d;
+        }
+        c.blocks = (int64_t)mx_fp4_n_scales(rows, cols, lay[k]);
+        c.clipped = clipped;
+        char what[64];
+        snprintf(what, sizeof what, "output %d (%s)", k, mx_layout_name(lay[k]));
+        check_opstats(what, &gs[k], &c, 1e-6, 0, 0, &wsig, &werr, 1);
+        if (!(c.clipped > 0)) fail("%s: no clipped block in the reference (the outliers should clip)", what);
+    }
+    end();
+}

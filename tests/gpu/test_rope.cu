@@ -1,0 +1,25 @@
+/*
+ * test_rope.cu: nn/rope.cu against src/nn/rope.c (layers program).
+ */
+#include "test.cuh"
+
+/* ---- RoPE: bit-identical both ways ---- */
+void test_rope(int B, int T, int nh, int hd) {
+    char name[96];
+    snprintf(name, sizeof name, "rope B%d T%d heads%d hd%d", B, T, nh, hd);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t n = (size_t)B * T * nh * hd;
+    vecf cs((size_t)T * hd / 2), sn((size_t)T * hd / 2);
+    mx_rope_tables(cs.data(), sn.data(), T, hd, 500000.0f);
+    vecf x = randn(n, 1.0f), g = randn(n, 1.0f), x_c = x, g_c = g;
+    mx_rope_forward(x_c.data(), cs.data(), sn.data(), B, T, nh, hd);
+    mx_rope_backward(g_c.data(), cs.data(), sn.data(), B, T, nh, hd);
+    Dev dc(cs.size() * 4), ds(sn.size() * 4), dx(n * 4), dg(n * 4);
+    up(dc, cs); up(ds, sn); up(dx, x); up(dg, g);
+    MXC(mxg_rope_forward(dx.f(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+    MXC(mxg_rope_backward(dg.f(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+    compare("forward", downf(dx, n), x_c, EXACT, 0);
+    compare("backward", downf(dg, n), g_c, EXACT, 0);
+    end();
+}
