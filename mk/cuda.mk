@@ -6,7 +6,8 @@
 # layers, tests/gpu/main_layers.cu), then the trainer scripts tests/gpu/curves.sh
 # (GPU vs CPU loss curves), telemetry.sh (GPU vs CPU telemetry lines) and dist.sh
 # (the NCCL engine; libnccl.so.2 on the loader path, NCCL_INC for the ABI check;
-# its 2-GPU part where 2 GPUs are present). They need an H100/H200.
+# its 2-GPU part where 2 GPUs are present), all through tests/gpu/run_all.sh (logs in
+# build/test-gpu/). They need an H100/H200.
 # ---- CUDA ---------------------------------------------------------------------
 NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
@@ -66,11 +67,8 @@ gpu-layers-bin:
 test-gpu:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers $(B_CUDA)/mxlm build/data/tiny_train.bin
-	@rc=0; $(B_CUDA)/tests/gpu/run $(T) || rc=1; \
-	 OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T) || rc=1; \
-	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/curves.sh || rc=1; \
-	 MXLM=$(B_CUDA)/mxlm sh tests/gpu/telemetry.sh || rc=1; \
-	 MXLM=$(B_CUDA)/mxlm bash tests/gpu/dist.sh || rc=1; exit $$rc
+	@MXLM=$(B_CUDA)/mxlm GPU_RUN=$(B_CUDA)/tests/gpu/run GPU_LAYERS=$(B_CUDA)/tests/gpu/layers T="$(T)" \
+	  bash tests/gpu/run_all.sh
 test-gpu-layers:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers
