@@ -56,6 +56,10 @@ void mx_recipe_describe(const mx_recipe* r, char* buf, size_t n);
 const char* const* mx_recipe_names(void);
 /* 1 if any GEMM of r uses format f. */
 int mx_recipe_uses(const mx_recipe* r, mx_format f);
+/* The LM head's default precision where tensor cores run it (the GPU): 1 (BF16 operands) unless the
+ * recipe is all FP32 and no block is kept in BF16 (bf16_first, bf16_last). The trainer (--head auto)
+ * and the GPU model read this one decision. */
+int mx_recipe_head_bf16(const mx_recipe* r, int bf16_first, int bf16_last);
 
 #ifdef __cplusplus
 }

@@ -229,3 +229,9 @@ int mx_recipe_uses(const mx_recipe* r, mx_format f) {
         if (r->g[g].fmt == f) return 1;
     return 0;
 }
+
+int mx_recipe_head_bf16(const mx_recipe* r, int bf16_first, int bf16_last) {
+    int all32 = 1;
+    for (int g = 0; g < 3; g++) all32 &= mx_format_get(r->g[g].fmt)->elem == MX_ELEM_FP32;
+    return !(all32 && bf16_first == 0 && bf16_last == 0);
+}
