@@ -9,7 +9,7 @@ WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS_COMMON := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(WARN) -g -fopenmp -MMD -MP
 LDLIBS  := -lzstd -lz -lm -lpthread -fopenmp
 
-LIB_SRC  := $(sort $(wildcard src/mx/*.c src/nn/*.c src/train/*.c src/data/*.c))
+LIB_SRC  := $(sort $(wildcard src/mx/*.c src/nn/*.c src/train/*.c src/data/*.c src/interop/*.c src/study/*.c src/util/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 CU_SRC   := $(sort $(wildcard src/cuda/*.cu src/cuda/*/*.cu))

@@ -1,4 +1,4 @@
-/* test_hf.c: Hugging Face interop (src/train/hf.c, ./mxlm export). Export ->
+/* test_hf.c: Hugging Face interop (src/interop/hf.c, ./mxlm export). Export ->
  * load is bit-identical in F32 and equals RNE rounding in BF16 (ties checked
  * by hand); config.json reads back; F16 tensors and tied embeddings load;
  * truncated files, header lengths beyond the file, missing tensors, wrong

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "mxlm/linear.h"
+#include "mxlm/linear_plan.h"
 #include "test.h"
 
 static float urand(uint64_t* s) {
@@ -86,6 +87,56 @@ TEST(recipe_errors) {
         CHECKF(rc == MX_EINVAL, "'%s' was accepted", bad[i]);
         CHECKF(strlen(mx_last_error()) > 10, "'%s': no message", bad[i]);
     }
+}
+
+/* The format table (formats.h) is what the recipe grammar and the checks read: a recipe asking
+ * a format for a rounding, a weight layout or a scale rule its row does not allow is refused by
+ * name; the dimension checks take the row's block; the GPU refusals its GPU columns. */
+TEST(format_table_drives_the_checks) {
+    const mx_format_info* f4 = mx_format_get(MX_FMT_MXFP4);
+    CHECK(f4 && !strcmp(f4->name, "mxfp4") && f4->block == 32 && f4->scale == MX_SCALE_E8M0 && f4->elem == MX_ELEM_E2M1);
+    CHECK(mx_format_find("fp8") == mx_format_get(MX_FMT_FP8) && mx_format_parse("nvfp4") == -1);
+    CHECK(mx_format_get(MX_FMT_COUNT) == NULL && !strcmp(mx_format_name(MX_FMT_BF16), "bf16"));
+    for (int i = 0; i < MX_FMT_COUNT; i++) {
+        const mx_format_info* f = mx_format_get((mx_format)i);
+        CHECKF(f->id == (mx_format)i && mx_format_parse(f->name) == i, "row %d", i);
+        CHECKF(f->roundings & MX_BIT(MX_ROUND_RNE), "%s: rne must be allowed", f->name);
+        CHECKF(!f->block == (f->scale != MX_SCALE_E8M0), "%s: a block format has a block size", f->name);
+    }
+    static const struct { const char* recipe; const char* msg; } refused[] = {
+        {"fp8+f:round=sr", "recipe: fprop is fp8: stochastic rounding applies to mxfp4 only"},
+        {"bf16+w:round=rne/sr", "recipe: wgrad is bf16: stochastic rounding applies to mxfp4 only"},
+        {"bf16+d:w=2d", "recipe: dgrad is bf16: 2d weights apply to mxfp4 only"},
+        {"fp32+w:scale=even", "recipe: wgrad is fp32: a scale rule applies to mxfp4 only"},
+        {"fp8+f:fmt=nvfp4", "recipe: fmt=nvfp4: must be fp32, bf16, fp8 or mxfp4"},
+    };
+    mx_recipe r;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECKF(mx_recipe_parse(refused[i].recipe, &r) == MX_EINVAL, "'%s' was accepted", refused[i].recipe);
+        CHECKF(!strcmp(mx_last_error(), refused[i].msg), "'%s': '%s'", refused[i].recipe, mx_last_error());
+    }
+    /* dimensions: the block of the row */
+    CHECK(mx_recipe_parse("mxfp4-fdw-2d", &r) == 0);
+    CHECK(mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 64, 64, 64) == 0);
+    CHECK(mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 64, 64, 48) == MX_EINVAL);
+    CHECK(!strcmp(mx_last_error(), "linear fprop: MXFP4 needs the reduction dim (48) to be a multiple of 32"));
+    CHECK(mx_gemm_check_dims(MX_DGRAD, &r.g[MX_DGRAD], 64, 48, 64) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "32x32 weight tiles need 48 to be a multiple of 32") != NULL);
+    CHECK(mx_gemm_check_dims(MX_WGRAD, &r.g[MX_WGRAD], 64, 48, 64) == 0); /* wgrad has no weight */
+    CHECK(mx_recipe_parse("bf16", &r) == 0 && mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 3, 5, 7) == 0);
+    /* what the GPU runs */
+    CHECK(mx_recipe_parse("mxfp4-fdw-h16", &r) == 0);
+    for (int g = 0; g < 3; g++) CHECK(mx_gemm_gpu_refusal(&r, (mx_gemm_id)g) == 0);
+    CHECK(mx_recipe_parse("fp8-delayed", &r) == 0 && mx_gemm_gpu_refusal(&r, MX_FPROP) == 3);
+    CHECK(mx_recipe_parse("bf16+f:had=h16", &r) == 0 && mx_gemm_gpu_refusal(&r, MX_FPROP) == 2 &&
+          mx_gemm_gpu_refusal(&r, MX_DGRAD) == 0);
+    /* the operand plan: streams and layouts */
+    CHECK(mx_recipe_parse("mxfp4-fdw-2d-sr", &r) == 0);
+    mx_qopts qo = mx_operand_qopts(&r.g[MX_DGRAD], MX_DGRAD, 1, 7, 3, 5);
+    CHECK(qo.layout == MX_LAYOUT_32x32 && qo.round == MX_ROUND_SR && qo.tensor_id == 5 * 6 + 1 * 2 + 1 &&
+          qo.seed == 7 + 3 * MX_GOLDEN);
+    CHECK(mx_operand_qopts(&r.g[MX_WGRAD], MX_WGRAD, 1, 7, 3, 5).layout == MX_LAYOUT_1x32);
+    CHECK(mx_operand_fp8_kind(MX_DGRAD, 0) == MX_FP8_E5M2 && mx_operand_fp8_kind(MX_FPROP, 0) == MX_FP8_E4M3);
 }
 
 /* ---- the GEMM and the layer ---------------------------------------------------------- */

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/json.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,10 +38,7 @@ const char* mx_reader_path(const mx_reader* r);
 int mx_reader_read_all(mx_reader* r, char** out, size_t* len);
 void mx_reader_close(mx_reader* r);
 
-/* Strictly parse one JSON object and return its string field `key` decoded to UTF-8 (malloc'ed, NUL-terminated;
- * lone surrogate escapes become U+FFFD). Errors: malformed JSON (*err_col = 1-based column), no such string field
- * (*err_col = 0). */
-int mx_json_get_string(const char* line, size_t len, const char* key, char** out, size_t* out_len, size_t* err_col);
+/* mx_json_get_string (the "text" field of a JSON line): json.h, the one JSON reader. */
 
 /* ---- documents: JSON Lines ("text" field) or whole plain-text files, over several inputs ---- */
 typedef enum { MX_FMT_AUTO = 0, MX_FMT_JSONL = 1, MX_FMT_TEXT = 2 } mx_doc_format;

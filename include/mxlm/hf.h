@@ -1,5 +1,5 @@
 /*
- * hf.h: Hugging Face interop (src/train/hf.c). A model directory in the
+ * hf.h: Hugging Face interop (src/interop/hf.c). A model directory in the
  * layout of transformers' LlamaForCausalLM:
  *
  *   DIR/config.json        architectures ["LlamaForCausalLM"], model_type

@@ -14,13 +14,12 @@
 #define MXLM_RECIPE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "mxlm/mx.h"
+#include "mxlm/formats.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum { MX_FMT_FP32 = 0, MX_FMT_BF16 = 1, MX_FMT_FP8 = 2, MX_FMT_MXFP4 = 3 } mx_format;
 typedef enum { MX_FPROP = 0, MX_DGRAD = 1, MX_WGRAD = 2 } mx_gemm_id;
 
 typedef struct {
@@ -33,7 +32,6 @@ typedef struct {
 } mx_gemm_recipe;
 
 typedef enum { MX_RH_FIXED = 0, MX_RH_STEP = 1 } mx_rh_mode;
-typedef enum { MX_FP8_CURRENT = 0, MX_FP8_DELAYED = 1 } mx_fp8_scaling;
 
 typedef struct {
     char name[128];          /* canonical name or the string it was parsed from */
@@ -46,10 +44,10 @@ typedef struct {
  * overrides, or overrides alone (applied on top of fp32):
  *   NAME[+GEMMS:key=val,key=val[;GEMMS:key=val...]][+rh=fixed|step][+fp8=current|delayed]
  * GEMMS is any of f, d, w (e.g. "fdw", "w") or "all"; keys:
- *   fmt=fp32|bf16|fp8|mxfp4  had=none|hN|rhN  round=rne|sr|A/B  scale=floor|even|ceil  w=1d|2d
+ *   fmt=fp32|bf16|fp8|mxfp4 (the rows of formats.h)  had=none|hN|rhN  round=rne|sr|A/B  scale=floor|even|ceil  w=1d|2d
  * e.g. "mxfp4-fdw+w:had=h16"  or  "bf16+fdw:fmt=mxfp4,had=h16,round=rne/sr".
- * Unknown names, keys or values, and contradictions (sr or 2d or a scale rule
- * on a non-MXFP4 GEMM, a Hadamard size that is not a power of two in 2..256)
+ * Unknown names, keys or values, and contradictions (sr, 2d or a scale rule
+ * on a GEMM whose format does not allow it (formats.h), a Hadamard size that is not a power of two in 2..256)
  * are errors with a message (mx_last_error). */
 int mx_recipe_parse(const char* s, mx_recipe* r);
 /* Full description, e.g. "fprop=mxfp4,h16,rne/rne,floor,1d dgrad=... wgrad=...". */
@@ -58,6 +56,10 @@ void mx_recipe_describe(const mx_recipe* r, char* buf, size_t n);
 const char* const* mx_recipe_names(void);
 /* 1 if any GEMM of r uses format f. */
 int mx_recipe_uses(const mx_recipe* r, mx_format f);
+/* The LM head's default precision where tensor cores run it (the GPU): 1 (BF16 operands) unless the
+ * recipe is all FP32 and no block is kept in BF16 (bf16_first, bf16_last). The trainer (--head auto)
+ * and the GPU model read this one decision. */
+int mx_recipe_head_bf16(const mx_recipe* r, int bf16_first, int bf16_last);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * study.h: the study harness (src/train/study.c). A study is a folder of run
+ * study.h: the study harness (src/study/study.c). A study is a folder of run
  * directories written by `mxlm train` (one per recipe and seed); from their
  * config.txt and metrics.jsonl it computes the paper's measurements and
  * writes the report:

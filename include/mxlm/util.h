@@ -1,6 +1,6 @@
 /*
  * util.h: small helpers shared by the library's file writers and readers
- * (src/train/util.c). Errors through mx_fail (mx.h), nothing printed.
+ * (src/util/util.c). Errors through mx_fail (mx.h), nothing printed.
  */
 #ifndef MXLM_UTIL_H
 #define MXLM_UTIL_H

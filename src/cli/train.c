@@ -1,4 +1,5 @@
-/* train.c: ./mxlm train - the CPU reference trainer (src/train/).
+/* train.c: ./mxlm train - the trainer (src/train/: on the CPU or, in the CUDA build, the GPU; the
+ * data-parallel launcher is src/train/launch.c).
  * Options come from --config FILE ("key = value" lines, the names of the
  * flags) and then the command line, which overrides the file. */
 #include <ctype.h>
@@ -18,11 +19,9 @@
 
 #include "cli/cli.h"
 #include "mxlm/config.h"
+#include "mxlm/engine.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu_model.h"
-#endif
 
 typedef struct {
     int tty, log_every;
@@ -85,166 +84,13 @@ static int load_config(const char* path, char*** out, int* nout) {
 
 static int train_main(int argc, char** argv, const char* config_path);
 
-/* ---- data parallel: ranks from the environment, the built-in launcher, NCCL setup (docs/multigpu.md) ---- */
-
-static int env_int(const char* name, int* out) {
-    const char* s = getenv(name);
-    if (!s || !*s) return 0;
-    char* e = NULL;
-    long v = strtol(s, &e, 10);
-    if (*e || v < 0 || v > 1 << 20) return -1;
-    *out = (int)v;
-    return 1;
+/* Notes of the data-parallel launcher (engine.h): progress on stdout, a rank's failure on stderr. */
+static void launch_note(const char* line, int is_error, void* user) {
+    (void)user;
+    if (is_error) fprintf(stderr, "mxlm train: %s\n", line);
+    else printf("%s\n", line);
+    fflush(is_error ? stderr : stdout);
 }
-
-/* This process's rank, world size and local rank: MXLM_RANK/MXLM_WORLD/MXLM_LOCAL_RANK (set by --gpus N), else
- * OpenMPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (mpirun). world 0: not a rank. The token names the job (the
- * NCCL id file): MXLM_DIST_TOKEN, PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid. */
-static int dist_env(int* rank, int* world, int* local, const char** token) {
-    *rank = 0, *world = 0, *local = -1, *token = NULL;
-    const char* pre = getenv("MXLM_WORLD") ? "MXLM_" : getenv("OMPI_COMM_WORLD_SIZE") ? "OMPI_COMM_WORLD_" : NULL;
-    if (!pre) return 0;
-    char n[64];
-    int bad = 0;
-    snprintf(n, sizeof n, "%s%s", pre, pre[0] == 'M' ? "WORLD" : "SIZE");
-    bad |= env_int(n, world) < 0;
-    snprintf(n, sizeof n, "%sRANK", pre);
-    bad |= env_int(n, rank) < 0;
-    snprintf(n, sizeof n, "%sLOCAL_RANK", pre);
-    bad |= env_int(n, local) < 0;
-    if (bad || *world < 1 || *rank >= *world) {
-        fprintf(stderr, "mxlm train: bad rank environment (%sRANK / %s%s)\n", pre, pre,
-                pre[0] == 'M' ? "WORLD" : "SIZE");
-        return 2;
-    }
-    if (*local < 0) *local = *rank;
-    const char* names[] = {"MXLM_DIST_TOKEN", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"};
-    for (int i = 0; i < 4 && !*token; i++)
-        if (getenv(names[i]) && *getenv(names[i])) *token = getenv(names[i]);
-    if (!*token && *world > 1) {
-        fprintf(stderr, "mxlm train: rank %d of %d: no job id in the environment to meet the other ranks by: set "
-                        "MXLM_DIST_TOKEN to the same value for every rank\n", *rank, *world);
-        return 2;
-    }
-    return 0;
-}
-
-#ifdef MXLM_CUDA
-
-/* `mxlm train --gpus N`: N copies of this command, rank r on GPU r, rank 0's output here, rank r's in
- * OUT/rank<r>.log. The first rank to fail stops the others; the exit status is that rank's (else rank 0's). */
-static int launch_ranks(int n, int argc, char** argv, const char* out) {
-    if (n > 64) { fprintf(stderr, "mxlm train: --gpus %d: at most 64\n", n); return 2; }
-    if (mx_mkdirs(out)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 1; }
-    char token[64], num[16];
-    snprintf(token, sizeof token, "mxlm-%d-%lld", (int)getpid(), (long long)time(NULL));
-    char** av = malloc(sizeof(char*) * (size_t)(argc + 2));
-    if (!av) return 1;
-    av[0] = "mxlm";
-    av[1] = "train";
-    for (int i = 1; i < argc; i++) av[i + 1] = argv[i];
-    av[argc + 1] = NULL;
-    pid_t pid[64];
-    printf("launching %d ranks (one per GPU; rank r > 0 logs to %s/rank<r>.log)\n", n, out);
-    fflush(stdout);
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] < 0) {
-            fprintf(stderr, "mxlm train: fork: %s\n", strerror(errno));
-            for (int q = 0; q < r; q++) kill(pid[q], SIGTERM);
-            free(av);
-            return 1;
-        }
-        if (pid[r] == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGTERM); /* the ranks end with the launcher */
-            snprintf(num, sizeof num, "%d", r);
-            setenv("MXLM_RANK", num, 1);
-            setenv("MXLM_LOCAL_RANK", num, 1);
-            snprintf(num, sizeof num, "%d", n);
-            setenv("MXLM_WORLD", num, 1);
-            setenv("MXLM_DIST_TOKEN", token, 1);
-            if (r > 0) {
-                char lp[1200];
-                snprintf(lp, sizeof lp, "%s/rank%d.log", out, r);
-                int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-                if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
-            }
-            execv("/proc/self/exe", av);
-            fprintf(stderr, "mxlm train: rank %d: exec: %s\n", r, strerror(errno));
-            _exit(1);
-        }
-    }
-    free(av);
-    int result = -1, left = n, first_bad = -1;
-    while (left > 0) {
-        int st = 0;
-        pid_t w = waitpid(-1, &st, 0);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        int r = 0;
-        while (r < n && pid[r] != w) r++;
-        if (r == n) continue;
-        left--;
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-        if (r == 0 && result < 0) result = code;
-        if (code != 0 && first_bad < 0) {
-            first_bad = r;
-            result = code;
-            if (r > 0) fprintf(stderr, "mxlm train: rank %d ended with status %d (see %s/rank%d.log); stopping the others\n",
-                               r, code, out, r);
-            for (int q = 0; q < n; q++)
-                if (q != r) kill(pid[q], SIGTERM);
-        }
-    }
-    return result < 0 ? 1 : result;
-}
-
-/* Join the job: rank 0 makes the NCCL id and leaves it in OUT/.nccl-id.<token> (atomically), the others wait
- * for it (MXLM_DIST_TIMEOUT seconds, default 600); then the communicator, and rank 0 removes the file. */
-static int dist_join(const char* out, int rank, int world, int local, const char* token, mxg_comm** comm) {
-    char why[512];
-    if (mxg_nccl_load(why, sizeof why)) { fprintf(stderr, "mxlm train: %s\n", why); return 1; }
-    if (mxg_select_device(local)) { fprintf(stderr, "mxlm train: rank %d: %s\n", rank, mx_last_error()); return 1; }
-    if (mx_mkdirs(out)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 1; }
-    char tk[64], path[1200];
-    snprintf(tk, sizeof tk, "%s", token ? token : "solo");
-    for (char* p = tk; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '_';
-    snprintf(path, sizeof path, "%s/.nccl-id.%s", out, tk);
-    unsigned char id[MXG_NCCL_ID_BYTES];
-    if (rank == 0) {
-        if (mxg_comm_unique_id(id) || mx_write_atomic(path, id, sizeof id)) {
-            fprintf(stderr, "mxlm train: rank 0: %s\n", mx_last_error());
-            return 1;
-        }
-    } else {
-        int timeout = 600;
-        env_int("MXLM_DIST_TIMEOUT", &timeout);
-        int got = 0;
-        for (long ms = 0; ms <= (long)timeout * 1000 && !got; ms += 20) {
-            FILE* f = fopen(path, "rb");
-            if (f) {
-                got = fread(id, 1, sizeof id, f) == sizeof id;
-                fclose(f);
-            }
-            if (!got) usleep(20000);
-        }
-        if (!got) {
-            fprintf(stderr, "mxlm train: rank %d: no NCCL id from rank 0 in %s after %d s (is rank 0 running, with the "
-                            "same --out on a shared file system?)\n", rank, path, timeout);
-            return 1;
-        }
-    }
-    if (mxg_comm_create(comm, rank, world, id)) {
-        fprintf(stderr, "mxlm train: rank %d: %s\n", rank, mx_last_error());
-        return 1;
-    }
-    if (rank == 0) unlink(path);
-    return 0;
-}
-#endif
 
 /* *out = the index of `val` in names (NULL-terminated); else a usage error listing them (2). */
 static int choice(const char* opt, const char* val, const char* const* names, int* out) {
@@ -346,7 +192,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
                                  "(dequantize to BF16, BF16 GEMM)"},
         {"head", OPT_STR, &head, "LM head GEMMs: auto (default: bf16 on the GPU unless the recipe is fp32, fp32 on "
                                  "the CPU), fp32, or bf16 (BF16 operands, FP32 accumulation; CPU and GPU alike)"},
-        {"attn", OPT_STR, &attn, "GPU attention: auto (default: tf32), flash (FP32 kernels, scores never stored), "
+        {"attn", OPT_STR, &attn, "GPU attention: auto (default: tf32), simt (FP32 SIMT kernels, scores never stored; "
+                                 "'flash' is an alias of it for now), "
                                  "gemm (cuBLASLt FP32 GEMMs, one sequence's scores at a time), tf32 (the same on TF32 "
                                  "tensor cores)"},
         {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
@@ -402,8 +249,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int drank = 0, dworld = 0, dlocal = 0;
     const char* dtoken = NULL;
     if (gpus < 0 || nccl < 0 || nccl > 1) { fprintf(stderr, "mxlm train: --gpus N (N >= 1), --nccl 0|1\n"); return 2; }
-    rc = dist_env(&drank, &dworld, &dlocal, &dtoken);
-    if (rc) return rc;
+    if (mx_dist_env(&drank, &dworld, &dlocal, &dtoken)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
     if (dworld > 0 && gpus > 0 && gpus != dworld) {
         fprintf(stderr, "mxlm train: --gpus %d but the job has %d ranks\n", gpus, dworld);
         return 2;
@@ -420,7 +266,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if ((on_nonfinite && choice("on-nonfinite", on_nonfinite, mx_nonfinite_names, &c.on_nonfinite)) ||
         (device && choice("device", device, mx_device_names, &c.device)) ||
         (gemm && choice("gemm", gemm, mx_gemm_names, &c.gemm_exact)) ||
-        (attn && choice("attn", attn, mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
+        (attn && choice("attn", mx_attn_alias(attn), mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
         return 2;
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
@@ -447,47 +293,31 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf("memory  %.1f MiB estimated: parameters %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
                "scratch %.1f; a checkpoint is %.1f MiB\n", e.total / M, e.params / M, e.grads / M, e.adam / M,
                e.acts / M, e.scratch / M, e.ckpt_bytes / M);
-#ifdef MXLM_CUDA
-        for (int rcp = 0; rcp < 2; rcp++) {
-            mxg_mem_estimate ge;
-            mxg_llama_estimate(&c.model, c.batch, c.seq, rcp, mx_train_gpu_attn(&c), &ge);
-            printf("GPU     %.1f GiB estimated%s: weights %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
-                   "scratch %.1f\n", ge.total / (M * 1024), rcp ? " with --recompute 1" : "", ge.params / (M * 1024),
-                   ge.grads / (M * 1024), ge.adam / (M * 1024), ge.acts / (M * 1024), ge.scratch / (M * 1024));
-            if (rcp) { /* ZeRO-1: AdamW moments sharded over N GPUs (the multi-GPU issue) */
-                int64_t cap = (int64_t)141 << 30; /* H200 */
-                for (int n = 1; n <= 64; n *= 2) {
-                    int64_t per = ge.total - ge.adam + ge.adam / n;
-                    if (per <= cap * 95 / 100 || n == 64) {
-                        printf("ZeRO-1  %.1f GiB per GPU with the moments sharded over %d GPU%s (%s an H200's 141 GiB)\n",
-                               per / (M * 1024), n, n > 1 ? "s" : "", per <= cap * 95 / 100 ? "within 95% of" : "above");
-                        break;
-                    }
-                }
-            }
-        }
-#endif
+        char gpu[1024];
+        if (mx_engine_describe_gpu(&c, gpu, sizeof gpu) > 0) fputs(gpu, stdout); /* the CUDA build */
         return 0;
     }
 
     if (c.gpus > 1 || c.nccl) {
-#ifdef MXLM_CUDA
-        if (dworld == 0 && c.gpus > 1) return launch_ranks(c.gpus, argc, argv, c.out);
-        mxg_comm* comm = NULL;
-        if (dist_join(c.out, drank, dworld > 0 ? dworld : 1, dworld > 0 ? dlocal : 0, dtoken, &comm)) return 1;
-        c.comm = comm;
+        if (!mx_dist_available()) {
+            fprintf(stderr, "mxlm train: --gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)\n");
+            return 2;
+        }
+        if (dworld == 0 && c.gpus > 1) {
+            rc = mx_launch_ranks(c.gpus, argc, argv, c.out, launch_note, NULL);
+            if (rc < 0) fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+            return rc == MX_EINVAL ? 2 : rc < 0 ? 1 : rc;
+        }
+        if (mx_dist_join(c.out, drank, dworld > 0 ? dworld : 1, dworld > 0 ? dlocal : 0, dtoken, &c.comm)) {
+            fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+            return 1;
+        }
         c.device = MX_DEVICE_CUDA;
-#else
-        fprintf(stderr, "mxlm train: --gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)\n");
-        return 2;
-#endif
     }
     progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1};
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);
-#ifdef MXLM_CUDA
-    if (c.comm) mxg_comm_free((mxg_comm*)c.comm, rc < 0); /* abort: the others may wait in a collective */
-#endif
+    if (c.comm) mx_dist_leave(c.comm, rc < 0); /* abort: the others may wait in a collective */
     if (p.tty && p.last_step) printf("\n");
     /* exit status (docs/reliability.md): 0 converged / budget without a target / halted, 1 error,
      * 2 usage, 3 diverged, 4 budget spent without reaching --target-loss, 5 refused by the limits */

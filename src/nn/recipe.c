@@ -1,12 +1,15 @@
-/* recipe.c: named precision recipes and the compact recipe grammar (recipe.h). */
+/* recipe.c: named precision recipes and the compact recipe grammar (recipe.h). What a
+ * format allows (roundings, 2d weights, scale rules) is read from the format table
+ * (formats.h). */
 #include "mxlm/recipe.h"
+#include "mxlm/linear_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char* k_fmt[] = {"fp32", "bf16", "fp8", "mxfp4"};
-static const char* k_gemm[] = {"fprop", "dgrad", "wgrad"};
+/* What a rounding is called in a refusal ("stochastic rounding applies to mxfp4 only"). */
+static const char* k_round_long[] = {"round-to-nearest-even", "stochastic rounding"};
 
 /* Every name the paper's study uses, plus the full grid the harness sweeps:
  * mxfp4-{f,fd,fdw}[-sr|-rh16|-rh32|-h16|-h32|...][-2d][-even|-ceil] also parse
@@ -99,9 +102,11 @@ static int apply_override(const char* s, mx_recipe* r) {
             if (!(mask & (1 << g))) continue;
             mx_gemm_recipe* q = &r->g[g];
             if (!strcmp(k, "fmt")) {
-                int f = -1;
-                for (int i = 0; i < 4; i++) if (!strcmp(v, k_fmt[i])) f = i;
-                if (f < 0) return mx_fail(MX_EINVAL, "recipe: fmt=%s: must be fp32, bf16, fp8 or mxfp4", v);
+                int f = mx_format_parse(v);
+                char all[128];
+                if (f < 0)
+                    return mx_fail(MX_EINVAL, "recipe: fmt=%s: must be %s", v,
+                                   mx_format_list(mx_format_any, all, sizeof all));
                 q->fmt = (mx_format)f;
             } else if (!strcmp(k, "had")) {
                 if (mx_hadamard_parse(v, &q->had_n, &q->had_random))
@@ -135,16 +140,25 @@ static int apply_override(const char* s, mx_recipe* r) {
     return 0;
 }
 
+/* Every GEMM asks only for what its format's row allows. */
 static int validate(mx_recipe* r) {
+    char ok[128];
     for (int g = 0; g < 3; g++) {
         mx_gemm_recipe* q = &r->g[g];
-        if (q->fmt != MX_FMT_MXFP4) {
-            if (q->round_a || q->round_b)
-                return mx_fail(MX_EINVAL, "recipe: %s is %s: stochastic rounding applies to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
-            if (q->w2d) return mx_fail(MX_EINVAL, "recipe: %s is %s: 2d weights apply to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
-            if (q->scale != MX_SCALE_FLOOR)
-                return mx_fail(MX_EINVAL, "recipe: %s is %s: a scale rule applies to mxfp4 only", k_gemm[g], k_fmt[q->fmt]);
-        }
+        const mx_format_info* f = mx_format_get(q->fmt);
+        if (!f) return mx_fail(MX_EINVAL, "recipe: %s: unknown format %d", mx_gemm_name((mx_gemm_id)g), (int)q->fmt);
+        const mx_round rd[2] = {q->round_a, q->round_b};
+        for (int o = 0; o < 2; o++)
+            if ((unsigned)rd[o] > MX_ROUND_SR || !(f->roundings & MX_BIT(rd[o])))
+                return mx_fail(MX_EINVAL, "recipe: %s is %s: %s applies to %s only", mx_gemm_name((mx_gemm_id)g),
+                               f->name, (unsigned)rd[o] <= MX_ROUND_SR ? k_round_long[rd[o]] : "this rounding",
+                               mx_format_list(mx_format_has_sr, ok, sizeof ok));
+        if (q->w2d && !mx_format_has_2d(f))
+            return mx_fail(MX_EINVAL, "recipe: %s is %s: 2d weights apply to %s only", mx_gemm_name((mx_gemm_id)g),
+                           f->name, mx_format_list(mx_format_has_2d, ok, sizeof ok));
+        if (q->scale != MX_SCALE_FLOOR && !f->scale_rules)
+            return mx_fail(MX_EINVAL, "recipe: %s is %s: a scale rule applies to %s only", mx_gemm_name((mx_gemm_id)g),
+                           f->name, mx_format_list(mx_format_has_scale_rule, ok, sizeof ok));
         if (g == MX_WGRAD && q->w2d) return mx_fail(MX_EINVAL, "recipe: wgrad has no weight operand: w=2d does not apply");
         if (q->had_n && !mx_hadamard_valid(q->had_n)) return mx_fail(MX_EINVAL, "recipe: bad Hadamard size %d", q->had_n);
     }
@@ -194,14 +208,18 @@ void mx_recipe_describe(const mx_recipe* r, char* buf, size_t n) {
         const mx_gemm_recipe* q = &r->g[g];
         char had[16] = "none";
         if (q->had_n) snprintf(had, sizeof had, "%sh%d", q->had_random ? "r" : "", q->had_n);
-        if (q->fmt == MX_FMT_MXFP4)
-            off += (size_t)snprintf(buf + off, n - off, "%s%s=mxfp4,had=%s,round=%s/%s,scale=%s,w=%s", g ? " " : "",
-                                    k_gemm[g], had, mx_round_name(q->round_a), mx_round_name(q->round_b),
-                                    mx_scale_name(q->scale), q->w2d ? "2d" : "1d");
+        const mx_format_info* f = mx_format_get(q->fmt);
+        if (f->scale == MX_SCALE_E8M0) /* a block format: its rounding, scale rule and weight layout */
+            off += (size_t)snprintf(buf + off, n - off, "%s%s=%s,had=%s,round=%s/%s,scale=%s,w=%s", g ? " " : "",
+                                    mx_gemm_name((mx_gemm_id)g), f->name, had, mx_round_name(q->round_a),
+                                    mx_round_name(q->round_b), mx_scale_name(q->scale), q->w2d ? "2d" : "1d");
         else
-            off += (size_t)snprintf(buf + off, n - off, "%s%s=%s,had=%s", g ? " " : "", k_gemm[g], k_fmt[q->fmt], had);
+            off += (size_t)snprintf(buf + off, n - off, "%s%s=%s,had=%s", g ? " " : "", mx_gemm_name((mx_gemm_id)g),
+                                    f->name, had);
     }
-    if (off < n && mx_recipe_uses(r, MX_FMT_FP8))
+    int per_tensor = 0; /* a per-tensor scaled format: its scaling */
+    for (int g = 0; g < 3; g++) per_tensor |= mx_format_get(r->g[g].fmt)->fp8_scalings != 0;
+    if (off < n && per_tensor)
         off += (size_t)snprintf(buf + off, n - off, " fp8=%s", r->fp8_scaling ? "delayed" : "current");
     if (off < n && r->rh_mode == MX_RH_STEP) snprintf(buf + off, n - off, " rh=step");
 }
@@ -210,4 +228,10 @@ int mx_recipe_uses(const mx_recipe* r, mx_format f) {
     for (int g = 0; g < 3; g++)
         if (r->g[g].fmt == f) return 1;
     return 0;
+}
+
+int mx_recipe_head_bf16(const mx_recipe* r, int bf16_first, int bf16_last) {
+    int all32 = 1;
+    for (int g = 0; g < 3; g++) all32 &= mx_format_get(r->g[g].fmt)->elem == MX_ELEM_FP32;
+    return !(all32 && bf16_first == 0 && bf16_last == 0);
 }

@@ -8,6 +8,8 @@
  * Reliability (docs/reliability.md): limits checked before allocating, stale
  * temporaries of a killed run removed, --resume of a run killed before its
  * first checkpoint restarts it, non-finite / spike policies, final status.
+ * Where the steps run (CPU or GPU, one or N ranks) is the engine's business
+ * (engine.h): mx_train_run reads the same for all.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,16 +24,12 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "mxlm/data.h"
+#include "mxlm/engine.h"
 #include "mxlm/hf.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu.h"
-#include "mxlm/gpu_model.h"
-#endif
 
 void mx_train_config_default(mx_train_config* c) {
     memset(c, 0, sizeof *c);
@@ -73,7 +71,8 @@ static const char* dbl(char* b, double x) {
 }
 
 const char* const mx_device_names[] = {"auto", "cpu", "cuda", NULL};
-const char* const mx_attn_names[] = {"auto", "flash", "gemm", "tf32", NULL};
+const char* const mx_attn_names[] = {"auto", "simt", "gemm", "tf32", NULL};
+const char* mx_attn_alias(const char* w) { return w && !strcmp(w, "flash") ? "simt" : w; }
 const char* const mx_head_names[] = {"auto", "fp32", "bf16", NULL};
 const char* const mx_gemm_names[] = {"fast", "exact", NULL};
 const char* const mx_nonfinite_names[] = {"abort", "skip", NULL};
@@ -255,164 +254,41 @@ static void emit(mx_train_cb cb, void* user, mx_train_event ev) {
 
 typedef struct {
     mx_train_config c;
+    mx_recipe recipe;
+    mx_train_cb cb;
+    void* user;
+    char msg[1600];       /* the progress message being built */
+    /* where it runs: this rank of `world` (rank 0 alone writes the run directory's files: io) */
+    int rank, world, io, on_gpu;
+    mx_engine* eng;
+    /* the host model and its training state */
     mx_llama model;
     mx_loader train, val;
     float *m, *v;         /* [n_params] AdamW moments */
     int32_t *inp, *tgt;   /* [B, T] */
     mx_linear_state* lsave; /* [L * 7] linear states before the step (restored when it is skipped) */
+    size_t nls;           /* linear layers (L * 7) */
+    int64_t n_val;        /* validation windows */
+    mx_ckpt_meta* meta;   /* step, samples, tokens, counters, the spike window (checkpointed) */
+    /* the run directory */
     FILE* metrics;
     int lock_fd;
+    int resume, restart;  /* continuing from `latest`; --resume of a run without a checkpoint yet */
+    char latest[1200], mpath[1200], cpath[1200];
     char fingerprint[8192];
-    int64_t n_val;        /* validation windows */
-    void* gpu;            /* mxg_llama* when the run is on the GPU (CUDA build), else NULL */
-    /* data parallel (CUDA build, c.comm set): this rank of `world`; the AdamW moments of this rank's shard
-     * ([nshard], host copies of the device's); rank 0 alone writes the run directory's files */
-    int rank, world;
-    float *sm, *sv;
-    size_t nshard;
+    mx_mem_estimate est;
+    /* progress */
+    double t0, train_s;
+    int64_t tokens_this_run;
 } run_state;
 
-/* ---- the engine: the CPU model (mx_llama) or its GPU twin (mxg_llama) ------------
- * On the GPU the weights, gradients and AdamW moments live on the device; the
- * host model keeps a copy of the weights (and m, v) for checkpoints, refreshed
- * before each save. */
-#ifdef MXLM_CUDA
-#define GPU(r) ((mxg_llama*)(r)->gpu)
-#endif
-
-static int eng_zero_grad(run_state* r) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_zero_grad(GPU(r));
-#endif
-    mx_llama_zero_grad(&r->model);
-    return MX_OK;
-}
-
-static int eng_micro_step(run_state* r, uint64_t step, float grad_scale, int last, float* loss) {
-#ifdef MXLM_CUDA
-    if (r->gpu) {
-        if (r->c.comm) mxg_llama_set_sync(GPU(r), last); /* the last micro-batch reduces the gradients */
-        return mxg_llama_forward_backward(GPU(r), r->inp, r->tgt, step, grad_scale, loss);
-    }
-#endif
-    (void)last;
-    r->model.step = step;
-    int rc = mx_llama_forward(&r->model, r->inp, r->tgt, r->c.batch, r->c.seq, loss);
-    return rc ? rc : mx_llama_backward(&r->model, r->inp, r->tgt, grad_scale);
-}
-
-/* Per-GEMM telemetry of the step's micro-batches: on before them (the CPU's stats were
- * reset by mx_telemetry_reset), off after; on the GPU the device totals are then
- * copied into model.lstate[].op, where mx_telemetry_write reads them. */
-static int eng_telemetry(run_state* r, int on) {
-    r->model.telemetry = on;
-#ifdef MXLM_CUDA
-    if (r->gpu) {
-        int rc = mxg_llama_set_telemetry(GPU(r), on);
-        if (!rc && !on) rc = mxg_llama_telemetry_read(GPU(r), r->model.lstate);
-        return rc;
-    }
-#endif
-    return MX_OK;
-}
-
-static int eng_grad_sumsq(run_state* r, double* ss) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_grad_sumsq(GPU(r), ss);
-#endif
-    *ss = mx_sum_squares(r->model.grads, r->model.n_params);
-    return MX_OK;
-}
-
-static int eng_adamw(run_state* r, double lr, float gscale, int64_t t) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_adamw(GPU(r), &r->c.adamw, lr, gscale, t);
-#endif
-    mx_adamw_update(&r->model, r->m, r->v, &r->c.adamw, lr, gscale, t);
-    return MX_OK;
-}
-
-/* Test hooks: one weight (which 0) or gradient (1) element. */
-static int eng_poke(run_state* r, int which, size_t off, float val) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_poke(GPU(r), which, off, val);
-#endif
-    (which ? r->model.grads : r->model.params)[off] = val;
-    return MX_OK;
-}
-
-/* The host copy of the weights and moments made current (before a checkpoint). */
-static int eng_to_host(run_state* r) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mxg_llama_download(GPU(r), r->model.params, r->sm ? r->sm : r->m, r->sv ? r->sv : r->v);
-#endif
-    (void)r;
-    return MX_OK;
-}
-
-#ifdef MXLM_CUDA
-static int gpu_batch_loss(void* g, const int32_t* inp, const int32_t* tgt, float* loss) {
-    return mxg_llama_loss((mxg_llama*)g, inp, tgt, 0, loss, NULL);
-}
-#endif
-
-static int eng_evaluate(run_state* r, float* loss) {
-#ifdef MXLM_CUDA
-    if (r->gpu) return mx_evaluate_batches(gpu_batch_loss, r->gpu, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
-#endif
-    return mx_evaluate(&r->model, &r->val, r->n_val, r->c.batch, r->c.seq, loss);
-}
-
-int mx_train_gpu_attn(const mx_train_config* c) {
-    switch (c->attn) {
-    case MX_ATTN_FLASH: return 0;
-    case MX_ATTN_GEMM: return 1;
-    case MX_ATTN_TF32: return 2;
-    default: return 2; /* auto: TF32 tensor cores through cuBLASLt (the spec allows reduced-precision attention products) */
-    }
-}
-
-/* Decide where the run goes: 1 GPU, 0 CPU, or an error. */
-static int eng_pick_device(const mx_train_config* c, const mx_recipe* rec, char* what, size_t n) {
-#ifdef MXLM_CUDA
-    char info[512];
-    int have = mxg_device_info(info, sizeof info) == 0;
-    if (c->device == MX_DEVICE_CUDA && !have)
-        return mx_fail(MX_EINVAL, "train: --device cuda: no usable GPU: %s", info);
-    if (c->device == MX_DEVICE_CPU || !have) {
-        snprintf(what, n, "device: CPU%s", c->device == MX_DEVICE_AUTO ? " (no usable GPU: " : "");
-        if (c->device == MX_DEVICE_AUTO) {
-            size_t k = strlen(what);
-            snprintf(what + k, n - k, "%s)", info);
-        }
-        return 0;
-    }
-    if (rec->fp8_scaling == MX_FP8_DELAYED && mx_recipe_uses(rec, MX_FMT_FP8))
-        return mx_fail(MX_EINVAL, "train: recipe %s: FP8 delayed scaling is CPU-only for now (use --device cpu, or "
-                                  "fp8 with current scaling)", c->recipe);
-    for (int g = 0; g < 3; g++)
-        if (rec->g[g].had_n && rec->g[g].fmt != MX_FMT_MXFP4)
-            return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates MXFP4 operands only (use --device cpu)",
-                           c->recipe);
-    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s", info,
-             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)");
-    return 1;
-#else
-    if (c->device == MX_DEVICE_CUDA)
-        return mx_fail(MX_EINVAL, "train: --device cuda: this mxlm was built without CUDA (build it with make cuda)");
-    (void)rec;
-    snprintf(what, n, "device: CPU");
-    return 0;
-#endif
-}
+static void say(run_state* r) { emit(r->cb, r->user, (mx_train_event){.kind = 2, .msg = r->msg}); }
 
 static void run_free(run_state* r) {
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;
-#ifdef MXLM_CUDA
-    if (r->gpu) mxg_llama_free(GPU(r));
-#endif
-    r->gpu = NULL;
+    mx_engine_free(r->eng);
+    r->eng = NULL;
     mx_llama_free(&r->model);
     if (r->train.shards) mx_loader_close(&r->train);
     if (r->val.shards) mx_loader_close(&r->val);
@@ -421,8 +297,9 @@ static void run_free(run_state* r) {
     free(r->inp);
     free(r->tgt);
     free(r->lsave);
-    free(r->sm);
-    free(r->sv);
+    r->m = r->v = NULL;
+    r->inp = r->tgt = NULL;
+    r->lsave = NULL;
     if (r->lock_fd > 0) close(r->lock_fd); /* releases the flock */
     r->lock_fd = -1;
 }
@@ -433,10 +310,9 @@ static int metrics_flush(run_state* r) {
     return MX_OK;
 }
 
-static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_train_result* res, mx_train_cb cb,
-                   void* user, double t0) {
+static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_train_result* res) {
     float vl = 0.0f;
-    int rc = eng_evaluate(r, &vl);
+    int rc = r->eng->ops->evaluate(r->eng, &r->val, r->n_val, r->c.batch, r->c.seq, &vl);
     if (rc) return rc;
     fprintf(r->metrics, "{\"step\":%lld,\"tokens\":%lld", (long long)step, (long long)tokens);
     jnum(r->metrics, "val_loss", vl);
@@ -452,8 +328,8 @@ static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_tr
     if (rc) return rc;
     mx_crash_point("eval", step);
     *out = vl;
-    emit(cb, user, (mx_train_event){.kind = 1, .step = step, .steps = r->c.steps, .tokens = tokens, .val_loss = vl,
-                                    .elapsed_s = now_s() - t0});
+    emit(r->cb, r->user, (mx_train_event){.kind = 1, .step = step, .steps = r->c.steps, .tokens = tokens,
+                                          .val_loss = vl, .elapsed_s = now_s() - r->t0});
     return MX_OK;
 }
 
@@ -535,133 +411,19 @@ static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, 
     return *sd > 0 ? (loss - *mean) / *sd : 0.0;
 }
 
-/* ---- data parallel (CUDA build): collectives of the trainer and the checkpoint ----
- * A checkpoint of a run over W > 1 GPUs: each rank r > 0 writes its shard of
- * the AdamW moments to CKPT.rank<r> (fsync, rename); once all are written,
- * rank 0 assembles the full moments from them and its own shard and writes
- * CKPT, the usual single file (it is the completion marker: a directory
- * without it has no checkpoint at that step); then the shard files are
- * removed. A checkpoint is thus the same file whatever the GPU count. */
-#ifdef MXLM_CUDA
-#define SHARD_MAGIC "MXLMSHD1"
-typedef struct {
-    char magic[8];
-    int64_t step;
-    int32_t world, rank;
-    uint64_t nshard;
-    uint32_t crc, pad;
-} shard_header;
 
-/* CRC-32 of a shard file's payload (the moments after the header). */
-static uint32_t shard_crc(const char* buf, size_t n) {
-    return (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef*)buf + sizeof(shard_header), (uInt)(2 * n * 4));
-}
+/* ---- before anything is created: the config, the engine, the limits ---------------------- */
 
-/* A collective: every rank's rc; an error when any rank failed. */
-static int dp_all_ok(run_state* r, int rc) {
-    if (!r->c.comm) return rc;
-    double mine = rc ? 1.0 : 0.0, all[64];
-    int e = mxg_comm_allgather_host((mxg_comm*)r->c.comm, &mine, all, 8);
-    if (rc || e) return rc ? rc : e;
-    for (int q = 0; q < r->world; q++)
-        if (all[q] != 0.0) return mx_fail(MX_EIO, "data parallel: rank %d failed (its log says why)", q);
-    return MX_OK;
-}
-
-static int dp_write_shard(run_state* r, const char* path, int64_t step) {
-    size_t n = r->nshard, bytes = sizeof(shard_header) + 2 * n * 4;
-    char* buf = malloc(bytes);
-    if (!buf) return mx_fail(MX_ENOMEM, "checkpoint: out of memory for the moment shard");
-    shard_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, SHARD_MAGIC, 8);
-    h.step = step;
-    h.world = r->world;
-    h.rank = r->rank;
-    h.nshard = n;
-    memcpy(buf + sizeof h, r->sm, n * 4);
-    memcpy(buf + sizeof h + n * 4, r->sv, n * 4);
-    h.crc = shard_crc(buf, n);
-    memcpy(buf, &h, sizeof h);
-    int rc = mx_write_atomic(path, buf, bytes);
-    free(buf);
-    return rc;
-}
-
-/* Rank 0: the full moments from every rank's shard (rank 0's own in r->sm/sv). */
-static int dp_gather_moments(run_state* r, const char* ckpt, int64_t step) {
-    mxg_llama* g = GPU(r);
-    int rc = mxg_llama_shard_copy(g, 0, r->m, r->sm, 1);
-    if (!rc) rc = mxg_llama_shard_copy(g, 0, r->v, r->sv, 1);
-    size_t n = r->nshard, bytes = sizeof(shard_header) + 2 * n * 4;
-    char* buf = rc ? NULL : malloc(bytes);
-    if (!rc && !buf) rc = mx_fail(MX_ENOMEM, "checkpoint: out of memory for a moment shard");
-    for (int q = 1; q < r->world && !rc; q++) {
-        char p[1300];
-        snprintf(p, sizeof p, "%s.rank%d", ckpt, q);
-        int fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) { rc = mx_fail(MX_EIO, "%s: cannot open: %s", p, strerror(errno)); break; }
-        rc = mx_pread_all(fd, buf, bytes, 0);
-        close(fd);
-        if (rc) break;
-        shard_header h;
-        memcpy(&h, buf, sizeof h);
-        if (memcmp(h.magic, SHARD_MAGIC, 8) || h.step != step || h.world != r->world || h.rank != q || h.nshard != n ||
-            h.crc != shard_crc(buf, n))
-            rc = mx_fail(MX_EFORMAT, "%s: not rank %d's moment shard of step %lld (or corrupt)", p, q, (long long)step);
-        if (!rc) rc = mxg_llama_shard_copy(g, q, r->m, (float*)(buf + sizeof h), 1);
-        if (!rc) rc = mxg_llama_shard_copy(g, q, r->v, (float*)(buf + sizeof h + n * 4), 1);
-    }
-    free(buf);
-    return rc;
-}
-#endif
-
-/* Save the checkpoint of step k at `path` (host copies made current first). */
-static int save_ckpt(run_state* r, const char* path, mx_ckpt_meta* meta) {
-    int rc = eng_to_host(r);
-#ifdef MXLM_CUDA
-    if (r->world > 1) {
-        char sp[1300];
-        snprintf(sp, sizeof sp, "%s.rank%d", path, r->rank);
-        if (!rc && r->rank) rc = dp_write_shard(r, sp, meta->step);
-        rc = dp_all_ok(r, rc); /* every shard is on disk */
-        if (!rc && !r->rank) rc = dp_gather_moments(r, path, meta->step);
-        if (!rc && !r->rank) rc = mx_ckpt_save(path, &r->model, r->m, r->v, meta, r->fingerprint);
-        rc = dp_all_ok(r, rc); /* the checkpoint is complete */
-        if (r->rank) unlink(sp);
-        return rc;
-    }
-#endif
-    return rc ? rc : mx_ckpt_save(path, &r->model, r->m, r->v, meta, r->fingerprint);
-}
-
-int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb cb, void* user) {
-    run_state R;
-    memset(&R, 0, sizeof R);
-    R.lock_fd = -1;
-    run_state* r = &R;
-    r->c = *cfg;
+static int check_config(run_state* r) {
     mx_train_config* c = &r->c;
-    memset(res, 0, sizeof *res);
-    res->status = "error";
-    res->reason = "";
-    res->tokens_to_target = -1;
-    res->val_loss0 = res->val_loss = NAN;
-    r->world = 1;
-#ifdef MXLM_CUDA
-    if (c->comm) {
-        r->world = mxg_comm_world((mxg_comm*)c->comm);
-        r->rank = mxg_comm_rank((mxg_comm*)c->comm);
-    }
-#endif
+    mx_engine_ranks(c, &r->rank, &r->world);
     if (c->gpus < 1) c->gpus = 1;
     if (!c->comm && c->gpus > 1)
         return mx_fail(MX_EINVAL, "train: gpus = %d needs the NCCL engine (mxlm train --gpus N, or mpirun; CUDA "
                                   "build)", c->gpus);
     if (c->comm && c->gpus != r->world)
         return mx_fail(MX_EINVAL, "train: gpus = %d but %d ranks were started", c->gpus, r->world);
-    const int io = r->rank == 0; /* rank 0 writes the run directory */
+    r->io = r->rank == 0;
     if (c->seq <= 0) c->seq = c->model.seq_len;
     if (c->warmup < 0) c->warmup = c->steps / 20 > 0 ? c->steps / 20 : 1;
     if (c->batch <= 0 || c->accum <= 0 || c->steps <= 0)
@@ -674,434 +436,469 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         return mx_fail(MX_EINVAL, "train: --spike-window %d: 0 (off) or 2..%d", c->spike_window, MX_SPIKE_WINDOW_MAX);
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
-    const int B = c->batch, T = c->seq;
-    const int W = r->world;
-    const int64_t tok_step = (int64_t)B * T * c->accum * W;
+    int rc = mx_recipe_parse(c->recipe, &r->recipe);
+    if (rc) return rc;
+    return mx_model_config_check(&c->model);
+}
 
-    mx_recipe recipe;
-    int rc = mx_recipe_parse(c->recipe, &recipe);
-    if (rc) return rc;
-    rc = mx_model_config_check(&c->model);
-    if (rc) return rc;
+/* The engine (CPU or GPU) and what follows from it: the LM head's precision (part of the fingerprint). */
+static int choose_engine(run_state* r) {
+    mx_train_config* c = &r->c;
     mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
-    char msg[1600];
-    const int on_gpu = eng_pick_device(c, &recipe, msg, sizeof msg);
-    if (on_gpu < 0) return on_gpu;
-    if (c->comm && !on_gpu) return mx_fail(MX_EINVAL, "train: the NCCL engine (--gpus, --nccl) needs --device cuda");
-    emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-    if (c->head == MX_HEAD_AUTO) { /* BF16 tensor cores for the head on the GPU, unless the recipe is all FP32 */
-        int all32 = 1;
-        for (int g = 0; g < 3; g++) all32 &= recipe.g[g].fmt == MX_FMT_FP32;
-        c->head = on_gpu && !(all32 && c->bf16_first == 0 && c->bf16_last == 0) ? MX_HEAD_BF16 : MX_HEAD_FP32;
+    r->on_gpu = mx_engine_pick(c, &r->recipe, r->msg, sizeof r->msg);
+    if (r->on_gpu < 0) return r->on_gpu;
+    if (c->comm && !r->on_gpu) return mx_fail(MX_EINVAL, "train: the NCCL engine (--gpus, --nccl) needs --device cuda");
+    say(r);
+    if (c->head == MX_HEAD_AUTO) {
+        c->head = mx_engine_head_bf16(c, &r->recipe, r->on_gpu) ? MX_HEAD_BF16 : MX_HEAD_FP32;
         mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
     }
-    /* limits: memory, before anything is allocated or created */
-    mx_mem_estimate est;
+    return MX_OK;
+}
+
+/* Memory (the GPU's, then the host's), before anything is allocated or created. */
+static int check_memory(run_state* r) {
+    const mx_train_config* c = &r->c;
     mx_train_config ce = *c;
     char peek[1200];
     ce.resume = c->resume && mx_ckpt_latest(c->out, peek, sizeof peek);
     const int resume_est = ce.resume;
-    mx_train_estimate(&ce, &est);
-    if (on_gpu) { /* the host keeps the weights, moments (and an unused gradient array) only */
-        est.acts = est.scratch = 0;
-        est.total = est.params + est.grads + est.adam + est.resume;
+    mx_mem_estimate* est = &r->est;
+    mx_train_estimate(&ce, est);
+    if (r->on_gpu) { /* the host keeps the weights, moments (and an unused gradient array) only */
+        est->acts = est->scratch = 0;
+        est->total = est->params + est->grads + est->adam + est->resume;
     }
-#ifdef MXLM_CUDA
-    if (on_gpu) {
-        mxg_mem_estimate ge;
-        mxg_llama_estimate(&c->model, B, T, c->recompute, mx_train_gpu_attn(c), &ge);
-        if (W > 1) { /* ZeRO-1: this GPU's shard of the moments */
-            ge.total -= ge.adam - ge.adam / W;
-            ge.adam /= W;
-        }
-        int64_t gfree = 0, gtotal = 0;
-        int have = mxg_mem_info(&gfree, &gtotal) == 0;
-        snprintf(msg, sizeof msg, "GPU memory: %.1f MiB estimated (weights %.1f, gradients %.1f, AdamW %.1f, "
-                 "activations %.1f%s, scratch %.1f), %.0f MiB free of %.0f", mib(ge.total), mib(ge.params),
-                 mib(ge.grads), mib(ge.adam), mib(ge.acts), c->recompute ? " with recompute" : "", mib(ge.scratch),
-                 mib(gfree), mib(gtotal));
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-        if (have && ge.total > gfree && !c->ignore_limits) {
-            mx_fail(MX_ENOMEM, "train: %s with batch %d x %d needs about %.1f MiB of GPU memory (weights %.1f, "
-                    "gradients %.1f, AdamW %.1f, activations %.1f, scratch %.1f MiB) but %.1f MiB are free; use a "
-                    "smaller --batch/--seq, --recompute 1, another preset, or --ignore-limits", c->model.name, B, T,
-                    mib(ge.total), mib(ge.params), mib(ge.grads), mib(ge.adam), mib(ge.acts), mib(ge.scratch),
-                    mib(gfree));
-            return MX_LIMITS;
-        }
-    }
-#endif
+    int rc = mx_engine_check_memory(c, r->on_gpu, r->world, r->msg, sizeof r->msg);
+    if (r->msg[0]) say(r);
+    if (rc) return rc;
     int64_t avail = c->mem_limit > 0 ? c->mem_limit : mx_mem_available();
     char rpart[64] = "";
-    if (resume_est) snprintf(rpart, sizeof rpart, ", checkpoint read %.1f", mib(est.resume));
+    if (resume_est) snprintf(rpart, sizeof rpart, ", checkpoint read %.1f", mib(est->resume));
     char apart[96];
     if (avail >= 0) snprintf(apart, sizeof apart, "%s %.0f MiB", c->mem_limit > 0 ? "limit" : "available", mib(avail));
     else snprintf(apart, sizeof apart, "available memory unknown");
-    snprintf(msg, sizeof msg,
+    snprintf(r->msg, sizeof r->msg,
              "memory: %.1f MiB estimated (parameters %.1f, gradients %.1f, AdamW %.1f, activations %.1f, scratch %.1f%s), "
              "%s; a checkpoint is %.1f MiB",
-             mib(est.total), mib(est.params), mib(est.grads), mib(est.adam), mib(est.acts), mib(est.scratch), rpart,
-             apart, mib(est.ckpt_bytes));
-    emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-    if (avail >= 0 && est.total > avail) {
+             mib(est->total), mib(est->params), mib(est->grads), mib(est->adam), mib(est->acts), mib(est->scratch), rpart,
+             apart, mib(est->ckpt_bytes));
+    say(r);
+    if (avail >= 0 && est->total > avail) {
         if (!c->ignore_limits) {
             mx_fail(MX_ENOMEM,
                     "train: %s with batch %d x %d needs about %.1f MiB of memory (parameters %.1f, gradients %.1f, "
                     "AdamW %.1f, activations %.1f, scratch %.1f MiB) but %.1f MiB are available (%s); use a smaller "
                     "--batch/--seq or preset, or --ignore-limits",
-                    c->model.name, B, T, mib(est.total), mib(est.params), mib(est.grads), mib(est.adam),
-                    mib(est.acts), mib(est.scratch), mib(avail),
+                    c->model.name, c->batch, c->seq, mib(est->total), mib(est->params), mib(est->grads),
+                    mib(est->adam), mib(est->acts), mib(est->scratch), mib(avail),
                     c->mem_limit > 0 ? "--mem-limit-mib" : "MemAvailable in /proc/meminfo");
             return MX_LIMITS;
         }
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = "warning: the estimate exceeds the available memory "
-                                                          "(--ignore-limits: going on)"});
+        emit(r->cb, r->user, (mx_train_event){.kind = 2, .msg = "warning: the estimate exceeds the available memory "
+                                                                "(--ignore-limits: going on)"});
     }
-    /* the run directory: created, locked, probed with a small write */
+    return MX_OK;
+}
+
+/* ---- the run directory: created, locked, probed, checked for a run to resume ---------------- */
+
+static int open_run_dir(run_state* r) {
+    const mx_train_config* c = &r->c;
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
-    rc = mx_mkdirs(c->out);
+    int rc = mx_mkdirs(c->out);
     if (rc) return rc;
-    char latest[1200], mpath[1200], cpath[1200];
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c->out);
-    snprintf(cpath, sizeof cpath, "%s/config.txt", c->out);
-    int have_ckpt = 0;
-    int resume = 0, restart = 0;
-    if (!io) { /* rank 0 checked the directory; the checkpoints are the same files for all */
-        have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
-        resume = c->resume && have_ckpt;
-        goto dir_done;
+    snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out);
+    snprintf(r->cpath, sizeof r->cpath, "%s/config.txt", c->out);
+    if (!r->io) { /* rank 0 checked the directory; the checkpoints are the same files for all */
+        r->resume = c->resume && mx_ckpt_latest(c->out, r->latest, sizeof r->latest);
+        return MX_OK;
     }
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
     const int had_lock = file_exists(lpath); /* a trainer started here before */
     r->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (r->lock_fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", c->out, strerror(errno));
-    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        run_free(r);
+    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
         return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
-    }
     rc = probe_dir(c->out);
-    if (rc) { run_free(r); return rc; }
+    if (rc) return rc;
     mx_crash_point("locked", 0);
 
     /* refuse before touching anything in the run directory */
-    have_ckpt = mx_ckpt_latest(c->out, latest, sizeof latest);
+    int have_ckpt = mx_ckpt_latest(c->out, r->latest, sizeof r->latest);
     /* restart: --resume of a run killed before its first checkpoint (or before any file) */
     if (c->resume && !have_ckpt) {
-        if (!file_exists(mpath) && !file_exists(cpath) && !had_lock) {
-            run_free(r);
+        if (!file_exists(r->mpath) && !file_exists(r->cpath) && !had_lock)
             return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
-        }
-        restart = 1;
+        r->restart = 1;
     }
-    if (!c->resume && (have_ckpt || file_exists(mpath))) {
-        run_free(r);
+    if (!c->resume && (have_ckpt || file_exists(r->mpath)))
         return mx_fail(MX_EINVAL, "train: %s already holds a run (use --resume to continue it, or another --out)",
                        c->out);
-    }
-    resume = c->resume && !restart;
+    r->resume = c->resume && !r->restart;
 
     /* disk: room for one checkpoint at least */
     struct statvfs sv;
     if (statvfs(c->out, &sv) == 0) {
         int64_t free_b = (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
-        if (free_b < est.ckpt_bytes && !c->ignore_limits) {
-            run_free(r);
+        if (free_b < r->est.ckpt_bytes && !c->ignore_limits) {
             mx_fail(MX_EIO, "train: %s has %.1f MiB free, less than one checkpoint (%.1f MiB); free space or use "
-                            "--ignore-limits", c->out, mib(free_b), mib(est.ckpt_bytes));
+                            "--ignore-limits", c->out, mib(free_b), mib(r->est.ckpt_bytes));
             return MX_LIMITS;
         }
-        if (free_b < (int64_t)(c->keep_ckpts + 1) * est.ckpt_bytes) {
-            snprintf(msg, sizeof msg, "warning: %s has %.1f MiB free, less than %d checkpoints (--keep %d, plus the one "
-                     "being written) of %.1f MiB", c->out, mib(free_b), c->keep_ckpts + 1, c->keep_ckpts,
-                     mib(est.ckpt_bytes));
-            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        if (free_b < (int64_t)(c->keep_ckpts + 1) * r->est.ckpt_bytes) {
+            snprintf(r->msg, sizeof r->msg, "warning: %s has %.1f MiB free, less than %d checkpoints (--keep %d, plus "
+                     "the one being written) of %.1f MiB", c->out, mib(free_b), c->keep_ckpts + 1, c->keep_ckpts,
+                     mib(r->est.ckpt_bytes));
+            say(r);
         }
     }
-dir_done:
-    rc = mx_llama_create(&r->model, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed);
+    return MX_OK;
+}
+
+/* ---- the state: model, data, moments; from the checkpoint, HF weights or the seed; the engine ---- */
+
+static int load_state(run_state* r, mx_train_result* res) {
+    const mx_train_config* c = &r->c;
+    const int B = c->batch, T = c->seq;
+    int rc = mx_llama_create(&r->model, &c->model, &r->recipe, c->bf16_first, c->bf16_last, c->seed);
     r->model.head_bf16 = c->head == MX_HEAD_BF16;
-    if (!rc && !on_gpu) rc = mx_llama_alloc_acts(&r->model, B, T);
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
-    if (rc) { run_free(r); return rc; }
+    if (rc) return rc;
     int64_t nv = mx_loader_n_val_windows(&r->val), want = c->val_tokens / T;
     if (want > nv) want = nv;
     r->n_val = want / B * B;
-    if (r->n_val <= 0) {
-        run_free(r);
+    if (r->n_val <= 0)
         return mx_fail(MX_EINVAL, "train: the validation set (%s) has %lld windows of %d, fewer than one batch of %d",
                        c->val, (long long)nv, T, B);
-    }
     size_t np = r->model.n_params;
-    size_t nls = (size_t)c->model.n_layers * MX_LIN_PER_BLOCK;
+    r->nls = (size_t)c->model.n_layers * MX_LIN_PER_BLOCK;
     r->m = calloc(np, sizeof(float));
     r->v = calloc(np, sizeof(float));
     r->inp = malloc(sizeof(int32_t) * B * T);
     r->tgt = malloc(sizeof(int32_t) * B * T);
-    r->lsave = malloc(sizeof(mx_linear_state) * nls);
-    if (!r->m || !r->v || !r->inp || !r->tgt || !r->lsave) {
-        run_free(r);
-        return mx_fail(MX_ENOMEM, "train: out of memory");
-    }
+    r->lsave = malloc(sizeof(mx_linear_state) * r->nls);
+    if (!r->m || !r->v || !r->inp || !r->tgt || !r->lsave) return mx_fail(MX_ENOMEM, "train: out of memory");
 
     static mx_ckpt_meta meta; /* large (the loss window); one run at a time per process */
     memset(&meta, 0, sizeof meta);
     meta.tokens_to_target = -1;
     meta.val_loss0 = NAN;
-    if (resume) {
-        rc = mx_ckpt_load(latest, &r->model, r->m, r->v, &meta, r->fingerprint);
-        if (rc) { run_free(r); return rc; }
+    r->meta = &meta;
+    if (r->resume) {
+        rc = mx_ckpt_load(r->latest, &r->model, r->m, r->v, &meta, r->fingerprint);
+        if (rc) return rc;
         res->tokens_to_target = meta.tokens_to_target;
         res->val_loss0 = meta.val_loss0;
     } else if (c->init_from[0]) {
         rc = mx_hf_load(c->init_from, &r->model); /* checks config.json against the model; nothing loaded on refusal */
-        if (rc) { run_free(r); return rc; }
-        snprintf(msg, sizeof msg, "initial weights from %s", c->init_from);
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        if (rc) return rc;
+        snprintf(r->msg, sizeof r->msg, "initial weights from %s", c->init_from);
+        say(r);
     } else {
         mx_llama_init_weights(&r->model, c->seed);
     }
-#ifdef MXLM_CUDA
-    if (on_gpu) {
-        mxg_llama* g = NULL;
-        rc = mxg_llama_create_dist(&g, &c->model, &recipe, c->bf16_first, c->bf16_last, c->seed, B, T, c->gemm_exact,
-                                   c->recompute, mx_train_gpu_attn(c), (mxg_comm*)c->comm);
-        r->gpu = g;
-        if (!rc && W > 1) { /* this rank's shard of the moments (zero, or from the checkpoint) */
-            r->nshard = mxg_llama_shard_size(g);
-            r->sm = malloc(r->nshard * 4);
-            r->sv = malloc(r->nshard * 4);
-            if (!r->sm || !r->sv) rc = mx_fail(MX_ENOMEM, "train: out of memory");
-            if (!rc) rc = mxg_llama_shard_copy(g, r->rank, r->m, r->sm, 0);
-            if (!rc) rc = mxg_llama_shard_copy(g, r->rank, r->v, r->sv, 0);
-        }
-        if (!rc) rc = mxg_llama_upload(g, r->model.params, r->sm ? r->sm : r->m, r->sv ? r->sv : r->v);
-        if (!rc) rc = mxg_llama_set_head_bf16(g, c->head == MX_HEAD_BF16);
-        r->gpu = g;
-        if (rc) { run_free(r); return rc; }
-    }
-#endif
-    int stale = io ? remove_stale_temps(c->out) : 0;
-    if (resume && io) rc = truncate_metrics(mpath, meta.step);
-    if (resume && !rc) res->val_loss = last_val_loss(mpath); /* a run resumed at its end reports it */
-    else if (restart && io) rc = truncate_metrics(mpath, -1);
+    return mx_engine_create(&r->eng, r->on_gpu, c, &r->recipe, &r->model, r->m, r->v);
+}
+
+/* config.txt, metrics.jsonl (cut back to the checkpoint on a resume), the stale temporaries removed. */
+static int write_run_files(run_state* r, mx_train_result* res, int* stale) {
+    const mx_train_config* c = &r->c;
+    int rc = MX_OK;
+    *stale = r->io ? remove_stale_temps(c->out) : 0;
+    if (r->resume && r->io) rc = truncate_metrics(r->mpath, r->meta->step);
+    if (r->resume && !rc) res->val_loss = last_val_loss(r->mpath); /* a run resumed at its end reports it */
+    else if (r->restart && r->io) rc = truncate_metrics(r->mpath, -1);
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
-    if (!rc && io) rc = mx_write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
-    if (rc) { run_free(r); return rc; }
-    r->metrics = fopen(io ? mpath : "/dev/null", "a"); /* other ranks: their lines go nowhere */
-    if (!r->metrics) { run_free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", mpath, strerror(errno)); }
+    if (!rc && r->io) rc = mx_write_atomic(r->cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
+    if (rc) return rc;
+    r->metrics = fopen(r->io ? r->mpath : "/dev/null", "a"); /* other ranks: their lines go nowhere */
+    if (!r->metrics) return mx_fail(MX_EIO, "%s: cannot open: %s", r->mpath, strerror(errno));
+    return MX_OK;
+}
 
-    snprintf(msg, sizeof msg, "%s %s: %lld parameters, %lld tokens/step (%d x %d x %d), %lld val tokens%s",
-             c->model.name, c->recipe, (long long)np, (long long)tok_step, B, T, c->accum, (long long)(r->n_val * T),
-             resume ? ", resumed" : "");
-    emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+static void announce(run_state* r, int stale) {
+    const mx_train_config* c = &r->c;
+    const int64_t tok_step = (int64_t)c->batch * c->seq * c->accum * r->world;
+    snprintf(r->msg, sizeof r->msg, "%s %s: %lld parameters, %lld tokens/step (%d x %d x %d), %lld val tokens%s",
+             c->model.name, c->recipe, (long long)r->model.n_params, (long long)tok_step, c->batch, c->seq, c->accum,
+             (long long)(r->n_val * c->seq), r->resume ? ", resumed" : "");
+    say(r);
     if (stale) {
-        snprintf(msg, sizeof msg, "removed %d temporary file%s left by an interrupted run", stale, stale > 1 ? "s" : "");
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+        snprintf(r->msg, sizeof r->msg, "removed %d temporary file%s left by an interrupted run", stale,
+                 stale > 1 ? "s" : "");
+        say(r);
     }
-    if (resume) {
-        snprintf(msg, sizeof msg, "resumed from %s (step %lld)", latest, (long long)meta.step);
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-    } else if (restart) {
-        snprintf(msg, sizeof msg, "no checkpoint in %s yet (the run stopped before its first one): restarting from step 0",
-                 c->out);
-        emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
+    if (r->resume) {
+        snprintf(r->msg, sizeof r->msg, "resumed from %s (step %lld)", r->latest, (long long)r->meta->step);
+        say(r);
+    } else if (r->restart) {
+        snprintf(r->msg, sizeof r->msg,
+                 "no checkpoint in %s yet (the run stopped before its first one): restarting from step 0", c->out);
+        say(r);
     }
+}
 
-    double t0 = now_s(), train_s = 0.0;
-    int64_t step = meta.step, sample = meta.sample, tokens = meta.tokens, tokens_this_run = 0;
-    res->skipped_nonfinite = meta.skipped_nonfinite;
-    res->skipped_spikes = meta.skipped_spikes;
-    res->spikes = meta.spikes;
-    int64_t mem_est = est.total;
-    float vl = NAN;
-    if (!resume) {
-        rc = do_eval(r, 0, 0, &vl, res, cb, user, t0);
-        if (rc) goto fail;
-        meta.val_loss0 = res->val_loss0 = vl;
-        res->val_loss = vl;
-        if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
+/* ---- one training step ------------------------------------------------------------------- */
+
+/* What a step did. */
+typedef struct {
+    float loss;
+    double lr, gn, dt;
+    int bad, spike;          /* non-finite loss or gradient; a loss spike */
+    const char* skipped;     /* NULL, "nonfinite" or "spike": the update was not applied */
+    double z, zmean, zsd;    /* the spike detector's z-score and window */
+    int tele;                /* telemetry measured this step */
+} step_out;
+
+/* The step's micro-batches, forward and backward: the gradients and the mean loss (every rank's). */
+static int micro_batches(run_state* r, int64_t k, double* lsum) {
+    const mx_train_config* c = &r->c;
+    const int B = c->batch, T = c->seq, W = r->world;
+    const int64_t tok_step = (int64_t)B * T * c->accum * W;
+    const int64_t sample0 = r->meta->sample;
+    int rc = r->eng->ops->zero_grad(r->eng);
+    *lsum = 0.0;
+    for (int a = 0; a < c->accum && !rc; a++) {
+        /* the global micro-batch: rank r's a-th is a one-GPU run's (a*W + r)-th of this step */
+        const int64_t u = (int64_t)a * W + r->rank;
+        uint64_t mstep = (uint64_t)(k - 1) * (uint64_t)c->accum * (uint64_t)W + (uint64_t)u;
+        for (int b = 0; b < B && !rc; b++)
+            rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample0 + u * B + b), r->inp + b * T,
+                                  r->tgt + b * T);
+        if (c->debug_spike_at == k) /* test hook: targets scrambled, a real loss spike */
+            for (int i = 0; i < B * T; i++)
+                r->tgt[i] = (int32_t)(((uint32_t)i * 2654435761u + (uint32_t)k * 40503u) % (uint32_t)c->model.vocab);
+        float lo = 0.0f;
+        if (!rc) rc = r->eng->ops->micro_step(r->eng, r->inp, r->tgt, mstep, 1.0f / (float)tok_step, a == c->accum - 1, &lo);
+        if (!rc) *lsum += lo;
     }
-    mx_crash_point("start", step);
+    r->meta->sample = sample0 + (int64_t)c->accum * W * B;
+    return rc;
+}
+
+/* Non-finite or a spike: is the update skipped? (the counters of meta) */
+static void judge(run_state* r, step_out* s) {
+    const mx_train_config* c = &r->c;
+    mx_ckpt_meta* meta = r->meta;
+    s->bad = !isfinite(s->loss) || !isfinite(s->gn);
+    if (s->bad) {
+        if (c->on_nonfinite == MX_NONFINITE_SKIP) {
+            s->skipped = "nonfinite";
+            meta->skipped_nonfinite++;
+        }
+        return;
+    }
+    s->z = window_z(meta, c->spike_window, s->loss, &s->zmean, &s->zsd);
+    s->spike = s->z > c->spike_z;
+    if (s->spike) {
+        meta->spikes++;
+        if (c->skip_spikes) { s->skipped = "spike"; meta->skipped_spikes++; }
+    }
+}
+
+/* Update k: micro-batches, gradient norm, the loss and the update (clipped AdamW), or its skip. */
+static int train_step(run_state* r, int64_t k, step_out* s) {
+    const mx_train_config* c = &r->c;
+    mx_engine* e = r->eng;
     mx_llama* M = &r->model;
-    while (step < c->steps) {
-        int64_t k = step + 1; /* this update */
-        double ts = now_s();
-        if (c->debug_nan_at == k) rc = eng_poke(r, 0, M->info[MX_P_WQ].offset, NAN);
-        int tele = c->telemetry_every > 0 && k % c->telemetry_every == 0;
-        if (tele) mx_telemetry_reset(M);
-        if (tele && !rc) rc = eng_telemetry(r, 1);
-        memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * nls);
-        if (!rc) rc = eng_zero_grad(r);
-        double lsum = 0.0;
-        const int64_t sample0 = sample;
-        for (int a = 0; a < c->accum; a++) {
-            /* the global micro-batch: rank r's a-th is a one-GPU run's (a*W + r)-th of this step */
-            const int64_t u = (int64_t)a * W + r->rank;
-            uint64_t mstep = (uint64_t)(k - 1) * (uint64_t)c->accum * (uint64_t)W + (uint64_t)u;
-            for (int b = 0; b < B && !rc; b++)
-                rc = mx_loader_window(&r->train, mx_loader_sample(&r->train, c->seed, sample0 + u * B + b),
-                                      r->inp + b * T, r->tgt + b * T);
-            if (c->debug_spike_at == k) /* test hook: targets scrambled, a real loss spike */
-                for (int i = 0; i < B * T; i++)
-                    r->tgt[i] = (int32_t)(((uint32_t)i * 2654435761u + (uint32_t)k * 40503u) % (uint32_t)c->model.vocab);
-            float lo = 0.0f;
-            if (!rc) rc = eng_micro_step(r, mstep, 1.0f / (float)tok_step, a == c->accum - 1, &lo);
-            if (rc) goto fail;
-            lsum += lo;
-        }
-        sample = sample0 + (int64_t)c->accum * W * B;
-        if (tele && !rc) rc = eng_telemetry(r, 0);
-        if (rc) goto fail;
-        if (c->debug_nan_grad_at == k) rc = eng_poke(r, 1, M->info[MX_P_WO].offset, NAN);
-        mx_crash_point("step", k);
-        double ss = 0.0;
-        if (!rc) rc = eng_grad_sumsq(r, &ss); /* with NCCL: after the step's reductions (one collective at a time) */
-        if (rc) goto fail;
-#ifdef MXLM_CUDA
-        if (c->comm) { /* the step's loss: every rank's sum, added in rank order */
-            double all[64];
-            rc = mxg_comm_allgather_host((mxg_comm*)c->comm, &lsum, all, 8);
-            if (rc) goto fail;
-            lsum = 0.0;
-            for (int q = 0; q < W; q++) lsum += all[q];
-        }
-#endif
-        float loss = (float)(lsum / ((double)c->accum * W));
-        double gn = sqrt(ss);
-        double lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
-        int bad = !isfinite(loss) || !isfinite(gn);
-        const char* skipped = NULL;
-        int spike = 0;
-        double z = 0, zmean = 0, zsd = 0;
-        if (bad) {
-            if (c->on_nonfinite == MX_NONFINITE_SKIP) {
-                skipped = "nonfinite";
-                meta.skipped_nonfinite++;
-            }
-        } else {
-            z = window_z(&meta, c->spike_window, loss, &zmean, &zsd);
-            spike = z > c->spike_z;
-            if (spike) {
-                meta.spikes++;
-                if (c->skip_spikes) { skipped = "spike"; meta.skipped_spikes++; }
-            }
-        }
-        if (!bad && !skipped) {
-            float gscale = (c->clip > 0 && gn > c->clip) ? (float)(c->clip / gn) : 1.0f;
-            /* bias correction counts the updates applied (skipped ones are not) */
-            int64_t t = k - meta.skipped_nonfinite - meta.skipped_spikes;
-            rc = eng_adamw(r, lr, gscale, t);
-            if (rc) goto fail;
-            window_push(&meta, c->spike_window, loss);
-        } else if (skipped) {
-            memcpy(M->lstate, r->lsave, sizeof(mx_linear_state) * nls); /* as if the batch had not been seen */
-        }
-        mx_crash_point("update", k);
-        res->skipped_nonfinite = meta.skipped_nonfinite;
-        res->skipped_spikes = meta.skipped_spikes;
-        res->spikes = meta.spikes;
-        double dt = now_s() - ts;
-        train_s += dt;
-        step = k;
-        tokens += tok_step;
-        tokens_this_run += tok_step;
-        fprintf(r->metrics, "{\"step\":%lld,\"tokens\":%lld", (long long)k, (long long)tokens);
-        jnum(r->metrics, "loss", loss);
-        jnum(r->metrics, "lr", lr);
-        jnum(r->metrics, "grad_norm", gn);
-        jnum(r->metrics, "tok_per_s", tok_step / dt);
-        if (skipped) fprintf(r->metrics, ",\"skipped\":\"%s\"", skipped);
-        fprintf(r->metrics, "}\n");
-        if (spike) {
-            fprintf(r->metrics, "{\"event\":\"spike\",\"step\":%lld", (long long)k);
-            jnum(r->metrics, "loss", loss);
-            jnum(r->metrics, "z", z);
-            jnum(r->metrics, "window_mean", zmean);
-            jnum(r->metrics, "window_std", zsd);
-            fprintf(r->metrics, ",\"skipped\":%s}\n", skipped ? "true" : "false");
-        }
-        if (tele) rc = mx_telemetry_write(M, k, r->metrics);
-        if (!rc) rc = metrics_flush(r);
-        if (rc) goto fail;
-        mx_crash_point("metrics", k);
-        emit(cb, user, (mx_train_event){.kind = 0, .step = k, .steps = c->steps, .tokens = tokens, .loss = loss,
-                                        .lr = lr, .grad_norm = gn, .tok_per_s = tok_step / dt,
-                                        .elapsed_s = now_s() - t0});
-        if (spike) {
-            snprintf(msg, sizeof msg, "loss spike at step %lld: loss %.4f, z %.1f over the last %d (mean %.4f, std %.4f)%s",
-                     (long long)k, (double)loss, z, c->spike_window, zmean, zsd,
-                     skipped ? ": update skipped" : "");
-            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-        }
-        if (bad && !skipped) { res->reason = "non-finite loss or gradient"; goto diverged; }
-        if (skipped && !spike) {
-            snprintf(msg, sizeof msg, "step %lld: non-finite loss or gradient, update skipped (%lld skipped so far)",
-                     (long long)k, (long long)(meta.skipped_nonfinite + meta.skipped_spikes));
-            emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-        }
-        if (meta.skipped_nonfinite + meta.skipped_spikes > c->max_skips) {
-            res->reason = "too many skipped updates (--max-skips)";
-            goto diverged;
-        }
-        if ((c->eval_every > 0 && k % c->eval_every == 0) || k == c->steps) {
-            rc = do_eval(r, k, tokens, &vl, res, cb, user, t0);
-            if (rc) goto fail;
-            res->val_loss = vl;
-            if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
-        }
-        int halt = c->halt_at > 0 && k == c->halt_at;
-        if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || (k == c->steps && !c->no_final_ckpt)) {
-            char path[1200];
-            snprintf(path, sizeof path, "%s/ckpt-%08lld.bin", c->out, (long long)k);
-            meta.step = k;
-            meta.sample = sample;
-            meta.tokens = tokens;
-            meta.tokens_to_target = res->tokens_to_target;
-            rc = save_ckpt(r, path, &meta);
-            if (rc) goto fail;
-            if (io) prune_ckpts(c->out, c->keep_ckpts);
-            mx_crash_point("ckpt-pruned", k);
-        }
-        if (halt) break;
+    int rc = MX_OK;
+    memset(s, 0, sizeof *s);
+    double ts = now_s();
+    if (c->debug_nan_at == k) rc = e->ops->poke(e, 0, M->info[MX_P_WQ].offset, NAN);
+    s->tele = c->telemetry_every > 0 && k % c->telemetry_every == 0;
+    if (s->tele) mx_telemetry_reset(M);
+    if (s->tele && !rc) rc = e->ops->telemetry(e, 1);
+    memcpy(r->lsave, M->lstate, sizeof(mx_linear_state) * r->nls);
+    double lsum = 0.0;
+    if (!rc) rc = micro_batches(r, k, &lsum);
+    if (s->tele && !rc) rc = e->ops->telemetry(e, 0);
+    if (rc) return rc;
+    if (c->debug_nan_grad_at == k) rc = e->ops->poke(e, 1, M->info[MX_P_WO].offset, NAN);
+    mx_crash_point("step", k);
+    double ss = 0.0;
+    if (!rc) rc = e->ops->grad_sumsq(e, &ss); /* with NCCL: after the step's reductions (one collective at a time) */
+    if (!rc) rc = e->ops->reduce_loss(e, &lsum); /* the step's loss: every rank's sum, added in rank order */
+    if (rc) return rc;
+    s->loss = (float)(lsum / ((double)c->accum * r->world));
+    s->gn = sqrt(ss);
+    s->lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
+    judge(r, s);
+    if (!s->bad && !s->skipped) {
+        float gscale = (c->clip > 0 && s->gn > c->clip) ? (float)(c->clip / s->gn) : 1.0f;
+        /* bias correction counts the updates applied (skipped ones are not) */
+        int64_t t = k - r->meta->skipped_nonfinite - r->meta->skipped_spikes;
+        rc = e->ops->adamw(e, &c->adamw, s->lr, gscale, t);
+        if (rc) return rc;
+        window_push(r->meta, c->spike_window, s->loss);
+    } else if (s->skipped) {
+        memcpy(M->lstate, r->lsave, sizeof(mx_linear_state) * r->nls); /* as if the batch had not been seen */
     }
-#ifdef MXLM_CUDA
-    if (r->gpu && mxg_profile_report(msg, sizeof msg)) emit(cb, user, (mx_train_event){.kind = 2, .msg = msg});
-#endif
-    res->status = step < c->steps ? "halted" : res->tokens_to_target >= 0 ? "converged" : "budget";
-    if (step >= c->steps && c->target_loss > 0 && res->tokens_to_target < 0) res->reason = "target loss not reached";
-    res->step = step;
-    res->tokens = tokens;
-    res->seconds = now_s() - t0;
-    res->tok_per_s = train_s > 0 ? tokens_this_run / train_s : 0;
-    write_outcome(r, res, mem_est);
-    run_free(r);
-    return !strcmp(res->status, "budget") && c->target_loss > 0 ? MX_NOT_CONVERGED : MX_OK;
-diverged:
-    res->status = "diverged";
-    res->step = step;
-    res->tokens = tokens;
-    res->seconds = now_s() - t0;
-    res->tok_per_s = train_s > 0 ? tokens_this_run / train_s : 0;
-    write_outcome(r, res, mem_est);
-    run_free(r);
-    return MX_DIVERGED;
-fail:
-    if (!rc) rc = mx_fail(MX_EINVAL, "train: failed");
-    {
+    mx_crash_point("update", k);
+    s->dt = now_s() - ts;
+    return MX_OK;
+}
+
+/* The step's metrics lines (training, spike event, telemetry) and its progress events. */
+static int log_step(run_state* r, int64_t k, const step_out* s) {
+    const mx_train_config* c = &r->c;
+    const int64_t tok_step = (int64_t)c->batch * c->seq * c->accum * r->world, tokens = r->meta->tokens;
+    FILE* f = r->metrics;
+    fprintf(f, "{\"step\":%lld,\"tokens\":%lld", (long long)k, (long long)tokens);
+    jnum(f, "loss", s->loss);
+    jnum(f, "lr", s->lr);
+    jnum(f, "grad_norm", s->gn);
+    jnum(f, "tok_per_s", tok_step / s->dt);
+    if (s->skipped) fprintf(f, ",\"skipped\":\"%s\"", s->skipped);
+    fprintf(f, "}\n");
+    if (s->spike) {
+        fprintf(f, "{\"event\":\"spike\",\"step\":%lld", (long long)k);
+        jnum(f, "loss", s->loss);
+        jnum(f, "z", s->z);
+        jnum(f, "window_mean", s->zmean);
+        jnum(f, "window_std", s->zsd);
+        fprintf(f, ",\"skipped\":%s}\n", s->skipped ? "true" : "false");
+    }
+    int rc = s->tele ? mx_telemetry_write(&r->model, k, f) : MX_OK;
+    if (!rc) rc = metrics_flush(r);
+    if (rc) return rc;
+    mx_crash_point("metrics", k);
+    emit(r->cb, r->user, (mx_train_event){.kind = 0, .step = k, .steps = c->steps, .tokens = tokens, .loss = s->loss,
+                                          .lr = s->lr, .grad_norm = s->gn, .tok_per_s = tok_step / s->dt,
+                                          .elapsed_s = now_s() - r->t0});
+    if (s->spike) {
+        snprintf(r->msg, sizeof r->msg,
+                 "loss spike at step %lld: loss %.4f, z %.1f over the last %d (mean %.4f, std %.4f)%s", (long long)k,
+                 (double)s->loss, s->z, c->spike_window, s->zmean, s->zsd, s->skipped ? ": update skipped" : "");
+        say(r);
+    }
+    if (s->skipped && !s->spike) {
+        snprintf(r->msg, sizeof r->msg, "step %lld: non-finite loss or gradient, update skipped (%lld skipped so far)",
+                 (long long)k, (long long)(r->meta->skipped_nonfinite + r->meta->skipped_spikes));
+        say(r);
+    }
+    return MX_OK;
+}
+
+/* The checkpoint of step k (the engine makes the host copies current, gathers shards), then pruning. */
+static int checkpoint(run_state* r, int64_t k, const mx_train_result* res) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/ckpt-%08lld.bin", r->c.out, (long long)k);
+    r->meta->step = k;
+    r->meta->tokens_to_target = res->tokens_to_target;
+    int rc = r->eng->ops->save(r->eng, path, r->meta, r->fingerprint);
+    if (rc) return rc;
+    if (r->io) prune_ckpts(r->c.out, r->c.keep_ckpts);
+    mx_crash_point("ckpt-pruned", k);
+    return MX_OK;
+}
+
+/* ---- the outcome ------------------------------------------------------------------------ */
+
+static int finish(run_state* r, mx_train_result* res, const char* status, int rc) {
+    res->status = status;
+    res->step = r->meta ? r->meta->step : 0;
+    res->tokens = r->meta ? r->meta->tokens : 0;
+    res->seconds = now_s() - r->t0;
+    if (rc >= 0) res->tok_per_s = r->train_s > 0 ? r->tokens_this_run / r->train_s : 0;
+    if (rc < 0) {
         /* keep the message: the outcome files may fail to write too (full disk) */
         static char err[1024];
         snprintf(err, sizeof err, "%s", mx_last_error());
-        res->status = "error";
         res->reason = err;
-        res->step = step;
-        res->tokens = tokens;
-        res->seconds = now_s() - t0;
-        write_outcome(r, res, mem_est);
+        write_outcome(r, res, r->est.total);
         run_free(r);
         mx_fail(rc, "%s", err);
+        return rc;
     }
+    write_outcome(r, res, r->est.total);
+    run_free(r);
     return rc;
+}
+
+/* ---- the training run: set up, evaluate, step until the budget, the outcome ----------------- */
+
+int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb cb, void* user) {
+    run_state R;
+    memset(&R, 0, sizeof R);
+    run_state* r = &R;
+    r->lock_fd = -1;
+    r->c = *cfg;
+    r->cb = cb;
+    r->user = user;
+    memset(res, 0, sizeof *res);
+    res->status = "error";
+    res->reason = "";
+    res->tokens_to_target = -1;
+    res->val_loss0 = res->val_loss = NAN;
+    const mx_train_config* c = &r->c;
+
+    int rc = check_config(r);
+    if (!rc) rc = choose_engine(r);
+    if (!rc) rc = check_memory(r);
+    if (rc) return rc;
+    int stale = 0;
+    rc = open_run_dir(r);
+    if (!rc) rc = load_state(r, res);
+    if (!rc) rc = write_run_files(r, res, &stale);
+    if (rc) { run_free(r); return rc; }
+    announce(r, stale);
+
+    mx_ckpt_meta* meta = r->meta;
+    r->t0 = now_s();
+    const int64_t tok_step = (int64_t)c->batch * c->seq * c->accum * r->world;
+    res->skipped_nonfinite = meta->skipped_nonfinite;
+    res->skipped_spikes = meta->skipped_spikes;
+    res->spikes = meta->spikes;
+    float vl = NAN;
+    if (!r->resume) {
+        rc = do_eval(r, 0, 0, &vl, res);
+        if (rc) return finish(r, res, "error", rc);
+        meta->val_loss0 = res->val_loss0 = vl;
+        res->val_loss = vl;
+        if (!isfinite(vl)) { res->reason = "non-finite validation loss"; return finish(r, res, "diverged", MX_DIVERGED); }
+    }
+    mx_crash_point("start", meta->step);
+    while (meta->step < c->steps) {
+        const int64_t k = meta->step + 1; /* this update */
+        step_out s;
+        rc = train_step(r, k, &s);
+        if (rc) return finish(r, res, "error", rc);
+        res->skipped_nonfinite = meta->skipped_nonfinite;
+        res->skipped_spikes = meta->skipped_spikes;
+        res->spikes = meta->spikes;
+        r->train_s += s.dt;
+        meta->step = k;
+        meta->tokens += tok_step;
+        r->tokens_this_run += tok_step;
+        rc = log_step(r, k, &s);
+        if (rc) return finish(r, res, "error", rc);
+        if (s.bad && !s.skipped) {
+            res->reason = "non-finite loss or gradient";
+            return finish(r, res, "diverged", MX_DIVERGED);
+        }
+        if (meta->skipped_nonfinite + meta->skipped_spikes > c->max_skips) {
+            res->reason = "too many skipped updates (--max-skips)";
+            return finish(r, res, "diverged", MX_DIVERGED);
+        }
+        if ((c->eval_every > 0 && k % c->eval_every == 0) || k == c->steps) {
+            rc = do_eval(r, k, meta->tokens, &vl, res);
+            if (rc) return finish(r, res, "error", rc);
+            res->val_loss = vl;
+            if (!isfinite(vl)) { res->reason = "non-finite validation loss"; return finish(r, res, "diverged", MX_DIVERGED); }
+        }
+        int halt = c->halt_at > 0 && k == c->halt_at;
+        if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || (k == c->steps && !c->no_final_ckpt)) {
+            rc = checkpoint(r, k, res);
+            if (rc) return finish(r, res, "error", rc);
+        }
+        if (halt) break;
+    }
+    if (r->eng->ops->report(r->eng, r->msg, sizeof r->msg)) say(r);
+    const char* status = meta->step < c->steps ? "halted" : res->tokens_to_target >= 0 ? "converged" : "budget";
+    if (meta->step >= c->steps && c->target_loss > 0 && res->tokens_to_target < 0) res->reason = "target loss not reached";
+    return finish(r, res, status, !strcmp(status, "budget") && c->target_loss > 0 ? MX_NOT_CONVERGED : MX_OK);
 }

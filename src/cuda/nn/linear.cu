@@ -26,8 +26,7 @@
 #include "cuda/common.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
-
-#define GOLDEN 0x9E3779B97F4A7C15ull
+#include "mxlm/linear_plan.h"
 
 struct mxg_linws {
     size_t cap;            // elements per operand buffer
@@ -66,8 +65,6 @@ int transpose(float* dst, const float* src, int rows, int cols, cudaStream_t st)
     CU_LAUNCHED();
     return MX_OK;
 }
-
-const char* k_gemm_name[3] = {"fprop", "dgrad", "wgrad"};
 
 /* out[i] = *v for i < n (one per-tensor multiplier as a VEC128 scale tensor). */
 __global__ void k_broadcast(float* __restrict__ out, size_t n, const float* __restrict__ v) {
@@ -110,27 +107,21 @@ int opstats(const float* x, size_t n, int kind, const uint16_t* h, const uint8_t
     return MX_OK;
 }
 
-mx_fp8_kind fp8_kind(mx_gemm_id g, int operand) {
-    return (operand == 0 && g != MX_FPROP) ? MX_FP8_E5M2 : MX_FP8_E4M3;
-}
-
-int check_dims(mx_gemm_id g, const mx_gemm_recipe* q, int Ma, int Nb, int R) {
-    if (Ma <= 0 || Nb <= 0 || R <= 0)
-        return mx_fail(MX_EINVAL, "linear %s: empty shape %dx%dx%d", k_gemm_name[g], Ma, Nb, R);
-    if (q->had_n && R % q->had_n)
-        return mx_fail(MX_EINVAL, "linear %s: Hadamard h%d does not divide the reduction dim %d", k_gemm_name[g],
-                       q->had_n, R);
-    if (q->fmt == MX_FMT_MXFP4) {
-        if (R % MX_BLOCK)
-            return mx_fail(MX_EINVAL, "linear %s: MXFP4 needs the reduction dim (%d) to be a multiple of 32",
-                           k_gemm_name[g], R);
-        if (q->w2d && g != MX_WGRAD && Nb % MX_BLOCK)
-            return mx_fail(MX_EINVAL, "linear %s: 32x32 weight tiles need %d to be a multiple of 32", k_gemm_name[g], Nb);
-    } else if (q->had_n) {
+/* linear.c's shape checks (linear_plan.h), then what the GPU does not run (the format table's GPU columns). */
+int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
+    const mx_gemm_recipe* q = &r->g[g];
+    int rc = mx_gemm_check_dims(g, q, Ma, Nb, R);
+    if (rc) return rc;
+    switch (mx_gemm_gpu_refusal(r, g)) {
+    case 1: return mx_fail(MX_EINVAL, "linear %s: %s has no GPU path (CPU-only)", mx_gemm_name(g), mx_format_name(q->fmt));
+    case 2:
         return mx_fail(MX_EINVAL, "linear %s: the GPU rotates MXFP4 operands only (a Hadamard rotation with %s is "
-                                  "CPU-only)", k_gemm_name[g], q->fmt == MX_FMT_FP8 ? "fp8" : "bf16/fp32");
+                                  "CPU-only)", mx_gemm_name(g), q->fmt == MX_FMT_FP8 ? "fp8" : "bf16/fp32");
+    case 3:
+        return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
+                                  "GPU)", mx_gemm_name(g));
+    default: return MX_OK;
     }
-    return MX_OK;
 }
 
 int gemm_timed(mxg_scale_mode mode, const void* A, mxg_dtype at, const float* as, const void* B, mxg_dtype bt,
@@ -210,12 +201,13 @@ extern "C" int mxg_linws_counters(const mxg_linws* w, unsigned long long out[2])
 extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
                                   int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {
     const mx_gemm_recipe* q = &c->recipe->g[g];
-    int rc = check_dims(g, q, Ma, Nb, R);
+    int rc = check_dims(g, c->recipe, Ma, Nb, R);
     if (rc) return rc;
+    const mx_format_info* f = mx_format_get(q->fmt); /* the dispatch goes by the format's row */
     cudaStream_t st = MXG_STREAM(stream);
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
-    if (q->fmt == MX_FMT_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
+    if (f->elem == MX_ELEM_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
         PROF_B(PROF_GEMM, st);
         rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, C, Nb, accumulate, stream);
         PROF_E(PROF_GEMM, st);
@@ -224,7 +216,7 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
     mxg_linws* w = c->ws;
     if ((size_t)Ma * R > w->cap || (size_t)Nb * R > w->cap)
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
-                       k_gemm_name[g], Ma, R, Nb, R, w->cap);
+                       mx_gemm_name(g), Ma, R, Nb, R, w->cap);
     PROF_B(PROF_QUANT, st);
     /* the TN operands [rows, R] */
     const float* op[2] = {A, B};
@@ -235,8 +227,8 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
             if (rc) return rc;
             op[o] = w->t[o];
         }
-    switch (q->fmt) {
-    case MX_FMT_BF16:
+    switch (f->scale) {
+    case MX_SCALE_NONE: /* BF16 elements */
         for (int o = 0; o < 2 && !rc; o++) {
             rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
             if (!rc && tele[o]) rc = opstats(op[o], (size_t)rows[o] * R, 0, w->h[o], NULL, NULL, tele[o], st);
@@ -246,13 +238,10 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
             rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
                                  R, accumulate, stream);
         return rc;
-    case MX_FMT_FP8: {
-        if (c->recipe->fp8_scaling == MX_FP8_DELAYED)
-            return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
-                                      "GPU)", k_gemm_name[g]);
+    case MX_SCALE_TENSOR: { /* FP8, per-tensor scale */
         mxg_dtype kt[2];
         for (int o = 0; o < 2 && !rc; o++) {
-            mx_fp8_kind k = fp8_kind(g, o);
+            mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
             float* s = w->sc + 8 * o; /* amax, scale, _, _, inv_scale (16-byte aligned) */
             rc = mxg_fp8_quantize(op[o], MXG_F32, (size_t)rows[o] * R, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
@@ -279,23 +268,22 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
         return gemm_timed(MXG_SCALE_TENSOR, w->q8[0], kt[0], w->sc + 4, w->q8[1], kt[1], w->sc + 12, C,
                                MXG_F32, Ma, Nb, R, accumulate, stream);
     }
-    case MX_FMT_MXFP4: {
+    case MX_SCALE_E8M0: { /* MXFP4 blocks */
         const int fast = !c->exact && R % 128 == 0;
-        uint64_t rs = c->seed + (c->recipe->rh_mode == MX_RH_STEP ? c->step * GOLDEN : 0);
         for (int o = 0; o < 2 && !rc; o++) {
-            int is_weight = (o == 1 && g != MX_WGRAD);
+            const mx_qopts qp = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
             mxg_qspec s;
             memset(&s, 0, sizeof s);
-            s.layout = (is_weight && q->w2d) ? MX_LAYOUT_32x32 : MX_LAYOUT_1x32;
-            s.scale = q->scale;
-            s.round = o == 0 ? q->round_a : q->round_b;
-            s.seed = c->seed + c->step * GOLDEN;
-            s.tensor_id = c->layer_id * 6u + (uint32_t)g * 2u + (uint32_t)o;
+            s.layout = qp.layout;
+            s.scale = qp.scale;
+            s.round = qp.round;
+            s.seed = qp.seed;
+            s.tensor_id = qp.tensor_id;
             s.had_n = q->had_n;
             s.had_axis = 1;
             s.had_random = q->had_random;
-            s.had_seed = rs;
-            s.rot_id = c->layer_id * 3u + (uint32_t)g;
+            s.had_seed = mx_rh_seed(c->recipe, c->seed, c->step);
+            s.rot_id = mx_rot_id(c->layer_id, g);
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
@@ -329,7 +317,7 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
                                  R, accumulate, stream);
         return rc;
     }
-    default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", k_gemm_name[g], (int)q->fmt);
+    default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", mx_gemm_name(g), (int)q->fmt);
     }
 }
 

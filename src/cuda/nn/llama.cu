@@ -319,8 +319,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
-    g->head_bf16 = mx_recipe_uses(recipe, MX_FMT_BF16) || mx_recipe_uses(recipe, MX_FMT_FP8) ||
-                   mx_recipe_uses(recipe, MX_FMT_MXFP4) || bf16_first > 0 || bf16_last > 0;
+    g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");

@@ -9,10 +9,10 @@
  * h / (H / KV), as HF's repeat_kv. So every tensor is written as it is in
  * memory, one layer's slice of our [L, rows, cols] arrays per HF tensor.
  *
- * The JSON reader below is small and tolerant (any valid JSON: nested
- * objects, arrays, strings with escapes, numbers, true/false/null) with a
- * depth limit; it builds a tree that the two files are read from. */
+ * Both files' JSON is read into a tree by the library's one JSON reader
+ * (json.h: any valid JSON, with a depth limit). */
 #include "mxlm/hf.h"
+#include "mxlm/json.h"
 #include "mxlm/util.h"
 
 #include <errno.h>
@@ -31,256 +31,11 @@
 #error "hf.c reads and writes little-endian tensors in place: a big-endian host needs byte swaps"
 #endif
 
-/* ---- a small JSON tree ------------------------------------------------------------ */
-
-enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
-typedef struct jv {
-    int t;
-    int b;            /* J_BOOL */
-    double num;       /* J_NUM */
-    int is_int;       /* J_NUM written without fraction or exponent */
-    char* s;          /* J_STR (NUL-terminated; embedded NULs refused) */
-    int n, cap;       /* J_ARR, J_OBJ: items */
-    struct jv* v;     /* [n] */
-    char** k;         /* [n] keys (J_OBJ) */
-} jv;
-
-typedef struct { const char* start; const char* p; const char* end; int depth; char err[160]; } jparse;
-
-static void jfree(jv* x) {
-    if (!x) return;
-    free(x->s);
-    for (int i = 0; i < x->n; i++) {
-        jfree(&x->v[i]);
-        if (x->k) free(x->k[i]);
-    }
-    free(x->v);
-    free(x->k);
-    memset(x, 0, sizeof *x);
-}
-
-static int jerr(jparse* P, const char* what) {
-    if (!P->err[0]) snprintf(P->err, sizeof P->err, "%s at byte %ld", what, (long)(P->p - P->start));
-    return -1;
-}
-
-static void jws(jparse* P) {
-    while (P->p < P->end && (*P->p == ' ' || *P->p == '\t' || *P->p == '\n' || *P->p == '\r')) P->p++;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static int jhex4(jparse* P, unsigned* u) {
-    if (P->end - P->p < 4) return jerr(P, "short \\u escape");
-    unsigned x = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(P->p[i]);
-        if (h < 0) return jerr(P, "bad \\u escape");
-        x = x * 16 + (unsigned)h;
-    }
-    P->p += 4;
-    *u = x;
-    return 0;
-}
-
-/* A string (P->p after the opening quote) into a malloc'ed UTF-8 buffer. */
-static int jstring(jparse* P, char** out) {
-    size_t cap = 32, n = 0;
-    char* s = malloc(cap);
-    if (!s) return jerr(P, "out of memory");
-    for (;;) {
-        if (P->p >= P->end) { free(s); return jerr(P, "unterminated string"); }
-        unsigned char c = (unsigned char)*P->p++;
-        unsigned u = c;
-        char tmp[4];
-        int k = 1;
-        if (c == '"') break;
-        if (c < 0x20) { free(s); return jerr(P, "control character in a string"); }
-        if (c == '\\') {
-            if (P->p >= P->end) { free(s); return jerr(P, "unterminated string"); }
-            char e = *P->p++;
-            switch (e) {
-            case '"': u = '"'; break;
-            case '\\': u = '\\'; break;
-            case '/': u = '/'; break;
-            case 'b': u = '\b'; break;
-            case 'f': u = '\f'; break;
-            case 'n': u = '\n'; break;
-            case 'r': u = '\r'; break;
-            case 't': u = '\t'; break;
-            case 'u': {
-                if (jhex4(P, &u)) { free(s); return -1; }
-                if (u >= 0xD800 && u < 0xDC00) { /* a surrogate pair */
-                    unsigned lo;
-                    if (P->end - P->p < 2 || P->p[0] != '\\' || P->p[1] != 'u') { free(s); return jerr(P, "lone surrogate"); }
-                    P->p += 2;
-                    if (jhex4(P, &lo)) { free(s); return -1; }
-                    if (lo < 0xDC00 || lo > 0xDFFF) { free(s); return jerr(P, "bad surrogate pair"); }
-                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                } else if (u >= 0xDC00 && u < 0xE000) { free(s); return jerr(P, "lone surrogate"); }
-                if (u == 0) { free(s); return jerr(P, "NUL in a string"); }
-                break;
-            }
-            default: free(s); return jerr(P, "bad escape");
-            }
-            if (u < 0x80) tmp[0] = (char)u;
-            else if (u < 0x800) { tmp[0] = (char)(0xC0 | (u >> 6)); tmp[1] = (char)(0x80 | (u & 63)); k = 2; }
-            else if (u < 0x10000) {
-                tmp[0] = (char)(0xE0 | (u >> 12)); tmp[1] = (char)(0x80 | ((u >> 6) & 63));
-                tmp[2] = (char)(0x80 | (u & 63)); k = 3;
-            } else {
-                tmp[0] = (char)(0xF0 | (u >> 18)); tmp[1] = (char)(0x80 | ((u >> 12) & 63));
-                tmp[2] = (char)(0x80 | ((u >> 6) & 63)); tmp[3] = (char)(0x80 | (u & 63)); k = 4;
-            }
-        } else tmp[0] = (char)c;
-        if (n + (size_t)k + 1 > cap) {
-            cap *= 2;
-            char* t = realloc(s, cap);
-            if (!t) { free(s); return jerr(P, "out of memory"); }
-            s = t;
-        }
-        memcpy(s + n, tmp, (size_t)k);
-        n += (size_t)k;
-    }
-    s[n] = 0;
-    *out = s;
-    return 0;
-}
-
-static int jvalue(jparse* P, jv* out);
-
-static int jpush(jparse* P, jv* x, char* key) {
-    if (x->n == x->cap) {
-        int cap = x->cap ? x->cap * 2 : 8;
-        jv* v = realloc(x->v, sizeof(jv) * (size_t)cap);
-        if (!v) return jerr(P, "out of memory");
-        x->v = v;
-        if (x->t == J_OBJ) {
-            char** k = realloc(x->k, sizeof(char*) * (size_t)cap);
-            if (!k) return jerr(P, "out of memory");
-            x->k = k;
-        }
-        x->cap = cap;
-    }
-    memset(&x->v[x->n], 0, sizeof(jv));
-    if (x->t == J_OBJ) x->k[x->n] = key;
-    x->n++;
-    return 0;
-}
-
-static int jvalue(jparse* P, jv* out) {
-    memset(out, 0, sizeof *out);
-    jws(P);
-    if (P->p >= P->end) return jerr(P, "unexpected end");
-    char c = *P->p;
-    if (c == '{' || c == '[') {
-        if (++P->depth > 64) return jerr(P, "nesting deeper than 64");
-        out->t = c == '{' ? J_OBJ : J_ARR;
-        P->p++;
-        jws(P);
-        char close = c == '{' ? '}' : ']';
-        if (P->p < P->end && *P->p == close) { P->p++; P->depth--; return 0; }
-        for (;;) {
-            char* key = NULL;
-            if (out->t == J_OBJ) {
-                jws(P);
-                if (P->p >= P->end || *P->p != '"') return jerr(P, "expected a key");
-                P->p++;
-                if (jstring(P, &key)) return -1;
-                jws(P);
-                if (P->p >= P->end || *P->p != ':') { free(key); return jerr(P, "expected ':'"); }
-                P->p++;
-            }
-            if (jpush(P, out, key)) { free(key); return -1; }
-            if (jvalue(P, &out->v[out->n - 1])) return -1;
-            jws(P);
-            if (P->p < P->end && *P->p == ',') { P->p++; continue; }
-            if (P->p < P->end && *P->p == close) { P->p++; break; }
-            return jerr(P, "expected ',' or a closing bracket");
-        }
-        P->depth--;
-        return 0;
-    }
-    if (c == '"') {
-        P->p++;
-        out->t = J_STR;
-        return jstring(P, &out->s);
-    }
-    static const struct { const char* w; int t, b; } words[] = {{"true", J_BOOL, 1}, {"false", J_BOOL, 0},
-                                                                {"null", J_NULL, 0}};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(words[i].w);
-        if ((size_t)(P->end - P->p) >= l && !memcmp(P->p, words[i].w, l)) {
-            P->p += l;
-            out->t = words[i].t;
-            out->b = words[i].b;
-            return 0;
-        }
-    }
-    /* a number: -?digits[.digits][(e|E)[+-]digits] */
-    const char* s = P->p;
-    const char* q = s;
-    if (q < P->end && *q == '-') q++;
-    const char* d0 = q;
-    while (q < P->end && *q >= '0' && *q <= '9') q++;
-    if (q == d0) return jerr(P, "unexpected character");
-    int is_int = 1;
-    if (q < P->end && *q == '.') {
-        is_int = 0;
-        q++;
-        const char* f0 = q;
-        while (q < P->end && *q >= '0' && *q <= '9') q++;
-        if (q == f0) return jerr(P, "bad number");
-    }
-    if (q < P->end && (*q == 'e' || *q == 'E')) {
-        is_int = 0;
-        q++;
-        if (q < P->end && (*q == '+' || *q == '-')) q++;
-        const char* e0 = q;
-        while (q < P->end && *q >= '0' && *q <= '9') q++;
-        if (q == e0) return jerr(P, "bad number");
-    }
-    char buf[64];
-    if (q - s >= (long)sizeof buf) return jerr(P, "number too long");
-    memcpy(buf, s, (size_t)(q - s));
-    buf[q - s] = 0;
-    out->t = J_NUM;
-    out->num = strtod(buf, NULL);
-    out->is_int = is_int;
-    P->p = q;
-    return 0;
-}
-
-/* Parse text[0..n) as one JSON value; err gets a message on failure. */
-static int jparse_all(const char* text, size_t n, jv* out, char* err, size_t en) {
-    jparse P = {.start = text, .p = text, .end = text + n};
-    int rc = jvalue(&P, out);
-    if (!rc) {
-        jws(&P);
-        if (P.p != P.end) rc = jerr(&P, "trailing characters");
-    }
-    if (rc) {
-        jfree(out);
-        snprintf(err, en, "%s", P.err[0] ? P.err : "invalid JSON");
-    }
-    return rc;
-}
-
-static const jv* jget(const jv* o, const char* key) {
-    if (!o || o->t != J_OBJ) return NULL;
-    for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->k[i], key)) return &o->v[i];
-    return NULL;
-}
+/* ---- JSON (the one reader: src/util/json.c) ------------------------------------------ */
 
 /* An exact non-negative integer below 2^53. */
-static int jas_u64(const jv* x, uint64_t* u) {
-    if (!x || x->t != J_NUM || !(x->num >= 0) || x->num > 9007199254740992.0 || x->num != floor(x->num)) return -1;
+static int jas_u64(const mx_json* x, uint64_t* u) {
+    if (!x || x->t != MX_JSON_NUM || !(x->num >= 0) || x->num > 9007199254740992.0 || x->num != floor(x->num)) return -1;
     *u = (uint64_t)x->num;
     return 0;
 }
@@ -519,9 +274,9 @@ static int read_small_file(const char* path, char** out, size_t* n, size_t limit
     return MX_OK;
 }
 
-static int cfg_int(const jv* o, const char* key, int required, int dflt, int* out, const char* path) {
-    const jv* x = jget(o, key);
-    if (!x || x->t == J_NULL) {
+static int cfg_int(const mx_json* o, const char* key, int required, int dflt, int* out, const char* path) {
+    const mx_json* x = mx_json_get(o, key);
+    if (!x || x->t == MX_JSON_NULL) {
         if (required) return mx_fail(MX_EFORMAT, "%s: \"%s\" is missing", path, key);
         *out = dflt;
         return MX_OK;
@@ -533,33 +288,33 @@ static int cfg_int(const jv* o, const char* key, int required, int dflt, int* ou
     return MX_OK;
 }
 
-static int cfg_num(const jv* o, const char* key, double dflt, double* out, const char* path) {
-    const jv* x = jget(o, key);
-    if (!x || x->t == J_NULL) { *out = dflt; return MX_OK; }
-    if (x->t != J_NUM || !(x->num > 0) || !isfinite(x->num))
+static int cfg_num(const mx_json* o, const char* key, double dflt, double* out, const char* path) {
+    const mx_json* x = mx_json_get(o, key);
+    if (!x || x->t == MX_JSON_NULL) { *out = dflt; return MX_OK; }
+    if (x->t != MX_JSON_NUM || !(x->num > 0) || !isfinite(x->num))
         return mx_fail(MX_EFORMAT, "%s: \"%s\" must be a positive number", path, key);
     *out = x->num;
     return MX_OK;
 }
 
 /* rope_scaling / rope_parameters: absent, null or rope_type "default". */
-static int rope_default(const jv* r) {
-    if (!r || r->t == J_NULL) return 1;
-    if (r->t != J_OBJ) return 0;
-    const jv* t = jget(r, "rope_type");
-    if (!t) t = jget(r, "type");
-    return t && t->t == J_STR && !strcmp(t->s, "default");
+static int rope_default(const mx_json* r) {
+    if (!r || r->t == MX_JSON_NULL) return 1;
+    if (r->t != MX_JSON_OBJ) return 0;
+    const mx_json* t = mx_json_get(r, "rope_type");
+    if (!t) t = mx_json_get(r, "type");
+    return t && t->t == MX_JSON_STR && !strcmp(t->s, "default");
 }
 
 /* The config from a parsed config.json; *tie gets tie_word_embeddings. */
-static int cfg_from_json(const jv* o, const char* path, mx_model_config* c, int* tie) {
-    if (!o || o->t != J_OBJ) return mx_fail(MX_EFORMAT, "%s: not a JSON object", path);
+static int cfg_from_json(const mx_json* o, const char* path, mx_model_config* c, int* tie) {
+    if (!o || o->t != MX_JSON_OBJ) return mx_fail(MX_EFORMAT, "%s: not a JSON object", path);
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "hf");
-    const jv* mt = jget(o, "model_type");
-    if (mt && (mt->t != J_STR || strcmp(mt->s, "llama")))
-        return mx_fail(MX_EFORMAT, "%s: model_type is %s%s%s, not \"llama\"", path, mt->t == J_STR ? "\"" : "",
-                       mt->t == J_STR ? mt->s : "not a string", mt->t == J_STR ? "\"" : "");
+    const mx_json* mt = mx_json_get(o, "model_type");
+    if (mt && (mt->t != MX_JSON_STR || strcmp(mt->s, "llama")))
+        return mx_fail(MX_EFORMAT, "%s: model_type is %s%s%s, not \"llama\"", path, mt->t == MX_JSON_STR ? "\"" : "",
+                       mt->t == MX_JSON_STR ? mt->s : "not a string", mt->t == MX_JSON_STR ? "\"" : "");
     int rc = cfg_int(o, "vocab_size", 1, 0, &c->vocab, path);
     if (!rc) rc = cfg_int(o, "hidden_size", 1, 0, &c->dim, path);
     if (!rc) rc = cfg_int(o, "intermediate_size", 1, 0, &c->ffn, path);
@@ -577,28 +332,28 @@ static int cfg_from_json(const jv* o, const char* path, mx_model_config* c, int*
     double eps, theta;
     rc = cfg_num(o, "rms_norm_eps", 1e-6, &eps, path); /* HF's default */
     if (rc) return rc;
-    const jv* rp = jget(o, "rope_parameters"); /* transformers 5 */
-    const jv* rt = rp && rp->t == J_OBJ ? jget(rp, "rope_theta") : NULL;
-    if (jget(o, "rope_theta") || !rt) rc = cfg_num(o, "rope_theta", 10000.0, &theta, path); /* HF's default */
-    else if (rt->t != J_NUM || !(rt->num > 0)) rc = mx_fail(MX_EFORMAT, "%s: rope_parameters.rope_theta invalid", path);
+    const mx_json* rp = mx_json_get(o, "rope_parameters"); /* transformers 5 */
+    const mx_json* rt = rp && rp->t == MX_JSON_OBJ ? mx_json_get(rp, "rope_theta") : NULL;
+    if (mx_json_get(o, "rope_theta") || !rt) rc = cfg_num(o, "rope_theta", 10000.0, &theta, path); /* HF's default */
+    else if (rt->t != MX_JSON_NUM || !(rt->num > 0)) rc = mx_fail(MX_EFORMAT, "%s: rope_parameters.rope_theta invalid", path);
     else theta = rt->num;
     if (rc) return rc;
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
-    if (!rope_default(jget(o, "rope_scaling")) || (rp && rp->t != J_NULL && !rope_default(rp)))
+    if (!rope_default(mx_json_get(o, "rope_scaling")) || (rp && rp->t != MX_JSON_NULL && !rope_default(rp)))
         return mx_fail(MX_EFORMAT, "%s: rope scaling other than the default (e.g. Llama 3.1's \"llama3\") is not "
                        "supported by our RoPE", path);
-    const jv* act = jget(o, "hidden_act");
-    if (act && (act->t != J_STR || strcmp(act->s, "silu")))
+    const mx_json* act = mx_json_get(o, "hidden_act");
+    if (act && (act->t != MX_JSON_STR || strcmp(act->s, "silu")))
         return mx_fail(MX_EFORMAT, "%s: hidden_act must be \"silu\"", path);
     static const char* flags[] = {"attention_bias", "mlp_bias"};
     for (int i = 0; i < 2; i++) {
-        const jv* f = jget(o, flags[i]);
-        if (f && !(f->t == J_BOOL && !f->b) && f->t != J_NULL)
+        const mx_json* f = mx_json_get(o, flags[i]);
+        if (f && !(f->t == MX_JSON_BOOL && !f->b) && f->t != MX_JSON_NULL)
             return mx_fail(MX_EFORMAT, "%s: %s must be false (our model has no biases)", path, flags[i]);
     }
-    const jv* tw = jget(o, "tie_word_embeddings");
-    *tie = tw && tw->t == J_BOOL && tw->b;
+    const mx_json* tw = mx_json_get(o, "tie_word_embeddings");
+    *tie = tw && tw->t == MX_JSON_BOOL && tw->b;
     rc = mx_model_config_check(c);
     if (rc) return mx_fail(MX_EFORMAT, "%s: %s", path, mx_last_error());
     return MX_OK;
@@ -611,14 +366,14 @@ static int load_config_json(const char* dir, mx_model_config* c, int* tie) {
     size_t n = 0;
     int rc = read_small_file(path, &text, &n, 1u << 20);
     if (rc) return rc;
-    jv root;
-    if (jparse_all(text, n, &root, err, sizeof err)) {
+    mx_json root;
+    if (mx_json_parse(text, n, &root, err, sizeof err)) {
         free(text);
         return mx_fail(MX_EFORMAT, "%s: invalid JSON: %s", path, err);
     }
     free(text);
     rc = cfg_from_json(&root, path, c, tie);
-    jfree(&root);
+    mx_json_free(&root);
     return rc;
 }
 
@@ -689,7 +444,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     char* htext = NULL;
     plan* pl = NULL;
     float* conv = NULL;
-    jv root;
+    mx_json root;
     memset(&root, 0, sizeof root);
     const int ns = n_slots(mc);
     rc = MX_OK;
@@ -713,11 +468,11 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     if (mx_pread_all(fd, htext, hlen, 8)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     htext[hlen] = 0;
     char err[200];
-    if (jparse_all(htext, hlen, &root, err, sizeof err)) {
+    if (mx_json_parse(htext, hlen, &root, err, sizeof err)) {
         rc = mx_fail(MX_EFORMAT, "%s: the header is not valid JSON (%s): corrupt file?", path, err);
         goto out;
     }
-    if (root.t != J_OBJ) {
+    if (root.t != MX_JSON_OBJ) {
         rc = mx_fail(MX_EFORMAT, "%s: the header is not a JSON object: corrupt file?", path);
         goto out;
     }
@@ -733,16 +488,16 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         slot_shape(m->info, s, &off, &numel, &nd, shape);
         pl[i].dst_off = off;
         pl[i].numel = numel;
-        const jv* e = jget(&root, name);
+        const mx_json* e = mx_json_get(&root, name);
         if (!e) {
             if (s.t == MX_P_HEAD && tie) continue; /* tied: the embedding is copied below */
             rc = mx_fail(MX_EFORMAT, "%s: tensor %s is missing", path, name);
             goto out;
         }
-        const jv* dt = jget(e, "dtype");
-        const jv* sh = jget(e, "shape");
-        const jv* of = jget(e, "data_offsets");
-        if (!dt || dt->t != J_STR || !sh || sh->t != J_ARR || !of || of->t != J_ARR || of->n != 2) {
+        const mx_json* dt = mx_json_get(e, "dtype");
+        const mx_json* sh = mx_json_get(e, "shape");
+        const mx_json* of = mx_json_get(e, "data_offsets");
+        if (!dt || dt->t != MX_JSON_STR || !sh || sh->t != MX_JSON_ARR || !of || of->t != MX_JSON_ARR || of->n != 2) {
             rc = mx_fail(MX_EFORMAT, "%s: tensor %s: entry needs dtype, shape and two data_offsets", path, name);
             goto out;
         }
@@ -761,7 +516,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
             size_t gl = 0;
             for (int d = 0; d < sh->n && gl < sizeof got - 24; d++)
                 gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%.0f", d ? ", " : "",
-                                       sh->v[d].t == J_NUM ? sh->v[d].num : -1.0);
+                                       sh->v[d].t == MX_JSON_NUM ? sh->v[d].num : -1.0);
             if (nd == 1) snprintf(want, sizeof want, "%lld", (long long)shape[0]);
             else snprintf(want, sizeof want, "%lld, %lld", (long long)shape[0], (long long)shape[1]);
             rc = mx_fail(MX_EFORMAT, "%s: tensor %s has shape [%s], the model needs [%s]", path, name, got, want);
@@ -820,7 +575,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         memcpy(m->params + m->info[MX_P_HEAD].offset, m->params + m->info[MX_P_EMBED].offset,
                m->info[MX_P_EMBED].numel * sizeof(float));
 out:
-    jfree(&root);
+    mx_json_free(&root);
     free(conv);
     free(pl);
     free(htext);

@@ -1,58 +1,13 @@
-/* mx.c: MXFP4 block quantization, Hadamard rotation, FP8 and BF16 on the CPU.
- * This file is the specification the CUDA kernels are tested against. */
+/* mxfp4.c: MXFP4 on the CPU (OCP MX v1.0): the per-block quantizer, quantize / dequantize /
+ * fake-quantize in the layouts 1x32, 32x1 and 32x32. The specification the CUDA quantizers
+ * are tested against (bit for bit). */
 #include "mxlm/mx.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- errors -------------------------------------------------------------- */
-
-static _Thread_local char g_err[512];
-
-const char* mx_last_error(void) { return g_err[0] ? g_err : "no error"; }
-
-int mx_fail(int code, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-/* ---- names ----------------------------------------------------------------- */
-
-static const char* k_layout[] = {"1x32", "32x1", "32x32"};
-static const char* k_scale[] = {"floor", "even", "ceil"};
-static const char* k_round[] = {"rne", "sr"};
-
-static int lookup(const char* s, const char* const* names, int n) {
-    for (int i = 0; s && i < n; i++)
-        if (strcmp(s, names[i]) == 0) return i;
-    return -1;
-}
-int mx_layout_parse(const char* s) { return lookup(s, k_layout, 3); }
-int mx_scale_parse(const char* s) { return lookup(s, k_scale, 3); }
-int mx_round_parse(const char* s) { return lookup(s, k_round, 2); }
-const char* mx_layout_name(mx_layout l) { return (unsigned)l < 3 ? k_layout[l] : "?"; }
-const char* mx_scale_name(mx_scale_rule r) { return (unsigned)r < 3 ? k_scale[r] : "?"; }
-const char* mx_round_name(mx_round r) { return (unsigned)r < 2 ? k_round[r] : "?"; }
-
 /* ---- MXFP4 ----------------------------------------------------------------- */
-
-int mx_check_shape(int rows, int cols, mx_layout layout) {
-    if ((unsigned)layout > MX_LAYOUT_32x32) return mx_fail(MX_EINVAL, "unknown block layout %d", (int)layout);
-    if (rows <= 0 || cols <= 0) return mx_fail(MX_EINVAL, "shape %dx%d: dimensions must be positive", rows, cols);
-    int need_r = layout != MX_LAYOUT_1x32, need_c = layout != MX_LAYOUT_32x1;
-    if ((need_r && rows % MX_BLOCK) || (need_c && cols % MX_BLOCK))
-        return mx_fail(MX_EINVAL, "shape %dx%d: layout %s needs %s a multiple of 32", rows, cols,
-                       mx_layout_name(layout),
-                       layout == MX_LAYOUT_1x32 ? "cols" : layout == MX_LAYOUT_32x1 ? "rows" : "rows and cols");
-    /* packing two per byte along the stored rows needs an even count */
-    return MX_OK;
-}
 
 size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout) {
     size_t n = (size_t)rows * (size_t)cols;
@@ -288,117 +243,4 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
     }
     if (n_clipped_blocks) *n_clipped_blocks = clipped;
     return MX_OK;
-}
-
-/* ---- Hadamard -------------------------------------------------------------- */
-
-int mx_hadamard_valid(int n) { return n >= 2 && n <= 256 && (n & (n - 1)) == 0; }
-
-int mx_hadamard_parse(const char* s, int* n, int* random) {
-    *n = 0;
-    *random = 0;
-    if (!strcmp(s, "none")) return 0;
-    if (s[0] == 'r') { *random = 1; s++; }
-    if (s[0] != 'h' || s[1] < '0' || s[1] > '9') return -1;
-    char* end;
-    long v = strtol(s + 1, &end, 10);
-    if (*end || v > 256 || !mx_hadamard_valid((int)v)) return -1;
-    *n = (int)v;
-    return 0;
-}
-
-void mx_fwht(float* x, int n) {
-    for (int h = 1; h < n; h <<= 1)
-        for (int i = 0; i < n; i += 2 * h)
-            for (int j = i; j < i + h; j++) {
-                float a = x[j], b = x[j + h];
-                x[j] = a + b;
-                x[j + h] = a - b;
-            }
-    float s = mx_hadamard_norm(n);
-    for (int i = 0; i < n; i++) x[i] *= s;
-}
-
-int mx_hadamard_rotate(float* x, int rows, int cols, int axis, int n, int random_sign, uint64_t seed,
-                       uint32_t rot_id) {
-    if (!mx_hadamard_valid(n)) return mx_fail(MX_EINVAL, "Hadamard size %d: must be a power of two in 2..256", n);
-    int len = axis == 1 ? cols : rows;
-    if (len % n) return mx_fail(MX_EINVAL, "Hadamard h%d along a dimension of %d: not a multiple of %d", n, len, n);
-    float* sign = NULL;  /* rhN: the signs of the axis positions, drawn once */
-    if (random_sign) {
-        sign = malloc((size_t)len * sizeof *sign);
-        if (!sign) return mx_fail(MX_ENOMEM, "Hadamard: out of memory");
-        for (int j = 0; j < len; j++) sign[j] = mx_rh_sign(seed, rot_id, (uint64_t)j);
-    }
-    int outer = axis == 1 ? rows : cols;
-    size_t step_o = axis == 1 ? (size_t)cols : 1, step_k = axis == 1 ? 1 : (size_t)cols;
-#pragma omp parallel for schedule(static)
-    for (int o = 0; o < outer; o++) {
-        float buf[256];
-        for (int j0 = 0; j0 < len; j0 += n) {
-            float* p = x + (size_t)o * step_o + (size_t)j0 * step_k;
-            for (int k = 0; k < n; k++) buf[k] = sign ? p[k * step_k] * sign[j0 + k] : p[k * step_k];
-            mx_fwht(buf, n);
-            for (int k = 0; k < n; k++) p[k * step_k] = buf[k];
-        }
-    }
-    free(sign);
-    return MX_OK;
-}
-
-/* ---- FP8 / BF16 ------------------------------------------------------------ */
-
-float mx_amax(const float* x, size_t n) {
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a > m || a != a) m = a;
-        if (m != m) return m;
-    }
-    return m;
-}
-
-float mx_fp8_scale_for_amax(float amax, mx_fp8_kind kind) {
-    float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
-    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return 1.0f;
-    float s = fmax / amax;
-    if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
-    return s;
-}
-
-void mx_fp8_quantize(const float* x, size_t n, float scale, mx_fp8_kind kind, uint8_t* codes) {
-    for (size_t i = 0; i < n; i++)
-        codes[i] = kind == MX_FP8_E4M3 ? mx_e4m3_encode(x[i] * scale) : mx_e5m2_encode(x[i] * scale);
-}
-
-void mx_fp8_dequantize(const uint8_t* codes, size_t n, float scale, mx_fp8_kind kind, float* y) {
-    float inv = 1.0f / scale;
-    for (size_t i = 0; i < n; i++)
-        y[i] = (kind == MX_FP8_E4M3 ? mx_e4m3_decode(codes[i]) : mx_e5m2_decode(codes[i])) * inv;
-}
-
-void mx_fp8_fakequant(const float* x, float* y, size_t n, float scale, mx_fp8_kind kind) {
-    float inv = 1.0f / scale;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i] * scale;
-        float d = kind == MX_FP8_E4M3 ? mx_e4m3_decode(mx_e4m3_encode(v)) : mx_e5m2_decode(mx_e5m2_encode(v));
-        y[i] = d * inv;
-    }
-}
-
-void mx_bf16_fakequant(const float* x, float* y, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = mx_round_bf16(x[i]);
-}
-
-double mx_sqnr_db(const float* x, const float* q, size_t n) {
-    double s = 0, e = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)x[i] - (double)q[i];
-        s += (double)x[i] * x[i];
-        e += d * d;
-    }
-    if (e == 0) return INFINITY;
-    if (s == 0) return -INFINITY;
-    return 10.0 * log10(s / e);
 }

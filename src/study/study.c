@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mxlm/json.h"
 #include "mxlm/study.h"
 #include "mxlm/util.h"
 #include "mxlm/train.h"
@@ -64,32 +65,15 @@ static int64_t cfg_i64(const char* text, const char* key, int64_t dflt) {
 
 /* ---- one run ---------------------------------------------------------------------- */
 
-/* The number after "key": on a JSON line (NaN: absent or null; 1e999 reads as inf). */
-static double jget(const char* line, const char* key, int* present) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char* s = strstr(line, pat);
-    if (present) *present = s != NULL;
-    if (!s) return NAN;
-    s += strlen(pat);
-    char* end = NULL;
-    double x = strtod(s, &end);
-    return end == s ? NAN : x; /* null */
+/* A metrics line's JSON (the one reader, json.h); -1 when it does not parse (skipped). */
+static int parse_line(const char* line, size_t len, mx_json* o) {
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+    return mx_json_parse(line, len, o, NULL, 0);
 }
 
-static void jget_str(const char* line, const char* key, char* out, size_t n) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char* s = strstr(line, pat);
-    out[0] = 0;
-    if (!s) return;
-    s += strlen(pat);
-    size_t k = 0;
-    for (; *s && *s != '"' && k + 1 < n; s++) {
-        if (*s == '\\' && s[1]) s++;
-        out[k++] = *s;
-    }
-    out[k] = 0;
+static void copy_str(const mx_json* o, const char* key, char* out, size_t n) {
+    const char* v = mx_json_str(o, key);
+    snprintf(out, n, "%s", v ? v : "");
 }
 
 static int cmp_dbl(const void* a, const void* b) {
@@ -109,6 +93,63 @@ static void tele_close(mx_study_tele* t, const tele_acc* a) {
     }
 }
 
+/* One line of metrics.jsonl into r (training, evaluation, telemetry or status; events skipped). */
+static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, double** tps, int* ntps, int* cap_tps,
+                        int* cap_ev, int* cap_te) {
+    if (mx_json_get(jo, "event")) return MX_OK; /* spike and target events */
+    int has;
+    double step = mx_json_num(jo, "step", &has);
+    if (has && isfinite(step)) r->last_step = (int64_t)step;
+    double tokens = mx_json_num(jo, "tokens", &has);
+    if (has && isfinite(tokens)) r->last_tokens = (int64_t)tokens;
+    const char* type = mx_json_str(jo, "type");
+    if (mx_json_get(jo, "status")) {
+        copy_str(jo, "status", r->status, sizeof r->status);
+        copy_str(jo, "reason", r->reason, sizeof r->reason);
+    } else if (type && !strcmp(type, "telemetry")) {
+        int64_t s = (int64_t)step;
+        if (!r->n_tele || r->tele[r->n_tele - 1].step != s) {
+            if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], acc);
+            memset(acc, 0, sizeof *acc);
+            if (r->n_tele == *cap_te) {
+                *cap_te = *cap_te ? 2 * *cap_te : 64;
+                void* p = realloc(r->tele, sizeof(mx_study_tele) * (size_t)*cap_te);
+                if (!p) return MX_ENOMEM;
+                r->tele = p;
+            }
+            r->tele[r->n_tele++].step = s;
+        }
+        for (int o = 0; o < MX_STUDY_OPS; o++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_sqnr_db", k_ops[o]);
+            double q = mx_json_num(jo, key, NULL);
+            snprintf(key, sizeof key, "%s_clipped", k_ops[o]);
+            double c = mx_json_num(jo, key, NULL);
+            if (isfinite(q)) { acc->s[o] += q; acc->c[o] += isfinite(c) ? c : 0; acc->ns[o]++; }
+        }
+    } else if (mx_json_get(jo, "val_loss")) {
+        if (r->n_evals == *cap_ev) {
+            *cap_ev = *cap_ev ? 2 * *cap_ev : 64;
+            void* p = realloc(r->evals, sizeof(mx_study_eval) * (size_t)*cap_ev);
+            if (!p) return MX_ENOMEM;
+            r->evals = p;
+        }
+        double v = mx_json_num(jo, "val_loss", NULL);
+        r->evals[r->n_evals++] = (mx_study_eval){(int64_t)step, (int64_t)tokens, isfinite(v) ? v : NAN};
+    } else if (mx_json_get(jo, "loss")) {
+        double t = mx_json_num(jo, "tok_per_s", &has);
+        if (!has || !isfinite(t)) return MX_OK;
+        if (*ntps == *cap_tps) {
+            *cap_tps = *cap_tps ? 2 * *cap_tps : 256;
+            void* p = realloc(*tps, sizeof(double) * (size_t)*cap_tps);
+            if (!p) return MX_ENOMEM;
+            *tps = p;
+        }
+        (*tps)[(*ntps)++] = t;
+    }
+    return MX_OK;
+}
+
 static int load_metrics(mx_study_run* r, FILE* f) {
     char* line = NULL;
     size_t lcap = 0;
@@ -117,58 +158,12 @@ static int load_metrics(mx_study_run* r, FILE* f) {
     int ntps = 0, cap_tps = 0, cap_ev = 0, cap_te = 0, rc = MX_OK;
     tele_acc acc;
     memset(&acc, 0, sizeof acc);
-    while ((k = getline(&line, &lcap, f)) > 0) {
+    while ((k = getline(&line, &lcap, f)) > 0 && !rc) {
         if (line[k - 1] != '\n') break; /* a torn last line (a run being written or killed) */
-        if (strstr(line, "\"event\":")) continue; /* spike and target events */
-        int has;
-        double step = jget(line, "step", &has);
-        if (has && isfinite(step)) r->last_step = (int64_t)step;
-        double tokens = jget(line, "tokens", &has);
-        if (has && isfinite(tokens)) r->last_tokens = (int64_t)tokens;
-        if (strstr(line, "\"status\":")) {
-            jget_str(line, "status", r->status, sizeof r->status);
-            jget_str(line, "reason", r->reason, sizeof r->reason);
-        } else if (strstr(line, "\"type\":\"telemetry\"")) {
-            int64_t s = (int64_t)step;
-            if (!r->n_tele || r->tele[r->n_tele - 1].step != s) {
-                if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], &acc);
-                memset(&acc, 0, sizeof acc);
-                if (r->n_tele == cap_te) {
-                    cap_te = cap_te ? 2 * cap_te : 64;
-                    void* p = realloc(r->tele, sizeof(mx_study_tele) * (size_t)cap_te);
-                    if (!p) { rc = MX_ENOMEM; break; }
-                    r->tele = p;
-                }
-                r->tele[r->n_tele++].step = s;
-            }
-            for (int o = 0; o < MX_STUDY_OPS; o++) {
-                char key[32];
-                snprintf(key, sizeof key, "%s_sqnr_db", k_ops[o]);
-                double q = jget(line, key, NULL);
-                snprintf(key, sizeof key, "%s_clipped", k_ops[o]);
-                double c = jget(line, key, NULL);
-                if (isfinite(q)) { acc.s[o] += q; acc.c[o] += isfinite(c) ? c : 0; acc.ns[o]++; }
-            }
-        } else if (strstr(line, "\"val_loss\":")) {
-            if (r->n_evals == cap_ev) {
-                cap_ev = cap_ev ? 2 * cap_ev : 64;
-                void* p = realloc(r->evals, sizeof(mx_study_eval) * (size_t)cap_ev);
-                if (!p) { rc = MX_ENOMEM; break; }
-                r->evals = p;
-            }
-            double v = jget(line, "val_loss", NULL);
-            r->evals[r->n_evals++] = (mx_study_eval){(int64_t)step, (int64_t)tokens, isfinite(v) ? v : NAN};
-        } else if (strstr(line, "\"loss\":")) {
-            double t = jget(line, "tok_per_s", &has);
-            if (!has || !isfinite(t)) continue;
-            if (ntps == cap_tps) {
-                cap_tps = cap_tps ? 2 * cap_tps : 256;
-                void* p = realloc(tps, sizeof(double) * (size_t)cap_tps);
-                if (!p) { rc = MX_ENOMEM; break; }
-                tps = p;
-            }
-            tps[ntps++] = t;
-        }
+        mx_json jo;
+        if (parse_line(line, (size_t)k, &jo)) continue;
+        rc = metrics_line(r, &jo, &acc, &tps, &ntps, &cap_tps, &cap_ev, &cap_te);
+        mx_json_free(&jo);
     }
     if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], &acc);
     free(line);
@@ -236,8 +231,12 @@ int mx_study_run_state(const char* dir) {
         return started;
     }
     char line[4096], status[16] = "";
+    mx_json o;
     while (fgets(line, sizeof line, f))
-        if (strstr(line, "\"status\":") && strchr(line, '\n')) jget_str(line, "status", status, sizeof status);
+        if (strstr(line, "\"status\":") && strchr(line, '\n') && !parse_line(line, strlen(line), &o)) {
+            if (mx_json_get(&o, "status")) copy_str(&o, "status", status, sizeof status);
+            mx_json_free(&o);
+        }
     fclose(f);
     return status_finished(status) ? 2 : 1;
 }
