@@ -26,6 +26,7 @@
 
 #include "mxlm/data.h"
 #include "mxlm/hf.h"
+#include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 #ifdef MXLM_CUDA
@@ -201,7 +202,8 @@ static int remove_stale_temps(const char* dir) {
         int probe = !strncmp(e->d_name, ".probe.", 7);
         if (!strstr(e->d_name, ".tmp.") && !probe) continue;
         int ours = probe || !strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, "metrics.jsonl.", 14) ||
-                   !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11);
+                   !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11) ||
+                   !strncmp(e->d_name, "tokenizer.txt.", 14);
         if (!ours) continue;
         char p[1400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
@@ -889,6 +891,11 @@ dir_done:
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
     if (!rc && io) rc = mx_write_atomic(cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
+    /* the tokenizer of the training shards (tokrec.h) for eval / sample: RUN/tokenizer.txt */
+    if (!rc && io && !resume && r->train.n > 0) {
+        int tr = mx_tokrec_record_run(c->out, &r->train.shards[0]);
+        if (tr < 0) rc = tr;
+    }
     if (rc) { run_free(r); return rc; }
     r->metrics = fopen(io ? mpath : "/dev/null", "a"); /* other ranks: their lines go nowhere */
     if (!r->metrics) { run_free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", mpath, strerror(errno)); }
@@ -1051,6 +1058,12 @@ dir_done:
             if (rc) goto fail;
             res->val_loss = vl;
             if (!isfinite(vl)) { res->reason = "non-finite validation loss"; goto diverged; }
+        }
+        if (c->sample_every > 0 && k % c->sample_every == 0 && io) { /* --sample-every: from the host weights */
+            rc = eng_to_host(r);
+            if (rc) goto fail;
+            emit(cb, user, (mx_train_event){.kind = 3, .step = k, .steps = c->steps, .tokens = tokens, .model = M,
+                                            .elapsed_s = now_s() - t0});
         }
         int halt = c->halt_at > 0 && k == c->halt_at;
         if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || (k == c->steps && !c->no_final_ckpt)) {
