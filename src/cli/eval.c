@@ -198,6 +198,7 @@ int cmd_eval(int argc, char** argv) {
 #endif
     if ((rc = cli_tokenizer_check("eval", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm eval: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
+    if (hf && (run || ckpt)) { fprintf(stderr, "mxlm eval: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
     if (hf && !val && !npos) { fprintf(stderr, "mxlm eval: --hf needs --val GLOB or text INPUT files\n"); return 2; }
     if (threads > 0) omp_set_num_threads(threads);
 

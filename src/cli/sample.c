@@ -60,6 +60,7 @@ int cmd_sample(int argc, char** argv) {
     if (threads < 0) { fprintf(stderr, "mxlm sample: --threads %d: must be positive\n", threads); return 2; }
     if ((rc = cli_tokenizer_check("sample", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm sample: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
+    if (hf && (run || ckpt)) { fprintf(stderr, "mxlm sample: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
     if (threads > 0) omp_set_num_threads(threads);
 
     cli_model cm;

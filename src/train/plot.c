@@ -70,8 +70,11 @@ char* mx_plot_svg(const mx_study_run* runs, int n, int telemetry, const char* ti
     const int tele_top = loss_h + 30, height = np ? tele_top + 50 + rows * (PH + 80) : loss_h;
     mx_sbuf b = {0};
     mx_svg_begin(&b, 1000, height);
-    mx_svg_axes(&b, &f, "tokens", "loss (nats)", title && *title ? title : "Training and validation loss against tokens",
-                0);
+    mx_sbuf tb = {0};
+    mx_svg_text(&tb, title && *title ? title : "Training and validation loss against tokens");
+    char* ttl = take(&tb);
+    mx_svg_axes(&b, &f, "tokens", "loss (nats)", ttl ? ttl : "", 0);
+    free(ttl);
     for (int i = 0; i < n; i++) {
         const mx_study_run* r = &runs[i];
         const char* col = mx_svg_color(i);
