@@ -313,7 +313,10 @@ int cmd_eval(int argc, char** argv) {
     if (e.gpu) mxg_llama_free((mxg_llama*)e.gpu);
 #endif
     if (rc) {
-        fprintf(stderr, "mxlm eval: %s\n", mx_last_error());
+        const int rel = !npos && !val && glob[0] != '/' && strstr(mx_last_error(), "no shard matches");
+        fprintf(stderr, "mxlm eval: %s%s\n", mx_last_error(),
+                rel ? " (the run's validation glob is relative to the directory mxlm train ran in: run eval there, or "
+                      "give --val)" : "");
         mx_tok_free(tok);
         cli_model_free(&cm);
         return 1;

@@ -281,9 +281,10 @@ void cli_train_sample(const mx_train_event* e, const char* run, uint64_t seed) {
         printf("sample at step %lld: failed: %s\n", (long long)e->step, n_new < 1 ? "context too short" : mx_last_error());
         return;
     }
-    if (got && out[got - 1] == start) got--; /* the document ended */
-    printf("sample at step %lld (%d tokens, seed %llu, temperature 1):\n---\n", (long long)e->step, got,
-           (unsigned long long)seed);
+    const int ended = got && out[got - 1] == start;
+    if (ended) got--; /* the document ended */
+    printf("sample at step %lld (%d tokens%s, seed %llu, temperature 1):\n---\n", (long long)e->step, got,
+           ended ? ", then the document token" : "", (unsigned long long)seed);
     char* text = NULL;
     size_t tl = 0;
     uint32_t ids[48];
