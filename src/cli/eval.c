@@ -153,7 +153,7 @@ static void print_num(FILE* f, const char* key, double x, const char* fmt) {
 
 int cmd_eval(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *val = NULL, *recipe = NULL, *device = "cpu";
-    const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *format = "auto", *field = "text", *gemm = "fast";
+    const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *format = "auto", *field = "text", *gemm = NULL;
     int batch = 0, seq = 0, json = 0, threads = 0;
     int64_t val_tokens = -1;
     const cli_opt opts[] = {
@@ -172,7 +172,7 @@ int cmd_eval(int argc, char** argv) {
         {"format", OPT_STR, &format, "text inputs: auto (names with .json are JSON Lines), jsonl or text"},
         {"field", OPT_STR, &field, "JSON Lines: the field holding the text (default text)"},
         {"device", OPT_STR, &device, "cpu (default: the reference) or cuda (CUDA build: the GPU trainer's evaluation)"},
-        {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast (default) or exact"},
+        {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast or exact (default the run's, else fast)"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line instead of the text report"},
     };
@@ -192,7 +192,7 @@ int cmd_eval(int argc, char** argv) {
     if (fmt < 0) { fprintf(stderr, "mxlm eval: --format: auto, jsonl or text, not '%s'\n", format); return 2; }
     int on_gpu = !strcmp(device, "cuda") || !strcmp(device, "gpu");
     if (!on_gpu && strcmp(device, "cpu")) { fprintf(stderr, "mxlm eval: --device: cpu or cuda, not '%s'\n", device); return 2; }
-    if (strcmp(gemm, "fast") && strcmp(gemm, "exact")) { fprintf(stderr, "mxlm eval: --gemm: fast or exact, not '%s'\n", gemm); return 2; }
+    if (gemm && strcmp(gemm, "fast") && strcmp(gemm, "exact")) { fprintf(stderr, "mxlm eval: --gemm: fast or exact, not '%s'\n", gemm); return 2; }
 #ifndef MXLM_CUDA
     if (on_gpu) { fprintf(stderr, "mxlm eval: --device cuda: this mxlm was built without CUDA (make cuda)\n"); return 2; }
 #endif
@@ -242,12 +242,15 @@ int cmd_eval(int argc, char** argv) {
         char info[512];
         mx_recipe rec;
         mxg_llama* g = NULL;
+        /* the run's attention implementation (as mx_train_gpu_attn: auto is TF32) */
+        const int attn = !strcmp(cm.attn, "flash") ? MXG_ATTN_FLASH : !strcmp(cm.attn, "gemm") ? MXG_ATTN_GEMM
+                                                                                               : MXG_ATTN_TF32;
         if (mxg_device_info(info, sizeof info) != 0) {
             fprintf(stderr, "mxlm eval: --device cuda: no usable GPU: %s\n", info);
             rc = 1;
         } else if (mx_recipe_parse(cm.recipe, &rec) ||
-                   mxg_llama_create(&g, cfg, &rec, cm.bf16_first, cm.bf16_last, cm.seed, B, T, !strcmp(gemm, "exact"),
-                                    0, MXG_ATTN_TF32) ||
+                   mxg_llama_create(&g, cfg, &rec, cm.bf16_first, cm.bf16_last, cm.seed, B, T,
+                                    !strcmp(gemm ? gemm : cm.gemm, "exact"), 0, attn) ||
                    mxg_llama_upload(g, cm.m.params, NULL, NULL) || mxg_llama_set_head_bf16(g, cm.head_bf16)) {
             fprintf(stderr, "mxlm eval: GPU: %s\n", mx_last_error());
             rc = 1;

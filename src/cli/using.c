@@ -182,6 +182,8 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
         kv_get(ctext, "preset", cfg.name, sizeof cfg.name);
         kv_get(ctext, "val", cm->val, sizeof cm->val);
         if (kv_int(ctext, "val-tokens", &x)) cm->val_tokens = x;
+        kv_get(ctext, "gemm", cm->gemm, sizeof cm->gemm);
+        kv_get(ctext, "attn", cm->attn, sizeof cm->attn);
         free(ctext);
     }
     if (!rc && (mx_llama_create(&cm->m, &cfg, &rec, cm->bf16_first, cm->bf16_last, cm->seed) ||

@@ -22,6 +22,7 @@ typedef struct {
     uint64_t seed;
     char val[1024];        /* the run's validation glob (config.txt; "" unknown) */
     int64_t val_tokens;    /* the run's --val-tokens (config.txt; -1 unknown) */
+    char gemm[16], attn[16]; /* the run's --gemm and --attn (config.txt; "" unknown): the GPU evaluation's */
 } cli_model;
 
 /* Load the model: --hf DIR, or a run (--run DIR: its latest checkpoint; --ckpt FILE: that one, the run
