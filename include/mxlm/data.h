@@ -70,6 +70,7 @@ typedef struct {
     int threads;                             /* 0: all cores */
     void (*progress)(void* ctx, uint64_t bytes_in, uint64_t bytes_total, int64_t docs, int64_t tokens);
     void* progress_ctx;
+    const char* tok_record;                  /* written into every shard's header (tokrec.h; NULL: none) */
 } mx_prep_opts;
 typedef struct {
     int64_t docs, train_docs, val_docs, skipped, train_tokens, val_tokens;

@@ -71,7 +71,7 @@ MX_HD void mx_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], 
 }
 
 /* Random-bit domains: the fourth counter word says what the bits are for. */
-enum { MX_RNG_SR = 0, MX_RNG_SIGN = 1, MX_RNG_INIT = 2, MX_RNG_DATA = 3 };
+enum { MX_RNG_SR = 0, MX_RNG_SIGN = 1, MX_RNG_INIT = 2, MX_RNG_DATA = 3, MX_RNG_SAMPLE = 4 /* mxlm sample */ };
 
 /* The 32 random bits of element `index` of stream `stream` (a tensor id or a
  * rotation id) under `seed`, for purpose `domain`. One Philox call serves four

@@ -14,6 +14,11 @@ extern "C" {
 
 #define MX_SHARD_MAGIC 20240520
 #define MX_SHARD_HEADER_INTS 256
+/* mxlm's tokenizer record in the header (ints 3..255, which llm.c's readers ignore): int [3] is this tag
+ * ("MXTK"), int [4] the record's length L (<= MX_SHARD_TOK_MAX), bytes 20 .. 20+L the record text
+ * (include/mxlm/tokrec.h); the rest stays zero. A shard without one has int [3] = 0. */
+#define MX_SHARD_TOK_TAG 0x4b54584d
+#define MX_SHARD_TOK_MAX (MX_SHARD_HEADER_INTS * 4 - 20)
 
 typedef struct {
     char path[1024];
@@ -36,6 +41,10 @@ static inline uint32_t mx_shard_token(const mx_shard* s, int64_t i) {
 /* Write n tokens atomically (temporary file, fsync, rename); version 1 needs
  * every token < 65536. */
 int mx_shard_write(const char* path, const uint32_t* tokens, int64_t n, int version);
+/* The same with a tokenizer record in the header (NULL or "": none; longer than MX_SHARD_TOK_MAX: refused). */
+int mx_shard_write_tok(const char* path, const uint32_t* tokens, int64_t n, int version, const char* tok_record);
+/* The tokenizer record of an open shard into buf (NUL-terminated): its length, 0 if the shard has none. */
+int mx_shard_tok_record(const mx_shard* s, char* buf, size_t n);
 /* Largest token id in the shard (0 for an empty shard). */
 int mx_shard_max_token(const mx_shard* s, uint32_t* max_out);
 /* Refuse a shard holding a token id >= vocab (message names file, index, byte offset). */

@@ -27,6 +27,7 @@
 #define MXLM_STUDY_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/util.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,8 @@ typedef struct {
     int n_train;           /* training lines */
     mx_study_tele* tele;   /* [n_tele] one per telemetry step */
     int n_tele;
+    mx_study_eval* train_loss; /* [n_train_loss] the training lines in file order (.val_loss: the training loss) */
+    int n_train_loss;
     /* set by mx_study_compute */
     int finished;          /* status converged, budget or diverged */
     int diverged;
@@ -132,6 +135,21 @@ void mx_study_run_name(const char* recipe, uint64_t seed, char* buf, size_t n);
 /* 0: nothing there; 1: a run was started (continue it with --resume);
  * 2: finished (its metrics.jsonl ends with a converged, budget or diverged status). */
 int mx_study_run_state(const char* dir);
+
+/* ---- the report's SVG renderer, for other figures (mxlm plot, src/study/plot.c) ---- */
+typedef struct { double x0, x1, y0, y1; int L, T, W, H; } mx_svg_frame; /* data range and plot area (pixels) */
+double mx_svg_x(const mx_svg_frame* f, double x); /* data -> pixels */
+double mx_svg_y(const mx_svg_frame* f, double y);
+void mx_svg_begin(mx_sbuf* b, int w, int h);      /* <svg ...> and a white background */
+/* Frame, grid, tick labels, axis labels and title of a plot area, and its clip path "c<id>". */
+void mx_svg_axes(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title, int id);
+void mx_svg_text(mx_sbuf* b, const char* s);      /* s XML-escaped */
+const char* mx_svg_color(int k);                  /* the report's 10 colours, k mod 10 */
+
+/* `mxlm plot`: training loss (thin) and validation loss (thick, dots) against tokens of any runs (loaded with
+ * mx_study_load_run), one colour per run; with telemetry, one panel per run that has telemetry: the mean SQNR
+ * of each GEMM operand against tokens. A malloc'ed SVG document (NULL: out of memory). */
+char* mx_plot_svg(const mx_study_run* runs, int n, int telemetry, const char* title);
 
 #ifdef __cplusplus
 }

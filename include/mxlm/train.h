@@ -136,6 +136,8 @@ typedef struct {
     int gpus;             /* world size (1: one GPU or the CPU) */
     int nccl;             /* 1: the NCCL engine (ZeRO-1) even with one GPU */
     void* comm;           /* this rank's mxg_comm (CUDA build; set by the CLI); NULL: no NCCL */
+    int64_t sample_every; /* steps; 0: off. A sample event (kind 3) with the host copy of the weights every N
+                             steps (not part of the fingerprint: printing a sample changes no number) */
 } mx_train_config;
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
@@ -163,11 +165,12 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
 
 /* What the progress callback sees. */
 typedef struct {
-    int kind;             /* 0: training step, 1: evaluation, 2: message */
+    int kind;             /* 0: training step, 1: evaluation, 2: message, 3: sample (--sample-every) */
     int64_t step, steps, tokens;
     float loss, val_loss;
     double lr, grad_norm, tok_per_s, elapsed_s;
     const char* msg;
+    const mx_llama* model; /* kind 3: the model with the current weights on the host (CPU copy on the GPU) */
 } mx_train_event;
 typedef void (*mx_train_cb)(const mx_train_event* e, void* user);
 

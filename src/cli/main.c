@@ -7,6 +7,9 @@
 
 int cmd_export(int argc, char** argv); /* export.c */
 int cmd_study(int argc, char** argv); /* src/cli/study.c */
+int cmd_eval(int argc, char** argv);   /* src/cli/eval.c */
+int cmd_sample(int argc, char** argv); /* src/cli/sample.c */
+int cmd_plot(int argc, char** argv);   /* src/cli/plot.c */
 typedef struct { const char* name; int (*fn)(int, char**); const char* help; } command;
 static const command k_cmds[] = {
     {"train", cmd_train, "train a Llama model with a precision recipe (the main job)"},
@@ -14,6 +17,9 @@ static const command k_cmds[] = {
     {"tokenize", cmd_tokenize, "encode stdin to token ids (or --decode) with a BPE rank file"},
     {"prep", cmd_prep, "turn JSON Lines / text into llm.c token shards"},
     {"bpe", cmd_bpe, "train the tiny byte-level BPE (rank file) on documents"},
+    {"eval", cmd_eval, "validation loss, perplexity, bits per byte of a run's checkpoint or an HF directory"},
+    {"sample", cmd_sample, "text from a run's checkpoint or an HF directory (CPU, KV cache, seeded)"},
+    {"plot", cmd_plot, "training and validation loss of run directories against tokens (SVG)"},
     {"export", cmd_export, "write a run's checkpoint as a Hugging Face Llama (safetensors + config.json)"},
     {"study", cmd_study, "run recipes x seeds and report tokens-to-target, overhead, throughput (the paper's tables)"},
     {"bench", cmd_bench, "benchmarks (CPU, and GPU in the CUDA build)"},

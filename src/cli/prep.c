@@ -10,6 +10,7 @@
 #include "mxlm/data.h"
 #include "mxlm/mx.h"
 #include "mxlm/tokenizer.h"
+#include "mxlm/tokrec.h"
 
 static const char* k_prep_usage =
     "--encoding NAME | --ranks FILE --pattern P   --out PREFIX | --train-pattern PAT [--val-pattern PAT]\n"
@@ -94,8 +95,17 @@ int cmd_prep(int argc, char** argv) {
     mx_tokenizer* t = NULL;
     if ((rc = open_tok(encoding, ranks, pattern, &t, "prep"))) return rc;
     prog pg = {now_s(), 0, quiet || !isatty(2)};
+    /* the tokenizer record in every shard's header (tokrec.h): mxlm train copies it into the run directory */
+    static char rec[MX_SHARD_TOK_MAX + 64];
+    mx_tokrec tr;
+    int rl = mx_tokrec_make(&tr, t, ranks ? NULL : encoding, ranks) ? -1 : mx_tokrec_format(&tr, rec, sizeof rec);
+    if (rl < 0 || rl > MX_SHARD_TOK_MAX) {
+        fprintf(stderr, "mxlm prep: note: the tokenizer cannot be recorded in the shards' headers (%s)\n",
+                rl < 0 ? mx_last_error() : "the rank file's path is too long");
+        rec[0] = 0;
+    }
     mx_prep_opts o = {(const char* const*)pos, npos, fmt, field, t, trainp, valp, shard_tokens, val_docs, val_fraction,
-                      skip_bad, threads, progress, &pg};
+                      skip_bad, threads, progress, &pg, rec};
     mx_prep_stats st;
     rc = mx_prep_run(&o, &st);
     if (!pg.quiet) fprintf(stderr, "\n");

@@ -1,6 +1,6 @@
 /* study.c: ./mxlm study - run a set of recipes x seeds with `mxlm train` (this
  * same binary, as child processes) and report the paper's measurements from
- * the run directories (src/train/study.c, docs/study.md). */
+ * the run directories (src/study/study.c, docs/study.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/using.h"
 #include "mxlm/config.h"
 #include "mxlm/engine.h"
 #include "mxlm/train.h"
@@ -26,6 +27,8 @@
 typedef struct {
     int tty, log_every;
     int64_t last_step;
+    const char* out;      /* run directory and seed: --sample-every */
+    uint64_t seed;
 } progress;
 
 static void fmt_eta(char* b, size_t n, double s) {
@@ -37,7 +40,11 @@ static void fmt_eta(char* b, size_t n, double s) {
 
 static void on_event(const mx_train_event* e, void* user) {
     progress* p = user;
-    if (e->kind == 2) {
+    if (e->kind == 3) { /* --sample-every (src/cli/using.c) */
+        if (p->tty && p->last_step) printf("\n");
+        p->last_step = 0;
+        cli_train_sample(e, p->out, p->seed);
+    } else if (e->kind == 2) {
         printf("%s%s\n", p->tty && p->last_step ? "\n" : "", e->msg);
         p->last_step = 0;
     } else if (e->kind == 1) {
@@ -74,7 +81,7 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
         {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"gpus", 0}, {"nccl", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
-        {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
+        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
     if (mx_config_load(path, keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 2;
@@ -219,6 +226,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"ignore-limits", OPT_FLAG, &c.ignore_limits, "start even when the memory estimate exceeds the available RAM "
                                                       "or the disk cannot hold a checkpoint"},
         {"mem-limit-mib", OPT_I64, &mem_limit_mib, "treat this much memory as available instead of MemAvailable"},
+        {"sample-every", OPT_I64, &c.sample_every, "print a short sample (48 tokens, CPU copy of the weights) every N "
+                                                   "steps (default 0 = off)"},
         {"debug-nan-at", OPT_I64, &c.debug_nan_at, "(testing) poison a weight with NaN before step K"},
         {"debug-nan-grad-at", OPT_I64, &c.debug_nan_grad_at, "(testing) one NaN gradient element at step K"},
         {"debug-spike-at", OPT_I64, &c.debug_spike_at, "(testing) scramble step K's targets (a loss spike)"},
@@ -271,6 +280,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
+    if (c.sample_every < 0) { fprintf(stderr, "mxlm train: --sample-every must be >= 0\n"); return 2; }
     c.mem_limit = mem_limit_mib * 1024 * 1024;
 
     if (describe) {
@@ -314,7 +324,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         c.device = MX_DEVICE_CUDA;
     }
-    progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1};
+    progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1, .out = c.out, .seed = c.seed};
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);
     if (c.comm) mx_dist_leave(c.comm, rc < 0); /* abort: the others may wait in a collective */

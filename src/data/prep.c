@@ -109,6 +109,7 @@ typedef struct {
     uint32_t* buf; int64_t n, cap;
     char** names; int n_names;           /* final names of the shards written (as .part) */
     int64_t tokens;
+    const char* tok_record;              /* the tokenizer record written in every shard's header (tokrec.h) */
 } sink;
 
 static int sink_name(const sink* s, int idx, char* out, size_t sz) {
@@ -126,7 +127,7 @@ static int sink_flush(sink* s, int64_t n, int version) {
     int rc = sink_name(s, s->n_names, name, sizeof name);
     if (rc) return rc;
     snprintf(part, sizeof part, "%s.part", name);
-    rc = mx_shard_write(part, s->buf, n, version);
+    rc = mx_shard_write_tok(part, s->buf, n, version, s->tok_record);
     if (rc) return rc;
     char** x = realloc(s->names, (size_t)(s->n_names + 1) * sizeof *x);
     if (!x) { unlink(part); return mx_fail(MX_ENOMEM, "out of memory"); }
@@ -201,7 +202,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     }
     int64_t n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
     if (o->threads > 0) omp_set_num_threads(o->threads);
-    sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0}, {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0}};
+    sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0, o->tok_record},
+                   {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0, o->tok_record}};
     mx_docs* d = NULL;
     int rc = mx_docs_open(&d, o->inputs, o->n_inputs, o->format, o->field);
     if (rc) return rc;

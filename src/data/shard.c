@@ -100,7 +100,26 @@ static int write_all(int fd, const uint8_t* p, size_t n) {
     return 0;
 }
 
+int mx_shard_tok_record(const mx_shard* s, char* buf, size_t n) {
+    if (n) buf[0] = 0;
+    if (!s->map || s->map_len < MX_SHARD_HEADER_INTS * 4) return 0;
+    const uint8_t* h = (const uint8_t*)s->map;
+    int32_t len = rd_i32le(h + 16);
+    if ((uint32_t)rd_i32le(h + 12) != MX_SHARD_TOK_TAG || len <= 0 || len > MX_SHARD_TOK_MAX || (size_t)len >= n) return 0;
+    memcpy(buf, h + 20, (size_t)len);
+    buf[len] = 0;
+    return (int)strlen(buf);
+}
+
 int mx_shard_write(const char* path, const uint32_t* tokens, int64_t n, int version) {
+    return mx_shard_write_tok(path, tokens, n, version, NULL);
+}
+
+int mx_shard_write_tok(const char* path, const uint32_t* tokens, int64_t n, int version, const char* tok_record) {
+    const size_t rlen = tok_record ? strlen(tok_record) : 0;
+    if (rlen > MX_SHARD_TOK_MAX)
+        return mx_fail(MX_EINVAL, "%s: tokenizer record of %zu bytes, more than the header holds (%d)", path, rlen,
+                       MX_SHARD_TOK_MAX);
     if (version != 1 && version != 2) return mx_fail(MX_EINVAL, "%s: shard version %d (1 or 2)", path, version);
     if (n < 0 || n > INT32_MAX) return mx_fail(MX_EINVAL, "%s: token count %lld out of range", path, (long long)n);
     if (version == 1)
@@ -121,6 +140,7 @@ int mx_shard_write(const char* path, const uint32_t* tokens, int64_t n, int vers
     uint8_t hdr[MX_SHARD_HEADER_INTS * 4];
     memset(hdr, 0, sizeof hdr);
     wr_i32le(hdr, MX_SHARD_MAGIC); wr_i32le(hdr + 4, (uint32_t)version); wr_i32le(hdr + 8, (uint32_t)n);
+    if (rlen) { wr_i32le(hdr + 12, MX_SHARD_TOK_TAG); wr_i32le(hdr + 16, (uint32_t)rlen); memcpy(hdr + 20, tok_record, rlen); }
     int bad = write_all(fd, hdr, sizeof hdr);
     enum { CHUNK = 1 << 16 };
     uint8_t* buf = bad ? NULL : malloc((size_t)CHUNK * 4);

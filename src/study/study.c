@@ -95,7 +95,7 @@ static void tele_close(mx_study_tele* t, const tele_acc* a) {
 
 /* One line of metrics.jsonl into r (training, evaluation, telemetry or status; events skipped). */
 static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, double** tps, int* ntps, int* cap_tps,
-                        int* cap_ev, int* cap_te) {
+                        int* cap_ev, int* cap_te, int* cap_tl) {
     if (mx_json_get(jo, "event")) return MX_OK; /* spike and target events */
     int has;
     double step = mx_json_num(jo, "step", &has);
@@ -137,6 +137,14 @@ static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, doubl
         double v = mx_json_num(jo, "val_loss", NULL);
         r->evals[r->n_evals++] = (mx_study_eval){(int64_t)step, (int64_t)tokens, isfinite(v) ? v : NAN};
     } else if (mx_json_get(jo, "loss")) {
+        if (r->n_train_loss == *cap_tl) { /* the training curve (mxlm plot) */
+            *cap_tl = *cap_tl ? 2 * *cap_tl : 256;
+            void* p = realloc(r->train_loss, sizeof(mx_study_eval) * (size_t)*cap_tl);
+            if (!p) return MX_ENOMEM;
+            r->train_loss = p;
+        }
+        double lo = mx_json_num(jo, "loss", NULL);
+        r->train_loss[r->n_train_loss++] = (mx_study_eval){(int64_t)step, (int64_t)tokens, isfinite(lo) ? lo : NAN};
         double t = mx_json_num(jo, "tok_per_s", &has);
         if (!has || !isfinite(t)) return MX_OK;
         if (*ntps == *cap_tps) {
@@ -155,14 +163,14 @@ static int load_metrics(mx_study_run* r, FILE* f) {
     size_t lcap = 0;
     ssize_t k;
     double* tps = NULL;
-    int ntps = 0, cap_tps = 0, cap_ev = 0, cap_te = 0, rc = MX_OK;
+    int ntps = 0, cap_tps = 0, cap_ev = 0, cap_te = 0, cap_tl = 0, rc = MX_OK;
     tele_acc acc;
     memset(&acc, 0, sizeof acc);
     while ((k = getline(&line, &lcap, f)) > 0 && !rc) {
         if (line[k - 1] != '\n') break; /* a torn last line (a run being written or killed) */
         mx_json jo;
         if (parse_line(line, (size_t)k, &jo)) continue;
-        rc = metrics_line(r, &jo, &acc, &tps, &ntps, &cap_tps, &cap_ev, &cap_te);
+        rc = metrics_line(r, &jo, &acc, &tps, &ntps, &cap_tps, &cap_ev, &cap_te, &cap_tl);
         mx_json_free(&jo);
     }
     if (r->n_tele) tele_close(&r->tele[r->n_tele - 1], &acc);
@@ -182,6 +190,7 @@ void mx_study_run_free(mx_study_run* r) {
     free(r->config);
     free(r->evals);
     free(r->tele);
+    free(r->train_loss);
     memset(r, 0, sizeof *r);
 }
 
@@ -759,7 +768,7 @@ static const char* short_num(char* b, size_t n, double x) {
     return b;
 }
 
-typedef struct { double x0, x1, y0, y1; int L, T, W, H; } frame; /* data range and plot area (pixels) */
+typedef mx_svg_frame frame; /* data range and plot area (pixels); study.h */
 
 static double fx(const frame* f, double x) { return f->L + (x - f->x0) / (f->x1 - f->x0) * f->W; }
 static double fy(const frame* f, double y) { return f->T + f->H - (y - f->y0) / (f->y1 - f->y0) * f->H; }
@@ -910,6 +919,16 @@ static char* telemetry_svg(const mx_study* s) {
     mx_sb_printf(&b, "</svg>\n");
     return sb_take(&b);
 }
+
+/* the renderer for other figures (study.h; mxlm plot) */
+double mx_svg_x(const mx_svg_frame* f, double x) { return fx(f, x); }
+double mx_svg_y(const mx_svg_frame* f, double y) { return fy(f, y); }
+void mx_svg_begin(mx_sbuf* b, int w, int h) { svg_begin(b, w, h); }
+void mx_svg_axes(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
+    svg_axes(b, f, xlabel, ylabel, title, id);
+}
+void mx_svg_text(mx_sbuf* b, const char* s) { xml_text(b, s); }
+const char* mx_svg_color(int k) { return k_colors[(k % 10 + 10) % 10]; }
 
 int mx_study_write_report(const mx_study* s) {
     char p[1200];

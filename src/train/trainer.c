@@ -28,6 +28,7 @@
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
 #include "mxlm/hf.h"
+#include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 
@@ -200,7 +201,8 @@ static int remove_stale_temps(const char* dir) {
         int probe = !strncmp(e->d_name, ".probe.", 7);
         if (!strstr(e->d_name, ".tmp.") && !probe) continue;
         int ours = probe || !strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, "metrics.jsonl.", 14) ||
-                   !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11);
+                   !strncmp(e->d_name, "summary.json.", 13) || !strncmp(e->d_name, "config.txt.", 11) ||
+                   !strncmp(e->d_name, "tokenizer.txt.", 14);
         if (!ours) continue;
         char p[1400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
@@ -614,6 +616,11 @@ static int write_run_files(run_state* r, mx_train_result* res, int* stale) {
     char text[8192];
     int tl = mx_train_config_text(c, 0, text, sizeof text);
     if (!rc && r->io) rc = mx_write_atomic(r->cpath, text, (size_t)(tl < (int)sizeof text ? tl : (int)sizeof text - 1));
+    /* the tokenizer of the training shards (tokrec.h) for eval / sample: RUN/tokenizer.txt */
+    if (!rc && r->io && !r->resume && r->train.n > 0) {
+        int tr = mx_tokrec_record_run(c->out, &r->train.shards[0]);
+        if (tr < 0) rc = tr;
+    }
     if (rc) return rc;
     r->metrics = fopen(r->io ? r->mpath : "/dev/null", "a"); /* other ranks: their lines go nowhere */
     if (!r->metrics) return mx_fail(MX_EIO, "%s: cannot open: %s", r->mpath, strerror(errno));
@@ -889,6 +896,12 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
             if (rc) return finish(r, res, "error", rc);
             res->val_loss = vl;
             if (!isfinite(vl)) { res->reason = "non-finite validation loss"; return finish(r, res, "diverged", MX_DIVERGED); }
+        }
+        if (c->sample_every > 0 && k % c->sample_every == 0 && r->io) { /* --sample-every: from the host weights */
+            rc = r->eng->ops->sync_to_host(r->eng);
+            if (rc) return finish(r, res, "error", rc);
+            emit(r->cb, r->user, (mx_train_event){.kind = 3, .step = k, .steps = c->steps, .tokens = meta->tokens,
+                                                  .model = &r->model, .elapsed_s = now_s() - r->t0});
         }
         int halt = c->halt_at > 0 && k == c->halt_at;
         if ((c->ckpt_every > 0 && k % c->ckpt_every == 0) || halt || (k == c->steps && !c->no_final_ckpt)) {
