@@ -19,7 +19,7 @@ check() { if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); fi; }
 for r in $RECIPES; do
   for side in A B; do
     bin=$A; [ $side = B ] && bin=$B
-    "$bin" train --device ${DEVICE:-cuda} --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 \
+    "$bin" train --device ${DEVICE:-cuda} --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 --final-ckpt 0 \
       --out "$OUT/tiny-$r-$side" --log-every 10 > "$OUT/tiny-$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
   done
   printf '%-16s tiny 20 steps, A vs B: ' "$r"

@@ -16,7 +16,7 @@ for pc in $CONFIGS; do
     d="$OUT/$p-$r-$g"
     rm -rf "$d"
     MXLM_GPU_PROFILE=1 timeout 300 $MXLM train --device ${DEVICE:-cuda} --preset $p --recipe $r --gemm $g --batch $b --seq $t \
-      --steps $STEPS --warmup 1 --eval-every 0 --val-tokens $((b * t)) --out "$d" --log-every 1 ${EXTRA:-} \
+      --steps $STEPS --warmup 1 --eval-every 0 --val-tokens $((b * t)) --out "$d" --log-every 1 --final-ckpt 0 ${EXTRA:-} \
       > "$d.log" 2>&1 || echo "$p $r $g: exit $? ($(tail -1 "$d.log"))"
   done
 done
