@@ -12,7 +12,7 @@ LDLIBS  := -lzstd -lz -lm -lpthread -fopenmp
 LIB_SRC  := $(sort $(wildcard src/mx/*.c src/nn/*.c src/train/*.c src/data/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
-CU_SRC   := $(sort $(wildcard src/cuda/*.cu))
+CU_SRC   := $(sort $(wildcard src/cuda/*.cu src/cuda/*/*.cu))
 
 # ---- variants: cpu (default), asan, cuda -------------------------------------
 B_CPU  := build/cpu

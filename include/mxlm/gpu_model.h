@@ -2,7 +2,8 @@
  * gpu_model.h: the GPU twins of the CPU model layers (model.h, one file per layer in src/nn/)
  * and of the optimizer (train.h, src/train/adamw.c), the quantized linear layer (linear.h) and
  * the whole model (mx_llama) that the trainer runs with --device cuda. CUDA build only
- * (-DMXLM_CUDA); implemented in src/cuda/layers.cu, attn_gemm.cu, linear.cu and model.cu.
+ * (-DMXLM_CUDA); implemented in src/cuda/layers.cu, attn_gemm.cu, nn/attention_flash.cu, linear.cu
+ * and model.cu.
  *
  * Conventions (as gpu.h): every tensor pointer is device memory; `stream` is
  * a cudaStream_t (NULL: the default stream); work is asynchronous; functions
@@ -96,6 +97,36 @@ int mxg_attention_backward_gemm(float* dq, float* dk, float* dv, float* delta, c
                                 const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
                                 int KV, int hd, float* ws, int tf32, void* stream);
 void mxg_attention_gemm_shutdown(void);
+
+/* ---- causal GQA flash attention on BF16 tensor cores (src/cuda/nn/attention_flash.cu) ---- */
+
+/* The same attention with BF16 operands on the tensor cores (mma.sync m16n8k16), FP32
+ * accumulation and softmax statistics; the T x T scores are never stored. hd 64 or 128, any
+ * T >= 1, any H / KV ratio. lse [B, H, T]: as mxg_attention_forward's (natural log of the sum of
+ * exp of the scaled scores), FP32. Deterministic (no atomics, fixed orders); against the FP32
+ * attention on the same BF16-rounded inputs ~1e-3..5e-3 normwise (the file's first comment).
+ * BF16 entry points: q [B*T, H*hd], k, v [B*T, KV*hd], out [B*T, H*hd], all bf16 bits. */
+int mxg_attention_forward_flash_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                     const uint16_t* v, int B, int T, int H, int KV, int hd, void* stream);
+/* dq [B*T, H*hd], dk, dv [B*T, KV*hd] bf16, OVERWRITTEN; delta [B, H, T] FP32 scratch
+ * (rowwise dout . out); lse from the forward. */
+int mxg_attention_backward_flash_bf16(uint16_t* dq, uint16_t* dk, uint16_t* dv, float* delta, const uint16_t* dout,
+                                      const uint16_t* out, const float* lse, const uint16_t* q, const uint16_t* k,
+                                      const uint16_t* v, int B, int T, int H, int KV, int hd, void* stream);
+/* FP32 interfaces, the signatures of mxg_attention_forward / _backward: q, k, v (and dout) are
+ * rounded to BF16 in one pre-pass into an internal scratch buffer (mxg_attention_flash_workspace
+ * bytes, grown on demand, kept until mxg_attention_flash_shutdown; calls must be ordered on one
+ * stream); out, dq, dk, dv FP32 (dq, dk, dv OVERWRITTEN); delta from the FP32 out and dout. */
+int mxg_attention_forward_flash(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T,
+                                int H, int KV, int hd, void* stream);
+int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, const float* dout, const float* out,
+                                 const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
+                                 int KV, int hd, void* stream);
+size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
+void mxg_attention_flash_shutdown(void);
+/* Tuning (the benchmark): warps per CTA of the forward, dq and dk/dv kernels (4 or 8; 0 keeps
+ * the default). Tiles are 16 rows per warp. */
+int mxg_attention_flash_config(int fwd_warps, int dq_warps, int dkv_warps);
 
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 
