@@ -150,12 +150,13 @@ __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
 
 /* ---- forward -------------------------------------------------------------------------------- */
 
-template <int HD, int NW>
-constexpr size_t fwd_smem() { return (size_t)(16 * NW + 4 * 64) * HD * 2; }
+/* MT m-tiles of 16 query rows per warp (MT = 2 halves the shared-memory reads per MMA). */
+template <int HD, int NW, int MT>
+constexpr size_t fwd_smem() { return (size_t)(16 * MT * NW + 4 * 64) * HD * 2; }
 
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
-    constexpr int BM = 16 * NW, BN = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
+    constexpr int WR = 16 * MT, BM = WR * NW, BN = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = smem_u32(smem), sK = sQ + BM * HD * 2, sV = sK + 2 * BN * HD * 2;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
     const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
-    const int q0 = qt * BM, r0 = q0 + warp * 16;
+    const int q0 = qt * BM, r0 = q0 + warp * WR;
     const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
     const float sl2 = a.sl2;
 
@@ -175,112 +176,139 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
     load_tile<BN, HD, NT>(sV, vg, 0, T, ks, tid);
     cp_commit();
 
-    uint32_t qf[KS][4];
-    float o[DT][4];
+    uint32_t qf[MT][KS][4];
+    float o[MT][DT][4];
+    float m[MT][2], l[MT][2];
 #pragma unroll
-    for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DT; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    }
 
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         __syncthreads(); /* tile j is in; every warp is done with tile j - 1 */
-        if (j == 0) load_afrags<HD>(qf, sQ, warp * 16, lane);
+        if (j == 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) load_afrags<HD>(qf[mt], sQ, warp * WR + mt * 16, lane);
         if (j + 1 < nkv) {
             const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
             load_tile<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
             load_tile<BN, HD, NT>(sV + st, vg, (j + 1) * BN, T, ks, tid);
         }
         cp_commit();
-        if (j * BN > r0 + 15) continue; /* every key of the tile is after every row of the warp */
+        if (j * BN > r0 + WR - 1) continue; /* every key of the tile is after every row of the warp */
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
-        float s[8][4];
+        float s[MT][8][4];
 #pragma unroll
-        for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
 #pragma unroll
             for (int np = 0; np < 4; np++) {
                 uint32_t r[4];
                 ldsm4(r, kb + toff<HD>(np * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1)));
-                mma(s[2 * np], qf[kk], r[0], r[1]);
-                mma(s[2 * np + 1], qf[kk], r[2], r[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(s[mt][2 * np], qf[mt][kk], r[0], r[1]);
+                    mma(s[mt][2 * np + 1], qf[mt][kk], r[2], r[3]);
+                }
             }
         }
-        if (j * BN + BN - 1 > r0) { /* the diagonal crosses this warp's part of the tile */
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+        for (int mt = 0; mt < MT; mt++) {
+            const int rm = r0 + mt * 16;
+            if (j * BN + BN - 1 > rm) { /* the diagonal crosses this m-tile's part of the tile */
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
-                    if (key > row) s[nt][e] = -INFINITY;
-                }
-        }
-        float x0 = -INFINITY, x1 = -INFINITY;
+                for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            x0 = fmaxf(x0, fmaxf(s[nt][0], s[nt][1]));
-            x1 = fmaxf(x1, fmaxf(s[nt][2], s[nt][3]));
-        }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        /* finite: tile 0 holds key 0 <= every row, so m is finite from the first tile on */
-        const float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
-        const float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        float ps0 = 0.0f, ps1 = 0.0f;
+                    for (int e = 0; e < 4; e++) {
+                        const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = rm + g + 8 * (e >> 1);
+                        if (key > row) s[mt][nt][e] = -INFINITY;
+                    }
+            }
+            float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            s[nt][0] = ex2(fmaf(s[nt][0], sl2, -n0));
-            s[nt][1] = ex2(fmaf(s[nt][1], sl2, -n0));
-            s[nt][2] = ex2(fmaf(s[nt][2], sl2, -n1));
-            s[nt][3] = ex2(fmaf(s[nt][3], sl2, -n1));
-            ps0 += s[nt][0] + s[nt][1];
-            ps1 += s[nt][2] + s[nt][3];
-        }
-        l0 = l0 * al0 + ps0;
-        l1 = l1 * al1 + ps1;
+            for (int nt = 0; nt < 8; nt++) {
+                x0 = fmaxf(x0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+                x1 = fmaxf(x1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+            }
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+            /* finite: tile 0 holds key 0 <= every row, so m is finite from the first tile on (an
+             * m-tile whose rows all precede the tile keeps its m: max(m, -inf)) */
+            const float n0 = fmaxf(m[mt][0], x0 * sl2), n1 = fmaxf(m[mt][1], x1 * sl2);
+            const float al0 = ex2(m[mt][0] - n0), al1 = ex2(m[mt][1] - n1);
+            m[mt][0] = n0;
+            m[mt][1] = n1;
+            float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DT; i++) {
-            o[i][0] *= al0;
-            o[i][1] *= al0;
-            o[i][2] *= al1;
-            o[i][3] *= al1;
+            for (int nt = 0; nt < 8; nt++) {
+                s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], sl2, -n0));
+                s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], sl2, -n0));
+                s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], sl2, -n1));
+                s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], sl2, -n1));
+                ps0 += s[mt][nt][0] + s[mt][nt][1];
+                ps1 += s[mt][nt][2] + s[mt][nt][3];
+            }
+            l[mt][0] = l[mt][0] * al0 + ps0;
+            l[mt][1] = l[mt][1] * al1 + ps1;
+#pragma unroll
+            for (int i = 0; i < DT; i++) {
+                o[mt][i][0] *= al0;
+                o[mt][i][1] *= al0;
+                o[mt][i][2] *= al1;
+                o[mt][i][3] *= al1;
+            }
         }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) { /* 16 keys at a time: P (BF16) as the A operand */
-            uint32_t pa[4];
-            pa[0] = pack2(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = pack2(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < HD / 16; dp++) {
                 uint32_t r[4];
                 ldsm4t(r, vb + toff<HD>(kk * 16 + (lm & 1) * 8 + lr, dp * 2 + (lm >> 1)));
-                mma(o[2 * dp], pa, r[0], r[1]);
-                mma(o[2 * dp + 1], pa, r[2], r[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(o[mt][2 * dp], pa[mt], r[0], r[1]);
+                    mma(o[mt][2 * dp + 1], pa[mt], r[2], r[3]);
+                }
             }
         }
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
     OutT* og = (OutT*)a.out + (size_t)b * T * qs + h * HD;
-    const int ra = r0 + g, rb = r0 + g + 8;
 #pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[i][0] * i0, o[i][1] * i0);
-        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[i][2] * i1, o[i][3] * i1);
-    }
-    if (tig == 0) {
-        if (ra < T) a.lse[(size_t)bh * T + ra] = (m0 + log2f(l0)) * FA_LN2;
-        if (rb < T) a.lse[(size_t)bh * T + rb] = (m1 + log2f(l1)) * FA_LN2;
+    for (int mt = 0; mt < MT; mt++) {
+        float l0 = l[mt][0], l1 = l[mt][1];
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+        const int ra = r0 + mt * 16 + g, rb = ra + 8;
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            const int col = i * 8 + 2 * tig;
+            if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[mt][i][0] * i0, o[mt][i][1] * i0);
+            if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[mt][i][2] * i1, o[mt][i][3] * i1);
+        }
+        if (tig == 0) {
+            if (ra < T) a.lse[(size_t)bh * T + ra] = (m[mt][0] + log2f(l0)) * FA_LN2;
+            if (rb < T) a.lse[(size_t)bh * T + rb] = (m[mt][1] + log2f(l1)) * FA_LN2;
+        }
     }
 }
 
@@ -568,14 +596,14 @@ __global__ void k_to_bf16(CvtJobs j) {
 
 /* ---- host side ---------------------------------------------------------------------------- */
 
-int g_cfg_fwd = 0, g_cfg_dq = 0, g_cfg_dkv = 0; /* warps per CTA; 0: the default */
+int g_cfg_fwd = 0, g_cfg_fwd_mt = 0, g_cfg_dq = 0, g_cfg_dkv = 0; /* warps per CTA, m-tiles per warp; 0: default */
 void* g_ws = NULL;
 size_t g_ws_bytes = 0;
 
+/* which: 0 forward warps, 1 dq warps, 2 dk/dv warps, 3 forward m-tiles per warp */
 int default_warps(int which, int hd) {
-    (void)which;
     (void)hd;
-    return 4;
+    return which == 3 ? 1 : 4;
 }
 
 template <typename K>
@@ -584,17 +612,18 @@ int set_smem(K kern, size_t bytes) {
     return MX_OK;
 }
 
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = fwd_smem<HD, NW>();
+    constexpr size_t sm = fwd_smem<HD, NW, MT>();
     if (!ready) {
-        int rc = set_smem(k_fa_fwd<HD, NW, OutT>, sm);
+        int rc = set_smem(k_fa_fwd<HD, NW, MT, OutT>, sm);
         if (rc) return rc;
         ready = 1;
     }
-    dim3 grid((unsigned)((a.T + 16 * NW - 1) / (16 * NW)), (unsigned)(B * a.H));
-    k_fa_fwd<HD, NW, OutT><<<grid, NW * 32, sm, s>>>(a);
+    constexpr int BM = 16 * MT * NW;
+    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
+    k_fa_fwd<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -629,9 +658,12 @@ int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
 
 template <typename OutT>
 int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
-    const int nw = g_cfg_fwd ? g_cfg_fwd : default_warps(0, hd);
-    if (hd == 64) return nw == 8 ? fwd_launch<64, 8, OutT>(a, B, s) : fwd_launch<64, 4, OutT>(a, B, s);
-    return nw == 8 ? fwd_launch<128, 8, OutT>(a, B, s) : fwd_launch<128, 4, OutT>(a, B, s);
+    const int nw = g_cfg_fwd ? g_cfg_fwd : default_warps(0, hd), mt = g_cfg_fwd_mt ? g_cfg_fwd_mt : default_warps(3, hd);
+    if (hd == 64) {
+        if (mt == 2) return nw == 8 ? fwd_launch<64, 8, 2, OutT>(a, B, s) : fwd_launch<64, 4, 2, OutT>(a, B, s);
+        return nw == 8 ? fwd_launch<64, 8, 1, OutT>(a, B, s) : fwd_launch<64, 4, 1, OutT>(a, B, s);
+    }
+    return nw == 8 ? fwd_launch<128, 8, 1, OutT>(a, B, s) : fwd_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
 }
 template <typename OutT>
 int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
@@ -713,11 +745,13 @@ extern "C" size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int
     return 2 * (2 * nq + 2 * nk) + 256;
 }
 
-extern "C" int mxg_attention_flash_config(int fwd_warps, int dq_warps, int dkv_warps) {
-    ARG_CHECK((fwd_warps == 0 || fwd_warps == 4 || fwd_warps == 8) && (dq_warps == 0 || dq_warps == 4 || dq_warps == 8) &&
-                  (dkv_warps == 0 || dkv_warps == 4 || dkv_warps == 8),
-              "mxg_attention_flash_config: warps %d %d %d (0, 4 or 8)", fwd_warps, dq_warps, dkv_warps);
+extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mtiles, int dq_warps, int dkv_warps) {
+    ARG_CHECK((fwd_warps == 0 || fwd_warps == 4 || fwd_warps == 8) && (fwd_mtiles >= 0 && fwd_mtiles <= 2) &&
+                  (dq_warps == 0 || dq_warps == 4 || dq_warps == 8) && (dkv_warps == 0 || dkv_warps == 4 || dkv_warps == 8),
+              "mxg_attention_flash_config: warps %d, m-tiles %d, warps %d %d (0, 4 or 8; m-tiles 0, 1 or 2)", fwd_warps,
+              fwd_mtiles, dq_warps, dkv_warps);
     g_cfg_fwd = fwd_warps;
+    g_cfg_fwd_mt = fwd_mtiles;
     g_cfg_dq = dq_warps;
     g_cfg_dkv = dkv_warps;
     return MX_OK;
