@@ -124,9 +124,9 @@ int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, 
                                  int KV, int hd, void* stream);
 size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
 void mxg_attention_flash_shutdown(void);
-/* Tuning (the benchmark): warps per CTA of the forward, dq and dk/dv kernels (4 or 8), and the
- * forward's m-tiles of 16 query rows per warp (1 or 2; 2 for hd 64 only); 0 keeps the default. */
-int mxg_attention_flash_config(int fwd_warps, int fwd_mtiles, int dq_warps, int dkv_warps);
+/* Tuning (the benchmark): warps per CTA (4 or 8) and m-tiles of 16 rows per warp (1 or 2; 2 is
+ * taken for hd 64 only) of the forward, dq and dk/dv kernels; 0 keeps the default. Not thread-safe. */
+int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps, int dkv_mt);
 
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 

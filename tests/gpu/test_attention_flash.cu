@@ -360,11 +360,11 @@ static double median_ms(F f, int reps) {
 static void run_bench(void) {
     const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
     /* warps x m-tiles of the forward / dq warps / dk,dv warps */
-    const int cfg[][4] = {{4, 1, 4, 4}, {8, 1, 8, 8}, {4, 2, 4, 8}, {8, 2, 8, 4}};
+    const int cfg[][6] = {{4, 1, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {4, 2, 4, 2, 4, 2}, {8, 2, 8, 1, 4, 2}, {4, 2, 8, 2, 8, 2}};
     const int ncfg = sizeof cfg / sizeof cfg[0], reps = 20;
     printf("bench: median of %d event-timed runs after 3 warm-ups; causal FLOPs: fwd 4 B H T^2 hd / 2, bwd 2.5x\n",
            reps);
-    printf("%-22s %-7s %9s %9s %9s %9s %10s\n", "shape B,Hq/Hkv,T,d", "warps", "fwd ms", "fwd TF/s", "bwd ms",
+    printf("%-22s %-13s %9s %9s %9s %9s %10s\n", "shape B,Hq/Hkv,T,d", "config", "fwd ms", "fwd TF/s", "bwd ms",
            "bwd TF/s", "f+b TF/s");
     struct Best { double f, b; int cf, cb; } best[4];
     for (int si = 0; si < 4; si++) {
@@ -376,7 +376,7 @@ static void run_bench(void) {
         const double fl = 4.0 * B * H * (double)T * T * hd / 2, flb = 2.5 * fl;
         best[si] = {1e30, 1e30, 0, 0};
         for (int c = 0; c < ncfg; c++) {
-            if (mxg_attention_flash_config(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
+            if (mxg_attention_flash_config(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
             int rc = 0;
             const double tf = median_ms([&] { rc |= mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL); }, reps);
             const double tb = median_ms([&] {
@@ -385,16 +385,16 @@ static void run_bench(void) {
             }, reps);
             if (rc) { fprintf(stderr, "bench: %s\n", mx_last_error()); exit(1); }
             CK(cudaDeviceSynchronize());
-            char sh[64], wc[16];
+            char sh[64], wc[24];
             snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
-            snprintf(wc, sizeof wc, "%dx%d/%d/%d", cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3]);
-            printf("%-22s %-7s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, wc, tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
+            snprintf(wc, sizeof wc, "%dx%d/%dx%d/%dx%d", cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5]);
+            printf("%-22s %-13s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, wc, tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
                    (fl + flb) / (tf + tb) * 1e-9);
             if (tf < best[si].f) { best[si].f = tf; best[si].cf = c; }
             if (tb < best[si].b) { best[si].b = tb; best[si].cb = c; }
         }
         /* the FP32 wrappers at the default configuration (their BF16 pre-passes included) */
-        mxg_attention_flash_config(0, 0, 0, 0);
+        mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
         {
             Dev qf(nq * 4), kf(nk * 4), vf(nk * 4), gof(nq * 4), of(nq * 4), dqf(nq * 4), dkf(nk * 4), dvf(nk * 4);
             fillf(qf, nq, 5); fillf(kf, nk, 6); fillf(vf, nk, 7); fillf(gof, nq, 8);
@@ -407,19 +407,19 @@ static void run_bench(void) {
             if (rc) { fprintf(stderr, "bench fp32: %s\n", mx_last_error()); exit(1); }
             char sh[64];
             snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
-            printf("%-22s %-7s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, "fp32api", tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
+            printf("%-22s %-13s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, "fp32 api", tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
                    (fl + flb) / (tf + tb) * 1e-9);
         }
     }
-    printf("\nbest per shape (fwd warps x m-tiles; dq/dkv warps):\n");
+    printf("\nbest per shape (warps x m-tiles of fwd; dq/dkv):\n");
     printf("%-22s %9s %9s %9s %9s\n", "shape", "fwd TF/s", "cfg", "bwd TF/s", "cfg");
     for (int si = 0; si < 4; si++) {
         const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
         const double fl = 4.0 * B * H * (double)T * T * hd / 2;
-        char sh[64], c1[16], c2[16];
+        char sh[64], c1[16], c2[24];
         snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
         snprintf(c1, sizeof c1, "%dx%d", cfg[best[si].cf][0], cfg[best[si].cf][1]);
-        snprintf(c2, sizeof c2, "%d/%d", cfg[best[si].cb][2], cfg[best[si].cb][3]);
+        snprintf(c2, sizeof c2, "%dx%d/%dx%d", cfg[best[si].cb][2], cfg[best[si].cb][3], cfg[best[si].cb][4], cfg[best[si].cb][5]);
         printf("%-22s %9.1f %9s %9.1f %9s\n", sh, fl / best[si].f * 1e-9, c1, 2.5 * fl / best[si].b * 1e-9, c2);
     }
 }
@@ -454,18 +454,18 @@ int main(int argc, char** argv) {
     test_cpu(1, 1000, 8, 2, 64, 1);
     test_cpu(1, 300, 8, 1, 128, 1);
     /* the other tile configurations (warps per CTA of fwd / dq / dkv) that --bench times */
-    static const int cfgs[][4] = {{8, 1, 8, 8}, {4, 2, 4, 8}, {8, 2, 8, 4}};
+    static const int cfgs[][6] = {{4, 1, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {4, 2, 4, 2, 4, 2}, {8, 2, 8, 2, 8, 2}};
     for (const auto& c : cfgs) {
-        char cn[32];
-        snprintf(cn, sizeof cn, " cfg %dx%d/%d/%d", c[0], c[1], c[2], c[3]);
+        char cn[48];
+        snprintf(cn, sizeof cn, " cfg %dx%d/%dx%d/%dx%d", c[0], c[1], c[2], c[3], c[4], c[5]);
         g_cfg_name = cn;
-        if (mxg_attention_flash_config(c[0], c[1], c[2], c[3])) fail("config: %s", mx_last_error());
+        if (mxg_attention_flash_config(c[0], c[1], c[2], c[3], c[4], c[5])) fail("config: %s", mx_last_error());
         test_cpu(1, 1000, 8, 4, 128, 0);
         test_cpu(2, 333, 8, 2, 64, 0);
         test_cpu(3, 17, 2, 1, 64, 1);
     }
     g_cfg_name = "";
-    mxg_attention_flash_config(0, 0, 0, 0);
+    mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
     /* against the FP32 kernels of layers.cu where the CPU is too slow */
     test_fp32_gpu(2, 2048, 16, 4, 128);
     test_fp32_gpu(4, 2048, 12, 4, 64);

@@ -338,12 +338,12 @@ __global__ void k_fa_delta(float* delta, const InT* dout, const InT* out, int B,
 
 /* ---- backward: dq ------------------------------------------------------------------------- */
 
-template <int HD, int NW>
-constexpr size_t dq_smem() { return (size_t)(2 * 16 * NW + 4 * 64) * HD * 2; }
+template <int HD, int NW, int MT>
+constexpr size_t dq_smem() { return (size_t)(2 * 16 * MT * NW + 4 * 64) * HD * 2; }
 
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
-    constexpr int BM = 16 * NW, BN = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
+    constexpr int WR = 16 * MT, BM = WR * NW, BN = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = smem_u32(smem), sG = sQ + BM * HD * 2, sK = sG + BM * HD * 2, sV = sK + 2 * BN * HD * 2;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
     const bf16* gg = a.dout + (size_t)b * T * qs + h * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
-    const int q0 = qt * BM, r0 = q0 + warp * 16;
+    const int q0 = qt * BM, r0 = q0 + warp * WR;
     const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
     const float sl2 = a.sl2;
 
@@ -365,24 +365,32 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
     load_tile<BN, HD, NT>(sV, vg, 0, T, ks, tid);
     cp_commit();
 
-    const int ra = r0 + g, rb = r0 + g + 8;
-    const float La = ra < T ? a.lse[(size_t)bh * T + ra] * FA_LOG2E : 0.0f;
-    const float Lb = rb < T ? a.lse[(size_t)bh * T + rb] * FA_LOG2E : 0.0f;
-    const float Da = ra < T ? a.delta[(size_t)bh * T + ra] : 0.0f;
-    const float Db = rb < T ? a.delta[(size_t)bh * T + rb] : 0.0f;
-
-    uint32_t qf[KS][4], gf[KS][4];
-    float acc[DT][4];
+    float Lr[MT][2], Dr[MT][2]; /* this thread's rows g, g + 8 of each m-tile */
 #pragma unroll
-    for (int i = 0; i < DT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int row = r0 + mt * 16 + g + 8 * u;
+            Lr[mt][u] = row < T ? a.lse[(size_t)bh * T + row] * FA_LOG2E : 0.0f;
+            Dr[mt][u] = row < T ? a.delta[(size_t)bh * T + row] : 0.0f;
+        }
+
+    uint32_t qf[MT][KS][4], gf[MT][KS][4];
+    float acc[MT][DT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < DT; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
 
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         __syncthreads();
-        if (j == 0) {
-            load_afrags<HD>(qf, sQ, warp * 16, lane);
-            load_afrags<HD>(gf, sG, warp * 16, lane);
-        }
+        if (j == 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                load_afrags<HD>(qf[mt], sQ, warp * WR + mt * 16, lane);
+                load_afrags<HD>(gf[mt], sG, warp * WR + mt * 16, lane);
+            }
         if (j + 1 < nkv) {
             const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
             load_tile<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
@@ -393,67 +401,88 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
 #pragma unroll
         for (int c = 0; c < BN / 16; c++) { /* 16 keys at a time */
             const int key0 = j * BN + c * 16;
-            if (key0 > r0 + 15) continue; /* warp-uniform: all masked */
-            float s[2][4], dp[2][4];
+            if (key0 > r0 + WR - 1) continue; /* warp-uniform: all masked */
+            float s[MT][2][4], dp[MT][2][4];
 #pragma unroll
-            for (int i = 0; i < 2; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][i][e] = dp[mt][i][e] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t r[4];
                 const uint32_t off = toff<HD>(c * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1));
                 ldsm4(r, kb + off);
-                mma(s[0], qf[kk], r[0], r[1]);
-                mma(s[1], qf[kk], r[2], r[3]);
-                ldsm4(r, vb + off);
-                mma(dp[0], gf[kk], r[0], r[1]);
-                mma(dp[1], gf[kk], r[2], r[3]);
-            }
-            const bool diag = key0 + 15 > r0;
-            uint32_t da[4];
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                float d[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float L = e < 2 ? La : Lb, D = e < 2 ? Da : Db;
-                    float p = ex2(fmaf(s[nt][e], sl2, -L));
-                    if (diag) {
-                        const int key = key0 + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
-                        if (key > row) p = 0.0f;
-                    }
-                    d[e] = p * (dp[nt][e] - D);
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(s[mt][0], qf[mt][kk], r[0], r[1]);
+                    mma(s[mt][1], qf[mt][kk], r[2], r[3]);
                 }
-                da[2 * nt] = pack2(d[0], d[1]);
-                da[2 * nt + 1] = pack2(d[2], d[3]);
+                ldsm4(r, vb + off);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(dp[mt][0], gf[mt][kk], r[0], r[1]);
+                    mma(dp[mt][1], gf[mt][kk], r[2], r[3]);
+                }
+            }
+            uint32_t da[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const int rm = r0 + mt * 16;
+                const bool diag = key0 + 15 > rm;
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    float d[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float p = ex2(fmaf(s[mt][nt][e], sl2, -Lr[mt][e >> 1]));
+                        if (diag) {
+                            const int key = key0 + nt * 8 + 2 * tig + (e & 1), row = rm + g + 8 * (e >> 1);
+                            if (key > row) p = 0.0f;
+                        }
+                        d[e] = p * (dp[mt][nt][e] - Dr[mt][e >> 1]);
+                    }
+                    da[mt][2 * nt] = pack2(d[0], d[1]);
+                    da[mt][2 * nt + 1] = pack2(d[2], d[3]);
+                }
             }
 #pragma unroll
             for (int dd = 0; dd < HD / 16; dd++) {
                 uint32_t r[4];
                 ldsm4t(r, kb + toff<HD>(c * 16 + (lm & 1) * 8 + lr, dd * 2 + (lm >> 1)));
-                mma(acc[2 * dd], da, r[0], r[1]);
-                mma(acc[2 * dd + 1], da, r[2], r[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(acc[mt][2 * dd], da[mt], r[0], r[1]);
+                    mma(acc[mt][2 * dd + 1], da[mt], r[2], r[3]);
+                }
             }
         }
     }
     OutT* og = (OutT*)a.dq + (size_t)b * T * qs + h * HD;
     const float sc = a.scale;
 #pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, acc[i][0] * sc, acc[i][1] * sc);
-        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, acc[i][2] * sc, acc[i][3] * sc);
+    for (int mt = 0; mt < MT; mt++) {
+        const int ra = r0 + mt * 16 + g, rb = ra + 8;
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            const int col = i * 8 + 2 * tig;
+            if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, acc[mt][i][0] * sc, acc[mt][i][1] * sc);
+            if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, acc[mt][i][2] * sc, acc[mt][i][3] * sc);
+        }
     }
 }
 
 /* ---- backward: dk, dv ----------------------------------------------------------------------- */
 
-template <int HD, int NW>
-constexpr size_t dkv_smem() { return (size_t)(2 * 16 * NW + 4 * 64) * HD * 2 + 4 * 64 * sizeof(float); }
+template <int HD, int NW, int MT>
+constexpr size_t dkv_smem() { return (size_t)(2 * 16 * MT * NW + 4 * 64) * HD * 2 + 4 * 64 * sizeof(float); }
 
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
-    constexpr int BN = 16 * NW, BM = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
+    constexpr int WR = 16 * MT, BN = WR * NW, BM = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
     static_assert(NT >= BM, "lse/delta rows: one per thread");
+    static_assert(BN % BM == 0, "a kv tile starts on a query tile");
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sK = smem_u32(smem), sV = sK + BN * HD * 2, sQ = sV + BN * HD * 2, sG = sQ + 2 * BM * HD * 2;
     float* Ls = (float*)(smem + (size_t)(2 * BN + 4 * BM) * HD * 2); /* [2][BM] lse * log2(e) */
@@ -465,7 +494,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
     const int qs = H * HD, ks = KV * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
-    const int k0 = kt * BN, kw = k0 + warp * 16;
+    const int k0 = kt * BN, kw = k0 + warp * WR;
     const int qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
     const float sl2 = a.sl2;
 
@@ -487,18 +516,24 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
     issue(0, 0);
     cp_commit();
 
-    uint32_t kf[KS][4], vf[KS][4];
-    float dk[DT][4], dv[DT][4];
+    uint32_t kf[MT][KS][4], vf[MT][KS][4];
+    float dk[MT][DT][4], dv[MT][DT][4];
 #pragma unroll
-    for (int i = 0; i < DT; i++) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < DT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dk[mt][i][e] = dv[mt][i][e] = 0.0f;
 
     for (int it = 0; it < total; it++) {
         cp_wait_all();
         __syncthreads();
-        if (it == 0) {
-            load_afrags<HD>(kf, sK, warp * 16, lane);
-            load_afrags<HD>(vf, sV, warp * 16, lane);
-        }
+        if (it == 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                load_afrags<HD>(kf[mt], sK, warp * WR + mt * 16, lane);
+                load_afrags<HD>(vf[mt], sV, warp * WR + mt * 16, lane);
+            }
         if (it + 1 < total) issue(it + 1, (it + 1) & 1);
         cp_commit();
         const int st = it & 1, t0 = (qt0 + it % nq) * BM;
@@ -510,68 +545,99 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
         for (int c = 0; c < BM / 16; c++) { /* 16 queries at a time */
             const int tc = t0 + c * 16;
             if (tc + 15 < kw) continue;
-            float s[2][4], dp[2][4];
+            float s[MT][2][4], dp[MT][2][4];
 #pragma unroll
-            for (int i = 0; i < 2; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][i][e] = dp[mt][i][e] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t r[4];
                 const uint32_t off = toff<HD>(c * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1));
                 ldsm4(r, qb + off);
-                mma(s[0], kf[kk], r[0], r[1]);
-                mma(s[1], kf[kk], r[2], r[3]);
-                ldsm4(r, gb + off);
-                mma(dp[0], vf[kk], r[0], r[1]);
-                mma(dp[1], vf[kk], r[2], r[3]);
-            }
-            const bool diag = tc < kw + 15;
-            uint32_t pa[4], da[4];
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                float p[4], d[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int tl = c * 16 + nt * 8 + 2 * tig + (e & 1); /* query within the tile */
-                    float pe = ex2(fmaf(s[nt][e], sl2, -Lt[tl]));
-                    if (diag) {
-                        const int key = kw + g + 8 * (e >> 1);
-                        if (t0 + tl < key) pe = 0.0f;
-                    }
-                    p[e] = pe;
-                    d[e] = pe * (dp[nt][e] - Dt[tl]);
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(s[mt][0], kf[mt][kk], r[0], r[1]);
+                    mma(s[mt][1], kf[mt][kk], r[2], r[3]);
                 }
-                pa[2 * nt] = pack2(p[0], p[1]);
-                pa[2 * nt + 1] = pack2(p[2], p[3]);
-                da[2 * nt] = pack2(d[0], d[1]);
-                da[2 * nt + 1] = pack2(d[2], d[3]);
+                ldsm4(r, gb + off);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(dp[mt][0], vf[mt][kk], r[0], r[1]);
+                    mma(dp[mt][1], vf[mt][kk], r[2], r[3]);
+                }
+            }
+            float Lq[2][2], Dq[2][2]; /* the thread's 4 query columns */
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    Lq[nt][u] = Lt[c * 16 + nt * 8 + 2 * tig + u];
+                    Dq[nt][u] = Dt[c * 16 + nt * 8 + 2 * tig + u];
+                }
+            uint32_t pa[MT][4], da[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const int km = kw + mt * 16;
+                const bool diag = tc < km + 15; /* some query of the chunk precedes some key */
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    float p[4], d[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int tl = c * 16 + nt * 8 + 2 * tig + (e & 1); /* query within the tile */
+                        float pe = ex2(fmaf(s[mt][nt][e], sl2, -Lq[nt][e & 1]));
+                        if (diag) {
+                            const int key = km + g + 8 * (e >> 1);
+                            if (t0 + tl < key) pe = 0.0f;
+                        }
+                        p[e] = pe;
+                        d[e] = pe * (dp[mt][nt][e] - Dq[nt][e & 1]);
+                    }
+                    pa[mt][2 * nt] = pack2(p[0], p[1]);
+                    pa[mt][2 * nt + 1] = pack2(p[2], p[3]);
+                    da[mt][2 * nt] = pack2(d[0], d[1]);
+                    da[mt][2 * nt + 1] = pack2(d[2], d[3]);
+                }
             }
 #pragma unroll
             for (int dd = 0; dd < HD / 16; dd++) {
                 uint32_t r[4];
                 const uint32_t off = toff<HD>(c * 16 + (lm & 1) * 8 + lr, dd * 2 + (lm >> 1));
                 ldsm4t(r, gb + off);
-                mma(dv[2 * dd], pa, r[0], r[1]);
-                mma(dv[2 * dd + 1], pa, r[2], r[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(dv[mt][2 * dd], pa[mt], r[0], r[1]);
+                    mma(dv[mt][2 * dd + 1], pa[mt], r[2], r[3]);
+                }
                 ldsm4t(r, qb + off);
-                mma(dk[2 * dd], da, r[0], r[1]);
-                mma(dk[2 * dd + 1], da, r[2], r[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(dk[mt][2 * dd], da[mt], r[0], r[1]);
+                    mma(dk[mt][2 * dd + 1], da[mt], r[2], r[3]);
+                }
             }
         }
     }
     OutT* dkg = (OutT*)a.dk + (size_t)b * T * ks + kh * HD;
     OutT* dvg = (OutT*)a.dv + (size_t)b * T * ks + kh * HD;
-    const int ja = kw + g, jb = kw + g + 8;
     const float sc = a.scale;
 #pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ja < T) {
-            store2<OutT>(dkg + (size_t)ja * ks + col, dk[i][0] * sc, dk[i][1] * sc);
-            store2<OutT>(dvg + (size_t)ja * ks + col, dv[i][0], dv[i][1]);
-        }
-        if (jb < T) {
-            store2<OutT>(dkg + (size_t)jb * ks + col, dk[i][2] * sc, dk[i][3] * sc);
-            store2<OutT>(dvg + (size_t)jb * ks + col, dv[i][2], dv[i][3]);
+    for (int mt = 0; mt < MT; mt++) {
+        const int ja = kw + mt * 16 + g, jb = ja + 8;
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            const int col = i * 8 + 2 * tig;
+            if (ja < T) {
+                store2<OutT>(dkg + (size_t)ja * ks + col, dk[mt][i][0] * sc, dk[mt][i][1] * sc);
+                store2<OutT>(dvg + (size_t)ja * ks + col, dv[mt][i][0], dv[mt][i][1]);
+            }
+            if (jb < T) {
+                store2<OutT>(dkg + (size_t)jb * ks + col, dk[mt][i][2] * sc, dk[mt][i][3] * sc);
+                store2<OutT>(dvg + (size_t)jb * ks + col, dv[mt][i][2], dv[mt][i][3]);
+            }
         }
     }
 }
@@ -596,14 +662,15 @@ __global__ void k_to_bf16(CvtJobs j) {
 
 /* ---- host side ---------------------------------------------------------------------------- */
 
-int g_cfg_fwd = 0, g_cfg_fwd_mt = 0, g_cfg_dq = 0, g_cfg_dkv = 0; /* warps per CTA, m-tiles per warp; 0: default */
+/* Tile configuration: warps per CTA and m-tiles (16 rows) per warp of the forward, dq and dk/dv
+ * kernels; 0: the default, chosen on the H200 (bench/NOTES.md). */
+int g_cfg[6] = {0, 0, 0, 0, 0, 0};
 void* g_ws = NULL;
 size_t g_ws_bytes = 0;
 
-/* which: 0 forward warps, 1 dq warps, 2 dk/dv warps, 3 forward m-tiles per warp */
-int default_warps(int which, int hd) {
-    (void)hd;
-    return which == 3 ? 1 : 4;
+int default_cfg(int which, int hd) {
+    static const int d64[6] = {4, 2, 4, 1, 4, 1}, d128[6] = {8, 1, 8, 1, 8, 1};
+    return hd == 64 ? d64[which] : d128[which];
 }
 
 template <typename K>
@@ -627,53 +694,64 @@ int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     CU_LAUNCHED();
     return MX_OK;
 }
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dq_smem<HD, NW>();
+    constexpr size_t sm = dq_smem<HD, NW, MT>();
     if (!ready) {
-        int rc = set_smem(k_fa_dq<HD, NW, OutT>, sm);
+        int rc = set_smem(k_fa_dq<HD, NW, MT, OutT>, sm);
         if (rc) return rc;
         ready = 1;
     }
-    dim3 grid((unsigned)((a.T + 16 * NW - 1) / (16 * NW)), (unsigned)(B * a.H));
-    k_fa_dq<HD, NW, OutT><<<grid, NW * 32, sm, s>>>(a);
+    constexpr int BM = 16 * MT * NW;
+    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
+    k_fa_dq<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
-template <int HD, int NW, typename OutT>
+template <int HD, int NW, int MT, typename OutT>
 int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dkv_smem<HD, NW>();
+    constexpr size_t sm = dkv_smem<HD, NW, MT>();
     if (!ready) {
-        int rc = set_smem(k_fa_dkv<HD, NW, OutT>, sm);
+        int rc = set_smem(k_fa_dkv<HD, NW, MT, OutT>, sm);
         if (rc) return rc;
         ready = 1;
     }
-    dim3 grid((unsigned)((a.T + 16 * NW - 1) / (16 * NW)), (unsigned)(B * a.KV));
-    k_fa_dkv<HD, NW, OutT><<<grid, NW * 32, sm, s>>>(a);
+    constexpr int BN = 16 * MT * NW;
+    dim3 grid((unsigned)((a.T + BN - 1) / BN), (unsigned)(B * a.KV));
+    k_fa_dkv<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
 
 template <typename OutT>
 int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
-    const int nw = g_cfg_fwd ? g_cfg_fwd : default_warps(0, hd), mt = g_cfg_fwd_mt ? g_cfg_fwd_mt : default_warps(3, hd);
+    const int nw = g_cfg[0] ? g_cfg[0] : default_cfg(0, hd), mt = g_cfg[1] ? g_cfg[1] : default_cfg(1, hd);
     if (hd == 64) {
         if (mt == 2) return nw == 8 ? fwd_launch<64, 8, 2, OutT>(a, B, s) : fwd_launch<64, 4, 2, OutT>(a, B, s);
         return nw == 8 ? fwd_launch<64, 8, 1, OutT>(a, B, s) : fwd_launch<64, 4, 1, OutT>(a, B, s);
     }
     return nw == 8 ? fwd_launch<128, 8, 1, OutT>(a, B, s) : fwd_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
 }
+
 template <typename OutT>
 int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
-    const int nq = g_cfg_dq ? g_cfg_dq : default_warps(1, hd), nk = g_cfg_dkv ? g_cfg_dkv : default_warps(2, hd);
+    const int nq = g_cfg[2] ? g_cfg[2] : default_cfg(2, hd), mq = g_cfg[3] ? g_cfg[3] : default_cfg(3, hd);
+    const int nk = g_cfg[4] ? g_cfg[4] : default_cfg(4, hd), mk = g_cfg[5] ? g_cfg[5] : default_cfg(5, hd);
     int rc;
-    if (hd == 64) rc = nq == 8 ? dq_launch<64, 8, OutT>(a, B, s) : dq_launch<64, 4, OutT>(a, B, s);
-    else rc = nq == 8 ? dq_launch<128, 8, OutT>(a, B, s) : dq_launch<128, 4, OutT>(a, B, s);
+    if (hd == 64) {
+        if (mq == 2) rc = nq == 8 ? dq_launch<64, 8, 2, OutT>(a, B, s) : dq_launch<64, 4, 2, OutT>(a, B, s);
+        else rc = nq == 8 ? dq_launch<64, 8, 1, OutT>(a, B, s) : dq_launch<64, 4, 1, OutT>(a, B, s);
+    } else {
+        rc = nq == 8 ? dq_launch<128, 8, 1, OutT>(a, B, s) : dq_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
+    }
     if (rc) return rc;
-    if (hd == 64) return nk == 8 ? dkv_launch<64, 8, OutT>(a, B, s) : dkv_launch<64, 4, OutT>(a, B, s);
-    return nk == 8 ? dkv_launch<128, 8, OutT>(a, B, s) : dkv_launch<128, 4, OutT>(a, B, s);
+    if (hd == 64) {
+        if (mk == 2) return nk == 8 ? dkv_launch<64, 8, 2, OutT>(a, B, s) : dkv_launch<64, 4, 2, OutT>(a, B, s);
+        return nk == 8 ? dkv_launch<64, 8, 1, OutT>(a, B, s) : dkv_launch<64, 4, 1, OutT>(a, B, s);
+    }
+    return nk == 8 ? dkv_launch<128, 8, 1, OutT>(a, B, s) : dkv_launch<128, 4, 1, OutT>(a, B, s);
 }
 
 int check(const char* fn, int B, int T, int H, int KV, int hd) {
@@ -745,15 +823,14 @@ extern "C" size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int
     return 2 * (2 * nq + 2 * nk) + 256;
 }
 
-extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mtiles, int dq_warps, int dkv_warps) {
-    ARG_CHECK((fwd_warps == 0 || fwd_warps == 4 || fwd_warps == 8) && (fwd_mtiles >= 0 && fwd_mtiles <= 2) &&
-                  (dq_warps == 0 || dq_warps == 4 || dq_warps == 8) && (dkv_warps == 0 || dkv_warps == 4 || dkv_warps == 8),
-              "mxg_attention_flash_config: warps %d, m-tiles %d, warps %d %d (0, 4 or 8; m-tiles 0, 1 or 2)", fwd_warps,
-              fwd_mtiles, dq_warps, dkv_warps);
-    g_cfg_fwd = fwd_warps;
-    g_cfg_fwd_mt = fwd_mtiles;
-    g_cfg_dq = dq_warps;
-    g_cfg_dkv = dkv_warps;
+extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps,
+                                          int dkv_mt) {
+    const int c[6] = {fwd_warps, fwd_mt, dq_warps, dq_mt, dkv_warps, dkv_mt};
+    for (int i = 0; i < 6; i++)
+        ARG_CHECK(i % 2 ? (c[i] >= 0 && c[i] <= 2) : (c[i] == 0 || c[i] == 4 || c[i] == 8),
+                  "mxg_attention_flash_config: %s %d (warps 0, 4 or 8; m-tiles 0, 1 or 2)", i % 2 ? "m-tiles" : "warps",
+                  c[i]);
+    for (int i = 0; i < 6; i++) g_cfg[i] = c[i];
     return MX_OK;
 }
 
