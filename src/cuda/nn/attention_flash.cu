@@ -312,6 +312,208 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
     }
 }
 
+/* wgmma wrappers (generated: the accumulator lists are long) */
+__device__ __forceinline__ void wg_ss_n64(float* d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+__device__ __forceinline__ void wg_ss_n128(float* d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+__device__ __forceinline__ void wg_rs_n64_tb(float* d, const uint32_t* a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wg_rs_n128_tb(float* d, const uint32_t* a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+/* ---- forward on wgmma (sm_90a): a warpgroup of 4 warps per 64 query rows ------------------------
+ * Q, K, V tiles in the canonical 128-byte-swizzled layout that wgmma reads: [HD/64][rows][64]
+ * (128-byte rows, 16-byte chunk c of row r at c ^ (r & 7), tile bases 1024-byte aligned).
+ * S = Q K^T: wgmma m64nBNk16, A (Q) and B (K) from shared memory, both K-major;
+ * O += P V: wgmma m64nHDk16, A = P (BF16) from registers, B = V MN-major (transposed read).
+ * The accumulator layouts per warp are those of mma.sync (rows 16 w + g, g + 8): the softmax is
+ * the same code as k_fa_fwd's. */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void wg_ss(float* d, uint64_t a, uint64_t b, int acc) {
+    if constexpr (N == 64) wg_ss_n64(d, a, b, acc);
+    else wg_ss_n128(d, a, b, acc);
+}
+template <int N>
+__device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t* a, uint64_t b) {
+    if constexpr (N == 64) wg_rs_n64_tb(d, a, b);
+    else wg_rs_n128_tb(d, a, b);
+}
+
+/* Rows [row0, row0 + ROWS) of g into a [HD/64][ROWS][64] swizzled tile; rows >= T zero-filled. */
+template <int ROWS, int HD, int NT>
+__device__ __forceinline__ void load_tile_sw(uint32_t s, const bf16* g, int row0, int T, int stride, int tid) {
+    constexpr int CPR = HD / 8, N = ROWS * CPR;
+    static_assert(N % NT == 0, "tile not a multiple of the block");
+#pragma unroll
+    for (int it = 0; it < N / NT; it++) {
+        const int i = it * NT + tid, r = i / CPR, c = i % CPR, t = row0 + r;
+        const bf16* src = g + (size_t)(t < T ? t : 0) * stride + c * 8;
+        cp16(s + (uint32_t)((c >> 3) * ROWS * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4)), src, t < T ? 16 : 0);
+    }
+}
+
+template <int HD, int NWG, int BN>
+constexpr size_t fwg_smem() { return (size_t)(64 * NWG + 4 * BN) * HD * 2 + 1024; }
+
+template <int HD, int NWG, int BN, typename OutT>
+__global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
+    constexpr int BM = 64 * NWG, NT = NWG * 128, KS = HD / 16, NS = BN / 8, DT = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
+    const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + 2 * BN * HD * 2;
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int T = a.T, H = a.H, KV = a.KV;
+    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int qs = H * HD, ks = KV * HD;
+    const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
+    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
+    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
+    const int q0 = qt * BM, g0 = q0 + wg * 64, r0 = g0 + warp * 16; /* warpgroup's and warp's first rows */
+    const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
+    const float sl2 = a.sl2;
+
+    load_tile_sw<BM, HD, NT>(sQ, qg, q0, T, qs, tid);
+    load_tile_sw<BN, HD, NT>(sK, kg, 0, T, ks, tid);
+    load_tile_sw<BN, HD, NT>(sV, vg, 0, T, ks, tid);
+    cp_commit();
+
+    float o[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; i++) o[i] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    for (int j = 0; j < nkv; j++) {
+        cp_wait_all();
+        fence_proxy_async(); /* this thread's cp.async writes, before the tensor cores read them */
+        __syncthreads();
+        if (j + 1 < nkv) {
+            const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
+            load_tile_sw<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
+            load_tile_sw<BN, HD, NT>(sV + st, vg, (j + 1) * BN, T, ks, tid);
+        }
+        cp_commit();
+        if (j * BN > g0 + 63) continue; /* warpgroup-uniform: every key after every row */
+        const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
+        float s[NS * 4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++)
+            wg_ss<BN>(s, wg_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+                      wg_desc(kb + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024), kk > 0);
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        if (j * BN + BN - 1 > r0) {
+#pragma unroll
+            for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
+                    if (key > row) s[nt * 4 + e] = -INFINITY;
+                }
+        }
+        float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NS; nt++) {
+            x0 = fmaxf(x0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
+            x1 = fmaxf(x1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+        }
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        /* a warp whose rows all precede the tile keeps m (finite from tile 0 on): max(m, -inf) */
+        const float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
+        const float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NS; nt++) {
+            s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -n0));
+            s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -n0));
+            s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -n1));
+            s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -n1));
+            ps0 += s[nt * 4 + 0] + s[nt * 4 + 1];
+            ps1 += s[nt * 4 + 2] + s[nt * 4 + 3];
+        }
+        l0 = l0 * al0 + ps0;
+        l1 = l1 * al1 + ps1;
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            o[i * 4 + 0] *= al0;
+            o[i * 4 + 1] *= al0;
+            o[i * 4 + 2] *= al1;
+            o[i * 4 + 3] *= al1;
+        }
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            pa[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+            pa[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+            pa[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+            pa[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wg_rs_tb<HD>(o, pa[kk], wg_desc(vb + kk * 16 * 128, BN * 128, 1024));
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    OutT* og = (OutT*)a.out + (size_t)b * T * qs + h * HD;
+    const int ra = r0 + g, rb = ra + 8;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        const int col = i * 8 + 2 * tig;
+        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[i * 4 + 0] * i0, o[i * 4 + 1] * i0);
+        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[i * 4 + 2] * i1, o[i * 4 + 3] * i1);
+    }
+    if (tig == 0) {
+        if (ra < T) a.lse[(size_t)bh * T + ra] = (m0 + log2f(l0)) * FA_LN2;
+        if (rb < T) a.lse[(size_t)bh * T + rb] = (m1 + log2f(l1)) * FA_LN2;
+    }
+}
+
 /* ---- backward: delta = rowsum(dout * out) ---------------------------------------------------- */
 
 __device__ __forceinline__ float ld1(const float* p) { return *p; }
@@ -694,6 +896,21 @@ int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     CU_LAUNCHED();
     return MX_OK;
 }
+template <int HD, int NWG, int BN, typename OutT>
+int fwg_launch(const FaArgs& a, int B, cudaStream_t s) {
+    static int ready = 0;
+    constexpr size_t sm = fwg_smem<HD, NWG, BN>();
+    if (!ready) {
+        int rc = set_smem(k_fa_fwd_wg<HD, NWG, BN, OutT>, sm);
+        if (rc) return rc;
+        ready = 1;
+    }
+    constexpr int BM = 64 * NWG;
+    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
+    k_fa_fwd_wg<HD, NWG, BN, OutT><<<grid, NWG * 128, sm, s>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
 template <int HD, int NW, int MT, typename OutT>
 int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
@@ -728,6 +945,14 @@ int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
 template <typename OutT>
 int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
     const int nw = g_cfg[0] ? g_cfg[0] : default_cfg(0, hd), mt = g_cfg[1] ? g_cfg[1] : default_cfg(1, hd);
+    if (nw == 1 || nw == 2) { /* wgmma: nw warpgroups, mt 1: 64 keys per tile, 2: 128 */
+        if (hd == 64) {
+            if (nw == 1) return mt == 2 ? fwg_launch<64, 1, 128, OutT>(a, B, s) : fwg_launch<64, 1, 64, OutT>(a, B, s);
+            return mt == 2 ? fwg_launch<64, 2, 128, OutT>(a, B, s) : fwg_launch<64, 2, 64, OutT>(a, B, s);
+        }
+        if (nw == 1) return mt == 2 ? fwg_launch<128, 1, 128, OutT>(a, B, s) : fwg_launch<128, 1, 64, OutT>(a, B, s);
+        return mt == 2 ? fwg_launch<128, 2, 128, OutT>(a, B, s) : fwg_launch<128, 2, 64, OutT>(a, B, s);
+    }
     if (hd == 64) {
         if (mt == 2) return nw == 8 ? fwd_launch<64, 8, 2, OutT>(a, B, s) : fwd_launch<64, 4, 2, OutT>(a, B, s);
         return nw == 8 ? fwd_launch<64, 8, 1, OutT>(a, B, s) : fwd_launch<64, 4, 1, OutT>(a, B, s);
@@ -827,7 +1052,7 @@ extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warp
                                           int dkv_mt) {
     const int c[6] = {fwd_warps, fwd_mt, dq_warps, dq_mt, dkv_warps, dkv_mt};
     for (int i = 0; i < 6; i++)
-        ARG_CHECK(i % 2 ? (c[i] >= 0 && c[i] <= 2) : (c[i] == 0 || c[i] == 4 || c[i] == 8),
+        ARG_CHECK(i % 2 ? (c[i] >= 0 && c[i] <= 2) : (c[i] == 0 || c[i] == 4 || c[i] == 8 || (i == 0 && c[i] <= 2)),
                   "mxg_attention_flash_config: %s %d (warps 0, 4 or 8; m-tiles 0, 1 or 2)", i % 2 ? "m-tiles" : "warps",
                   c[i]);
     for (int i = 0; i < 6; i++) g_cfg[i] = c[i];
