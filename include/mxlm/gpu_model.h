@@ -100,8 +100,9 @@ void mxg_attention_gemm_shutdown(void);
 
 /* ---- causal GQA flash attention on BF16 tensor cores (src/cuda/nn/attention_flash.cu) ---- */
 
-/* The same attention with BF16 operands on the tensor cores (mma.sync m16n8k16), FP32
- * accumulation and softmax statistics; the T x T scores are never stored. hd 64 or 128, any
+/* The same attention with BF16 operands on the tensor cores (wgmma by default, mma.sync m16n8k16
+ * as the alternative), FP32 accumulation and softmax statistics; the T x T scores are never
+ * stored. hd 64 or 128, any
  * T >= 1, any H / KV ratio. lse [B, H, T]: as mxg_attention_forward's (natural log of the sum of
  * exp of the scaled scores), FP32. Deterministic (no atomics, fixed orders); against the FP32
  * attention on the same BF16-rounded inputs ~1e-3..5e-3 normwise (the file's first comment).
@@ -124,8 +125,12 @@ int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, 
                                  int KV, int hd, void* stream);
 size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
 void mxg_attention_flash_shutdown(void);
-/* Tuning (the benchmark): warps per CTA (4 or 8) and m-tiles of 16 rows per warp (1 or 2; 2 is
- * taken for hd 64 only) of the forward, dq and dk/dv kernels; 0 keeps the default. Not thread-safe. */
+/* Tuning (the benchmark and the tests): per kernel (forward, dq, dk/dv) a count and a size; 0 keeps
+ * the default (the wgmma kernels). Count 1 or 2: the wgmma kernel with that many warpgroups (64
+ * rows each); size 1 or 2: the streamed tile, 64 or 128 keys (forward, dq) or 32 or 64 queries
+ * (dk/dv). Count 4 or 8: the mma.sync kernel with that many warps; size 1 or 2: m-tiles of 16 rows
+ * per warp (2 taken for hd 64 only). Results differ in rounding between configurations (the tile
+ * sizes change the online softmax's grouping), never between runs. Not thread-safe. */
 int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps, int dkv_mt);
 
 /* ---- SwiGLU, residual ----------------------------------------------------- */

@@ -360,9 +360,9 @@ static double median_ms(F f, int reps) {
 static void run_bench(void) {
     const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
     /* warps x m-tiles of the forward / dq warps / dk,dv warps */
-    /* fwd warps 1 or 2: the wgmma forward (warpgroups; m-tiles 1: 64 keys a tile, 2: 128) */
-    const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {1, 1, 4, 1, 4, 1}, {2, 1, 8, 1, 8, 1},
-                          {1, 2, 4, 1, 4, 1}, {2, 2, 8, 1, 8, 1}};
+    /* warps 1 or 2: the wgmma kernels (warpgroups), else mma.sync warps; m-tiles as in main() */
+    const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {1, 2, 1, 1, 1, 2}, {1, 2, 2, 1, 2, 2},
+                          {2, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 1}, {1, 1, 1, 2, 1, 2}, {2, 2, 2, 2, 2, 2}};
     const int ncfg = sizeof cfg / sizeof cfg[0], reps = 20;
     printf("bench: median of %d event-timed runs after 3 warm-ups; causal FLOPs: fwd 4 B H T^2 hd / 2, bwd 2.5x\n",
            reps);
@@ -458,7 +458,11 @@ int main(int argc, char** argv) {
     /* the other tile configurations (warps per CTA of fwd / dq / dkv) that --bench times */
     /* fwd warps 1 or 2: the wgmma forward with that many warpgroups, m-tiles 1: 64 keys a tile, 2: 128 */
     static const int cfgs[][6] = {{4, 1, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {4, 2, 4, 2, 4, 2}, {8, 2, 8, 2, 8, 2},
-                                  {1, 1, 0, 0, 0, 0}, {2, 1, 0, 0, 0, 0}, {1, 2, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0}};
+                                  {1, 1, 0, 0, 0, 0}, {2, 1, 0, 0, 0, 0}, {1, 2, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0},
+                                  /* warps 1 or 2 for dq / dk,dv: the wgmma backward (dq m-tiles 1: 64 keys a
+                                   * tile, 2: 128; dk,dv m-tiles 1: 32 queries a tile, 2: 64) */
+                                  {1, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 2}, {1, 1, 1, 2, 1, 2}, {2, 1, 2, 2, 2, 1},
+                                  {4, 2, 4, 1, 4, 1}, {1, 2, 2, 1, 2, 2}, {2, 2, 1, 1, 1, 2}};
     for (const auto& c : cfgs) {
         char cn[48];
         snprintf(cn, sizeof cn, " cfg %dx%d/%dx%d/%dx%d", c[0], c[1], c[2], c[3], c[4], c[5]);
