@@ -73,3 +73,18 @@ test-gpu-layers:
 	$(need_nvcc)
 	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/layers
 	OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/layers $(T)
+
+# The flash attention's test and benchmark (tests/gpu/test_attention_flash.cu): the CUDA library + the
+# CPU library (src/nn/attention.c is the reference). `make test-gpu-attn [T=substring]`;
+# `build/cuda/tests/gpu/attn --bench` times it (bench/NOTES.md).
+GPU_ATTN_TEST_SRC := tests/gpu/test_attention_flash.cu
+$(B_CUDA)/tests/gpu/attn: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_ATTN_TEST_SRC))
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+.PHONY: gpu-attn-bin test-gpu-attn
+gpu-attn-bin:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/attn
+test-gpu-attn:
+	$(need_nvcc)
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/attn
+	OMP_WAIT_POLICY=passive $(B_CUDA)/tests/gpu/attn $(T)

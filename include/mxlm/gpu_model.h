@@ -98,6 +98,41 @@ int mxg_attention_backward_gemm(float* dq, float* dk, float* dv, float* delta, c
                                 int KV, int hd, float* ws, int tf32, void* stream);
 void mxg_attention_gemm_shutdown(void);
 
+/* ---- causal GQA flash attention on BF16 tensor cores (src/cuda/nn/attention_flash.cu) ---- */
+
+/* The same attention with BF16 operands on the tensor cores (wgmma by default, mma.sync m16n8k16
+ * as the alternative), FP32 accumulation and softmax statistics; the T x T scores are never
+ * stored. hd 64 or 128, any T >= 1, any H / KV ratio. lse [B, H, T]: as mxg_attention_forward's
+ * (natural log of the sum of exp of the scaled scores), FP32. Deterministic (no atomics, fixed
+ * orders); against the FP32 attention on the same BF16-rounded inputs 1.3e-3..3.6e-3 normwise
+ * (measured; tolerance 1e-2: the file's first comment).
+ * BF16 entry points: q [B*T, H*hd], k, v [B*T, KV*hd], out [B*T, H*hd], all bf16 bits. */
+int mxg_attention_forward_flash_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                     const uint16_t* v, int B, int T, int H, int KV, int hd, void* stream);
+/* dq [B*T, H*hd], dk, dv [B*T, KV*hd] bf16, OVERWRITTEN; delta [B, H, T] FP32 scratch
+ * (rowwise dout . out); lse from the forward. */
+int mxg_attention_backward_flash_bf16(uint16_t* dq, uint16_t* dk, uint16_t* dv, float* delta, const uint16_t* dout,
+                                      const uint16_t* out, const float* lse, const uint16_t* q, const uint16_t* k,
+                                      const uint16_t* v, int B, int T, int H, int KV, int hd, void* stream);
+/* FP32 interfaces, the signatures of mxg_attention_forward / _backward: q, k, v (and dout) are
+ * rounded to BF16 in one pre-pass into an internal scratch buffer (mxg_attention_flash_workspace
+ * bytes, grown on demand, kept until mxg_attention_flash_shutdown; calls must be ordered on one
+ * stream); out, dq, dk, dv FP32 (dq, dk, dv OVERWRITTEN); delta from the FP32 out and dout. */
+int mxg_attention_forward_flash(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T,
+                                int H, int KV, int hd, void* stream);
+int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, const float* dout, const float* out,
+                                 const float* lse, const float* q, const float* k, const float* v, int B, int T, int H,
+                                 int KV, int hd, void* stream);
+size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
+void mxg_attention_flash_shutdown(void);
+/* Tuning (the benchmark and the tests): per kernel (forward, dq, dk/dv) a count and a size; 0 keeps
+ * the default (the wgmma kernels). Count 1 or 2: the wgmma kernel with that many warpgroups (64
+ * rows each); size 1 or 2: the streamed tile, 64 or 128 keys (forward, dq) or 32 or 64 queries
+ * (dk/dv). Count 4 or 8: the mma.sync kernel with that many warps; size 1 or 2: m-tiles of 16 rows
+ * per warp (2 taken for hd 64 only). Results differ in rounding between configurations (the tile
+ * sizes change the online softmax's grouping), never between runs. Not thread-safe. */
+int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps, int dkv_mt);
+
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 
 int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream);

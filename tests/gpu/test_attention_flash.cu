@@ -1,0 +1,483 @@
+/*
+ * test_attention_flash.cu: the BF16 tensor-core flash attention (src/cuda/nn/attention_flash.cu)
+ * against the CPU attention (src/nn/attention.c, FP32) on the same BF16-rounded inputs, and against
+ * the FP32 GPU kernels (layers.cu) at shapes where the CPU is too slow. Run:
+ * make test-gpu-attn [T=substring] (build/cuda/tests/gpu/attn). Ends with "N passed, N failed".
+ *
+ * Every case: random non-zero inputs (fixed seed, MXG_SEED to change it) rounded to BF16, outputs
+ * poisoned with NaN before each GPU run (every element must be written), two GPU runs compared
+ * byte for byte (determinism). Tolerances (BF16 operands incl. P and dS, FP32 accumulation):
+ *   out, dq, dk, dv   ||gpu - ref|| / ||ref|| <= 1e-2 (normwise over the tensor; measured 1.3e-3..3.6e-3)
+ *   lse               max |gpu - ref| <= 1e-4 (ref: the log-sum-exp in FP64 of the same inputs)
+ * `attn --bench` prints the forward and backward TFLOP/s at the issue's shapes instead (causal
+ * FLOPs counted as half: forward 4 B H T^2 hd / 2, backward 2.5x the forward).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "mxlm/gpu.h"
+#include "mxlm/gpu_model.h"
+#include "mxlm/model.h"
+
+typedef std::vector<float> vecf;
+typedef std::vector<uint16_t> vecb;
+
+static int g_pass = 0, g_fail = 0, g_case_fail = 0;
+static int g_nfilt = 0;
+static char** g_filt = NULL;
+
+static int wanted(const char* name) {
+    if (!g_nfilt) return 1;
+    for (int i = 0; i < g_nfilt; i++)
+        if (strstr(name, g_filt[i])) return 1;
+    return 0;
+}
+static void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+#include <stdarg.h>
+static void fail(const char* fmt, ...) {
+    g_case_fail = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+static void begin(const char* name) {
+    g_case_fail = 0;
+    printf("[%s]\n", name);
+}
+static void end(void) {
+    if (g_case_fail) g_fail++;
+    else g_pass++;
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define MXC(call)                                                                            \
+    do {                                                                                     \
+        int r_ = (call);                                                                     \
+        if (r_) fail("%s:%d: %s -> %d: %s", __FILE__, __LINE__, #call, r_, mx_last_error()); \
+    } while (0)
+
+/* ---- random inputs, BF16 ---- */
+static uint64_t g_rng = 0x5EED5EED12345678ull;
+static uint64_t rnd64(void) {
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rndu(void) { return (rnd64() >> 11) * (1.0 / 9007199254740992.0); }
+static float rndn(void) {
+    double u = rndu() + 1e-300, v = rndu();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+/* float -> bf16 bits, round to nearest even (as __float2bfloat16_rn; inputs finite) */
+static uint16_t f2b(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float b2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* n normal values times s, rounded to BF16: the float copy and the bits */
+static void randb(size_t n, float s, vecf& f, vecb& b) {
+    f.resize(n);
+    b.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        b[i] = f2b(s * rndn());
+        f[i] = b2f(b[i]);
+    }
+}
+static vecf tof(const vecb& b) {
+    vecf f(b.size());
+    for (size_t i = 0; i < b.size(); i++) f[i] = b2f(b[i]);
+    return f;
+}
+
+/* ---- device buffers ---- */
+struct Dev {
+    void* p = NULL;
+    size_t bytes = 0;
+    explicit Dev(size_t b) : bytes(b) { CK(cudaMalloc(&p, b ? b : 4)); }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+    ~Dev() { cudaFree(p); }
+    float* f() { return (float*)p; }
+    uint16_t* h() { return (uint16_t*)p; }
+    void poison() { CK(cudaMemset(p, 0xff, bytes)); } /* NaN in FP32 and in BF16 */
+};
+template <class T>
+static void up(Dev& d, const std::vector<T>& h) {
+    CK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+static std::vector<T> down(const Dev& d, size_t n) {
+    std::vector<T> h(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* ---- comparisons ---- */
+static double g_worst = 0;
+static void frob(const char* what, const vecf& g, const vecf& c, double tol) {
+    double d2 = 0, c2 = 0, dmax = 0, cmax = 0;
+    size_t nonfin = 0;
+    for (size_t i = 0; i < c.size(); i++) {
+        if (!isfinite(g[i])) nonfin++;
+        const double d = (double)g[i] - c[i];
+        d2 += d * d;
+        c2 += (double)c[i] * c[i];
+        dmax = fmax(dmax, fabs(d));
+        cmax = fmax(cmax, fabs((double)c[i]));
+    }
+    const double fr = c2 > 0 ? sqrt(d2 / c2) : sqrt(d2);
+    printf("    %-8s ||gpu - ref|| / ||ref|| = %.3g (tol %.0e), max |d| / max |ref| = %.3g\n", what, fr, tol,
+           cmax > 0 ? dmax / cmax : dmax);
+    if (nonfin) fail("%s: %zu non-finite elements (unwritten or NaN)", what, nonfin);
+    else if (!(fr <= tol)) fail("%s: normwise error %.3g above %.0e", what, fr, tol);
+    if (fr > g_worst) g_worst = fr;
+}
+static void lse_check(const vecf& g, const std::vector<double>& c, double tol) {
+    double mx = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < c.size(); i++) {
+        const double d = fabs((double)g[i] - c[i]);
+        if (!(d <= tol)) bad++;
+        if (d > mx || d != d) mx = d;
+    }
+    printf("    %-8s max |gpu - ref| = %.3g (tol %.0e)\n", "lse", mx, tol);
+    if (bad) fail("lse: %zu of %zu rows out of tolerance", bad, c.size());
+}
+static void same(const char* what, const void* a, const void* b, size_t bytes) {
+    if (memcmp(a, b, bytes)) fail("%s: two GPU runs differ (not deterministic)", what);
+}
+
+/* lse of the scaled scores in FP64 (the reference for both interfaces) */
+static std::vector<double> lse_ref(const vecf& q, const vecf& k, int B, int T, int H, int KV, int hd) {
+    std::vector<double> L((size_t)B * H * T);
+    const double c = 1.0 / sqrt((double)hd);
+    std::vector<double> s(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float* qt = &q[((size_t)(b * T + t) * H + h) * hd];
+                double mx = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    const float* kj = &k[((size_t)(b * T + j) * KV + h / (H / KV)) * hd];
+                    double a = 0;
+                    for (int i = 0; i < hd; i++) a += (double)qt[i] * kj[i];
+                    s[j] = a * c;
+                    mx = fmax(mx, s[j]);
+                }
+                double sum = 0;
+                for (int j = 0; j <= t; j++) sum += exp(s[j] - mx);
+                L[((size_t)b * H + h) * T + t] = mx + log(sum);
+            }
+    return L;
+}
+
+/* ---- against the CPU: iface 0 the BF16 entry points, 1 the FP32 wrappers ---- */
+static const char* g_cfg_name = "";
+static void test_cpu(int B, int T, int H, int KV, int hd, int iface) {
+    char name[128];
+    snprintf(name, sizeof name, "flash %s vs cpu B%d T%d H%d/%d hd%d%s", iface ? "fp32" : "bf16", B, T, H, KV, hd,
+             g_cfg_name);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    vecf q, k, v, go;
+    vecb qb, kb, vb, gob;
+    randb(nq, 1.5f, q, qb); /* scores of a few units: peaked and flat rows both occur */
+    randb(nk, 1.5f, k, kb);
+    randb(nk, 1.0f, v, vb);
+    randb(nq, 1.0f, go, gob);
+    vecf out_c(nq), att((size_t)B * H * T * T), dq_c(nq), dk_c(nk), dv_c(nk);
+    mx_attention_forward(out_c.data(), att.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd);
+    mx_attention_backward(dq_c.data(), dk_c.data(), dv_c.data(), go.data(), att.data(), q.data(), k.data(), v.data(),
+                          B, T, H, KV, hd);
+    std::vector<double> L = lse_ref(q, k, B, T, H, KV, hd);
+    const size_t es = iface ? 4 : 2;
+    Dev dq_(nq * es), dk_(nk * es), dv_(nk * es), dgo(nq * es), dout(nq * es), dlse(nl * 4), ddelta(nl * 4);
+    Dev gq(nq * es), gk(nk * es), gv(nk * es);
+    if (iface) { up(dq_, q); up(dk_, k); up(dv_, v); up(dgo, go); }
+    else { up(dq_, qb); up(dk_, kb); up(dv_, vb); up(dgo, gob); }
+    vecf o[2], l[2], rq[2], rk[2], rv[2];
+    for (int r = 0; r < 2; r++) {
+        dout.poison(); dlse.poison(); gq.poison(); gk.poison(); gv.poison(); ddelta.poison();
+        if (iface) {
+            MXC(mxg_attention_forward_flash(dout.f(), dlse.f(), dq_.f(), dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+            MXC(mxg_attention_backward_flash(gq.f(), gk.f(), gv.f(), ddelta.f(), dgo.f(), dout.f(), dlse.f(), dq_.f(),
+                                             dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+            o[r] = down<float>(dout, nq); rq[r] = down<float>(gq, nq); rk[r] = down<float>(gk, nk);
+            rv[r] = down<float>(gv, nk);
+        } else {
+            MXC(mxg_attention_forward_flash_bf16(dout.h(), dlse.f(), dq_.h(), dk_.h(), dv_.h(), B, T, H, KV, hd, NULL));
+            MXC(mxg_attention_backward_flash_bf16(gq.h(), gk.h(), gv.h(), ddelta.f(), dgo.h(), dout.h(), dlse.f(),
+                                                  dq_.h(), dk_.h(), dv_.h(), B, T, H, KV, hd, NULL));
+            o[r] = tof(down<uint16_t>(dout, nq)); rq[r] = tof(down<uint16_t>(gq, nq));
+            rk[r] = tof(down<uint16_t>(gk, nk)); rv[r] = tof(down<uint16_t>(gv, nk));
+        }
+        l[r] = down<float>(dlse, nl);
+    }
+    CK(cudaGetLastError());
+    frob("out", o[0], out_c, 1e-2);
+    lse_check(l[0], L, 1e-4);
+    frob("dq", rq[0], dq_c, 1e-2);
+    frob("dk", rk[0], dk_c, 1e-2);
+    frob("dv", rv[0], dv_c, 1e-2);
+    same("out", o[0].data(), o[1].data(), nq * 4);
+    same("lse", l[0].data(), l[1].data(), nl * 4);
+    same("dq", rq[0].data(), rq[1].data(), nq * 4);
+    same("dk", rk[0].data(), rk[1].data(), nk * 4);
+    same("dv", rv[0].data(), rv[1].data(), nk * 4);
+    if (!g_case_fail) printf("    deterministic: two runs, identical bytes (out, lse, dq, dk, dv)\n");
+    end();
+}
+
+/* ---- against the FP32 GPU kernels of layers.cu (same BF16-valued FP32 inputs) ---- */
+static void test_fp32_gpu(int B, int T, int H, int KV, int hd) {
+    char name[128];
+    snprintf(name, sizeof name, "flash fp32 vs layers.cu B%d T%d H%d/%d hd%d", B, T, H, KV, hd);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    vecf q, k, v, go;
+    vecb qb, kb, vb, gob;
+    randb(nq, 1.5f, q, qb);
+    randb(nk, 1.5f, k, kb);
+    randb(nk, 1.0f, v, vb);
+    randb(nq, 1.0f, go, gob);
+    Dev dq_(nq * 4), dk_(nk * 4), dv_(nk * 4), dgo(nq * 4), dlse(nl * 4), ddelta(nl * 4);
+    Dev o1(nq * 4), q1(nq * 4), k1(nk * 4), v1(nk * 4), l1(nl * 4);
+    Dev o2(nq * 4), q2(nq * 4), k2(nk * 4), v2(nk * 4), l2(nl * 4);
+    up(dq_, q); up(dk_, k); up(dv_, v); up(dgo, go);
+    MXC(mxg_attention_forward(o1.f(), l1.f(), dq_.f(), dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+    MXC(mxg_attention_backward(q1.f(), k1.f(), v1.f(), ddelta.f(), dgo.f(), o1.f(), l1.f(), dq_.f(), dk_.f(), dv_.f(),
+                               B, T, H, KV, hd, NULL));
+    o2.poison(); l2.poison(); q2.poison(); k2.poison(); v2.poison();
+    MXC(mxg_attention_forward_flash(o2.f(), l2.f(), dq_.f(), dk_.f(), dv_.f(), B, T, H, KV, hd, NULL));
+    MXC(mxg_attention_backward_flash(q2.f(), k2.f(), v2.f(), ddelta.f(), dgo.f(), o2.f(), l2.f(), dq_.f(), dk_.f(),
+                                     dv_.f(), B, T, H, KV, hd, NULL));
+    CK(cudaDeviceSynchronize());
+    frob("out", down<float>(o2, nq), down<float>(o1, nq), 1e-2);
+    vecf lg = down<float>(l2, nl), lr = down<float>(l1, nl);
+    std::vector<double> L(lr.begin(), lr.end());
+    lse_check(lg, L, 1e-4);
+    frob("dq", down<float>(q2, nq), down<float>(q1, nq), 1e-2);
+    frob("dk", down<float>(k2, nk), down<float>(k1, nk), 1e-2);
+    frob("dv", down<float>(v2, nk), down<float>(v1, nk), 1e-2);
+    end();
+}
+
+static void test_args(void) {
+    if (!wanted("flash argument checks")) return;
+    begin("flash argument checks");
+    float lse;
+    int rc = mxg_attention_forward_flash_bf16(NULL, &lse, NULL, NULL, NULL, 1, 16, 4, 2, 96, NULL);
+    printf("    hd 96 -> %d (%s)\n", rc, rc ? mx_last_error() : "accepted");
+    if (rc == 0) fail("hd 96 accepted");
+    rc = mxg_attention_forward_flash_bf16(NULL, &lse, NULL, NULL, NULL, 1, 16, 6, 4, 64, NULL);
+    printf("    H 6 / KV 4 -> %d (%s)\n", rc, rc ? mx_last_error() : "accepted");
+    if (rc == 0) fail("H %% KV != 0 accepted");
+    end();
+}
+
+/* ---- benchmark ---- */
+__global__ void k_fill(uint16_t* p, size_t n, uint64_t seed, float s) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const float u = (float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; /* uniform (-1, 1) */
+        const float f = u * s * 1.7320508f;                                    /* variance s^2 */
+        uint32_t b = __float_as_uint(f);
+        b += 0x7FFFu + ((b >> 16) & 1u);
+        p[i] = (uint16_t)(b >> 16);
+    }
+}
+__global__ void k_fillf(float* p, size_t n, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z ^= z >> 31;
+        p[i] = ((float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+    }
+}
+static void fillf(Dev& d, size_t n, uint64_t seed) {
+    k_fillf<<<1024, 256>>>(d.f(), n, seed);
+    CK(cudaGetLastError());
+}
+static void fill(Dev& d, size_t n, uint64_t seed, float s) {
+    k_fill<<<1024, 256>>>(d.h(), n, seed, s);
+    CK(cudaGetLastError());
+}
+
+struct Timer {
+    cudaEvent_t a, b;
+    Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
+    ~Timer() { cudaEventDestroy(a); cudaEventDestroy(b); }
+};
+template <class F>
+static double median_ms(F f, int reps) {
+    Timer t;
+    std::vector<float> ms;
+    for (int i = 0; i < 3; i++) f();
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(t.a));
+        f();
+        CK(cudaEventRecord(t.b));
+        CK(cudaEventSynchronize(t.b));
+        float x;
+        CK(cudaEventElapsedTime(&x, t.a, t.b));
+        ms.push_back(x);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+static void run_bench(void) {
+    const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
+    /* warps x m-tiles of the forward / dq warps / dk,dv warps */
+    /* warps 1 or 2: the wgmma kernels (warpgroups), else mma.sync warps; m-tiles as in main() */
+    const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {1, 2, 1, 1, 1, 2}, {1, 2, 2, 1, 2, 2},
+                          {2, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 1}, {1, 1, 1, 2, 1, 2}, {2, 2, 2, 2, 2, 2}};
+    const int ncfg = sizeof cfg / sizeof cfg[0], reps = 20;
+    printf("bench: median of %d event-timed runs after 3 warm-ups; causal FLOPs: fwd 4 B H T^2 hd / 2, bwd 2.5x\n",
+           reps);
+    printf("%-22s %-13s %9s %9s %9s %9s %10s\n", "shape B,Hq/Hkv,T,d", "config", "fwd ms", "fwd TF/s", "bwd ms",
+           "bwd TF/s", "f+b TF/s");
+    struct Best { double f, b; int cf, cb; } best[4];
+    for (int si = 0; si < 4; si++) {
+        const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
+        const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+        Dev q(nq * 2), k(nk * 2), v(nk * 2), go(nq * 2), o(nq * 2), lse(nl * 4), delta(nl * 4);
+        Dev dq(nq * 2), dk(nk * 2), dv(nk * 2);
+        fill(q, nq, 1, 1.0f); fill(k, nk, 2, 1.0f); fill(v, nk, 3, 1.0f); fill(go, nq, 4, 1.0f);
+        const double fl = 4.0 * B * H * (double)T * T * hd / 2, flb = 2.5 * fl;
+        best[si] = {1e30, 1e30, 0, 0};
+        for (int c = 0; c < ncfg; c++) {
+            if (mxg_attention_flash_config(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
+            int rc = 0;
+            const double tf = median_ms([&] { rc |= mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL); }, reps);
+            const double tb = median_ms([&] {
+                rc |= mxg_attention_backward_flash_bf16(dq.h(), dk.h(), dv.h(), delta.f(), go.h(), o.h(), lse.f(), q.h(),
+                                                        k.h(), v.h(), B, T, H, KV, hd, NULL);
+            }, reps);
+            if (rc) { fprintf(stderr, "bench: %s\n", mx_last_error()); exit(1); }
+            CK(cudaDeviceSynchronize());
+            char sh[64], wc[24];
+            snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
+            snprintf(wc, sizeof wc, "%dx%d/%dx%d/%dx%d", cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5]);
+            printf("%-22s %-13s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, wc, tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
+                   (fl + flb) / (tf + tb) * 1e-9);
+            if (tf < best[si].f) { best[si].f = tf; best[si].cf = c; }
+            if (tb < best[si].b) { best[si].b = tb; best[si].cb = c; }
+        }
+        /* the FP32 wrappers at the default configuration (their BF16 pre-passes included) */
+        mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
+        {
+            Dev qf(nq * 4), kf(nk * 4), vf(nk * 4), gof(nq * 4), of(nq * 4), dqf(nq * 4), dkf(nk * 4), dvf(nk * 4);
+            fillf(qf, nq, 5); fillf(kf, nk, 6); fillf(vf, nk, 7); fillf(gof, nq, 8);
+            int rc = 0;
+            const double tf = median_ms([&] { rc |= mxg_attention_forward_flash(of.f(), lse.f(), qf.f(), kf.f(), vf.f(), B, T, H, KV, hd, NULL); }, reps);
+            const double tb = median_ms([&] {
+                rc |= mxg_attention_backward_flash(dqf.f(), dkf.f(), dvf.f(), delta.f(), gof.f(), of.f(), lse.f(), qf.f(),
+                                                   kf.f(), vf.f(), B, T, H, KV, hd, NULL);
+            }, reps);
+            if (rc) { fprintf(stderr, "bench fp32: %s\n", mx_last_error()); exit(1); }
+            char sh[64];
+            snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
+            printf("%-22s %-13s %9.3f %9.1f %9.3f %9.1f %10.1f\n", sh, "fp32 api", tf, fl / tf * 1e-9, tb, flb / tb * 1e-9,
+                   (fl + flb) / (tf + tb) * 1e-9);
+        }
+    }
+    printf("\nbest per shape (warps x m-tiles of fwd; dq/dkv):\n");
+    printf("%-22s %9s %9s %9s %9s\n", "shape", "fwd TF/s", "cfg", "bwd TF/s", "cfg");
+    for (int si = 0; si < 4; si++) {
+        const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
+        const double fl = 4.0 * B * H * (double)T * T * hd / 2;
+        char sh[64], c1[16], c2[24];
+        snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
+        snprintf(c1, sizeof c1, "%dx%d", cfg[best[si].cf][0], cfg[best[si].cf][1]);
+        snprintf(c2, sizeof c2, "%dx%d/%dx%d", cfg[best[si].cb][2], cfg[best[si].cb][3], cfg[best[si].cb][4], cfg[best[si].cb][5]);
+        printf("%-22s %9.1f %9s %9.1f %9s\n", sh, fl / best[si].f * 1e-9, c1, 2.5 * fl / best[si].b * 1e-9, c2);
+    }
+}
+
+int main(int argc, char** argv) {
+    g_nfilt = argc - 1;
+    g_filt = argv + 1;
+    const int bench = argc > 1 && !strcmp(argv[1], "--bench");
+    char info[512];
+    if (mxg_device_info(info, sizeof info)) {
+        fprintf(stderr, "no usable GPU: %s\n", info);
+        return 1;
+    }
+    printf("GPU: %s\n", info);
+    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    if (bench) {
+        run_bench();
+        mxg_attention_flash_shutdown();
+        return 0;
+    }
+    printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
+    test_args();
+    /* GQA ratios 1, 2, 4, 8; hd 64 and 128; partial tiles (T not a multiple of 16, 64 or 128) */
+    test_cpu(2, 256, 4, 4, 64, 0);   /* ratio 1, whole tiles */
+    test_cpu(1, 1000, 8, 4, 128, 0); /* ratio 2, partial tiles */
+    test_cpu(2, 333, 8, 2, 64, 0);   /* ratio 4, T odd */
+    test_cpu(1, 520, 8, 1, 128, 0);  /* ratio 8 */
+    test_cpu(1, 1000, 16, 2, 64, 0); /* ratio 8, partial tiles */
+    test_cpu(3, 17, 2, 1, 64, 0);    /* tiny: one partial tile */
+    test_cpu(1, 1, 2, 2, 128, 0);    /* T = 1 */
+    test_cpu(2, 256, 4, 4, 128, 1);  /* the FP32 wrappers */
+    test_cpu(1, 1000, 8, 2, 64, 1);
+    test_cpu(1, 300, 8, 1, 128, 1);
+    /* the other tile configurations (warps per CTA of fwd / dq / dkv) that --bench times */
+    /* fwd warps 1 or 2: the wgmma forward with that many warpgroups, m-tiles 1: 64 keys a tile, 2: 128 */
+    static const int cfgs[][6] = {{4, 1, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {4, 2, 4, 2, 4, 2}, {8, 2, 8, 2, 8, 2},
+                                  {1, 1, 0, 0, 0, 0}, {2, 1, 0, 0, 0, 0}, {1, 2, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0},
+                                  /* warps 1 or 2 for dq / dk,dv: the wgmma backward (dq m-tiles 1: 64 keys a
+                                   * tile, 2: 128; dk,dv m-tiles 1: 32 queries a tile, 2: 64) */
+                                  {1, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 2}, {1, 1, 1, 2, 1, 2}, {2, 1, 2, 2, 2, 1},
+                                  {4, 2, 4, 1, 4, 1}, {1, 2, 2, 1, 2, 2}, {2, 2, 1, 1, 1, 2}};
+    for (const auto& c : cfgs) {
+        char cn[48];
+        snprintf(cn, sizeof cn, " cfg %dx%d/%dx%d/%dx%d", c[0], c[1], c[2], c[3], c[4], c[5]);
+        g_cfg_name = cn;
+        if (mxg_attention_flash_config(c[0], c[1], c[2], c[3], c[4], c[5])) fail("config: %s", mx_last_error());
+        test_cpu(1, 1000, 8, 4, 128, 0);
+        test_cpu(2, 333, 8, 2, 64, 0);
+        test_cpu(3, 17, 2, 1, 64, 1);
+    }
+    g_cfg_name = "";
+    mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
+    /* against the FP32 kernels of layers.cu where the CPU is too slow */
+    test_fp32_gpu(2, 2048, 16, 4, 128);
+    test_fp32_gpu(4, 2048, 12, 4, 64);
+    mxg_attention_flash_shutdown();
+    printf("attention (flash) tests: %d passed, %d failed (worst normwise error %.3g)\n", g_pass, g_fail, g_worst);
+    return g_fail ? 1 : 0;
+}
