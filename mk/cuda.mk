@@ -66,8 +66,10 @@ gpu-layers-bin:
 # ./mxlm from the CUDA build); the exit status fails if any fails.
 test-gpu:
 	$(need_nvcc)
-	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers $(B_CUDA)/mxlm build/data/tiny_train.bin
-	@MXLM=$(B_CUDA)/mxlm GPU_RUN=$(B_CUDA)/tests/gpu/run GPU_LAYERS=$(B_CUDA)/tests/gpu/layers T="$(T)" \
+	@$(MAKE) --no-print-directory $(B_CUDA)/tests/gpu/run $(B_CUDA)/tests/gpu/layers $(B_CUDA)/tests/gpu/attn \
+	  $(B_CUDA)/mxlm build/data/tiny_train.bin
+	@MXLM=$(B_CUDA)/mxlm GPU_RUN=$(B_CUDA)/tests/gpu/run GPU_LAYERS=$(B_CUDA)/tests/gpu/layers \
+	  GPU_ATTN=$(B_CUDA)/tests/gpu/attn T="$(T)" \
 	  bash tests/gpu/run_all.sh
 test-gpu-layers:
 	$(need_nvcc)

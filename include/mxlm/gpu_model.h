@@ -248,7 +248,7 @@ typedef struct {
  * instead of being kept per layer. */
 void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, int attn, mxg_mem_estimate* e);
 /* Attention implementations of the GPU model. */
-enum { MXG_ATTN_FLASH = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2 };
+enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH = 3 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
  * out-of-memory error names the allocation, its size and the preset. */
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,

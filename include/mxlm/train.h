@@ -127,8 +127,10 @@ typedef struct {
     int no_final_ckpt;    /* 1: no checkpoint at the last step (benchmarks) */
     int head;             /* LM head GEMMs: MX_HEAD_AUTO (BF16 on the GPU unless the recipe is all fp32, FP32 on
                              the CPU), MX_HEAD_FP32, MX_HEAD_BF16 (BF16 operands, FP32 accumulation) */
-    int attn;             /* GPU attention: MX_ATTN_AUTO, _SIMT (FP32 SIMT kernels, T x T never stored), _GEMM (cuBLASLt
-                             FP32 GEMMs, one sequence's scores at a time), _TF32 (the same on TF32 tensor cores) */
+    int attn;             /* GPU attention: MX_ATTN_AUTO (flash where the head dim is 64 or 128, else tf32), _FLASH
+                             (flash attention on BF16 tensor cores, T x T never stored), _SIMT (FP32 SIMT kernels,
+                             T x T never stored), _GEMM (cuBLASLt FP32 GEMMs, one sequence's scores at a time),
+                             _TF32 (the same on TF32 tensor cores) */
     int recompute;        /* GPU: recompute the RMSNorm outputs and the SwiGLU product in the backward */
     /* Data parallelism (docs/multigpu.md): `gpus` ranks, one process per GPU, each drawing its own micro-batches
      * (rank r of step k, micro-batch a takes the samples a 1-GPU run with accum x gpus takes at micro-batch
@@ -142,19 +144,14 @@ typedef struct {
 
 enum { MX_DEVICE_AUTO = 0, MX_DEVICE_CPU = 1, MX_DEVICE_CUDA = 2 };
 enum { MX_HEAD_AUTO = 0, MX_HEAD_FP32 = 1, MX_HEAD_BF16 = 2 };
-enum { MX_ATTN_AUTO = 0, MX_ATTN_SIMT = 1, MX_ATTN_GEMM = 2, MX_ATTN_TF32 = 3 };
+enum { MX_ATTN_AUTO = 0, MX_ATTN_SIMT = 1, MX_ATTN_GEMM = 2, MX_ATTN_TF32 = 3, MX_ATTN_FLASH = 4 };
 /* The option words of those enums (and of --on-nonfinite, --gemm), indexed by value and
  * NULL-terminated: the CLI parses with them, config.txt is written with them. */
 extern const char* const mx_device_names[];    /* auto cpu cuda */
-extern const char* const mx_attn_names[];      /* auto simt gemm tf32 ("flash": mx_attn_alias) */
+extern const char* const mx_attn_names[];      /* auto simt gemm tf32 flash */
 extern const char* const mx_head_names[];      /* auto fp32 bf16 */
 extern const char* const mx_gemm_names[];      /* fast exact (index: gemm_exact) */
 extern const char* const mx_nonfinite_names[]; /* abort skip */
-
-/* The old word of an attention option value, as the current one: "flash" (the FP32 SIMT kernels, until
- * a tensor-core flash kernel takes the name) is "simt"; any other word as it is. config.txt files of
- * earlier runs say "attn = flash" and still load. */
-const char* mx_attn_alias(const char* word);
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
 /* mx_train_gpu_attn (c->attn as the GPU model's attention implementation): engine.h. */

@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/using.h"
 #include "mxlm/data.h"
+#include "mxlm/engine.h"
 #include "mxlm/mx.h"
 #ifdef MXLM_CUDA
 #include "mxlm/gpu.h"
@@ -242,9 +243,13 @@ int cmd_eval(int argc, char** argv) {
         char info[512];
         mx_recipe rec;
         mxg_llama* g = NULL;
-        /* the run's attention implementation (as mx_train_gpu_attn: auto is TF32) */
-        const int attn = !strcmp(cm.attn, "flash") ? MXG_ATTN_FLASH : !strcmp(cm.attn, "gemm") ? MXG_ATTN_GEMM
-                                                                                               : MXG_ATTN_TF32;
+        /* the run's attention implementation, chosen as the trainer chooses it (mx_train_gpu_attn) */
+        mx_train_config ac;
+        memset(&ac, 0, sizeof ac);
+        ac.model = *cfg;
+        for (int i = 0; mx_attn_names[i]; i++)
+            if (!strcmp(cm.attn, mx_attn_names[i])) ac.attn = i;
+        const int attn = mx_train_gpu_attn(&ac);
         if (mxg_device_info(info, sizeof info) != 0) {
             fprintf(stderr, "mxlm eval: --device cuda: no usable GPU: %s\n", info);
             rc = 1;

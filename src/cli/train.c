@@ -199,10 +199,10 @@ static int train_main(int argc, char** argv, const char* config_path) {
                                  "(dequantize to BF16, BF16 GEMM)"},
         {"head", OPT_STR, &head, "LM head GEMMs: auto (default: bf16 on the GPU unless the recipe is fp32, fp32 on "
                                  "the CPU), fp32, or bf16 (BF16 operands, FP32 accumulation; CPU and GPU alike)"},
-        {"attn", OPT_STR, &attn, "GPU attention: auto (default: tf32), simt (FP32 SIMT kernels, scores never stored; "
-                                 "'flash' is an alias of it for now), "
-                                 "gemm (cuBLASLt FP32 GEMMs, one sequence's scores at a time), tf32 (the same on TF32 "
-                                 "tensor cores)"},
+        {"attn", OPT_STR, &attn, "GPU attention: auto (default: flash where the head dim is 64 or 128, else tf32), "
+                                 "flash (flash attention on BF16 tensor cores, scores never stored, deterministic), "
+                                 "simt (FP32 SIMT kernels, scores never stored), gemm (cuBLASLt FP32 GEMMs, one "
+                                 "sequence's scores at a time), tf32 (the same on TF32 tensor cores)"},
         {"final-ckpt", OPT_INT, &final_ckpt, "1 (default): a checkpoint after the last step; 0: none (benchmarks)"},
         {"recompute", OPT_INT, &c.recompute, "GPU: 1 recomputes the norms and SwiGLU products in the backward "
                                              "instead of keeping them per layer (less memory; same results)"},
@@ -275,7 +275,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if ((on_nonfinite && choice("on-nonfinite", on_nonfinite, mx_nonfinite_names, &c.on_nonfinite)) ||
         (device && choice("device", device, mx_device_names, &c.device)) ||
         (gemm && choice("gemm", gemm, mx_gemm_names, &c.gemm_exact)) ||
-        (attn && choice("attn", mx_attn_alias(attn), mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
+        (attn && choice("attn", attn, mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
         return 2;
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;

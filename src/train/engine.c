@@ -19,11 +19,15 @@ void mx_engine_ranks(const mx_train_config* c, int* rank, int* world) {
 }
 
 int mx_train_gpu_attn(const mx_train_config* c) {
+    const int hd = c->model.n_heads > 0 ? c->model.dim / c->model.n_heads : 0;
     switch (c->attn) {
     case MX_ATTN_SIMT: return 0;
     case MX_ATTN_GEMM: return 1;
     case MX_ATTN_TF32: return 2;
-    default: return 2; /* auto: TF32 tensor cores through cuBLASLt (the spec allows reduced-precision attention products) */
+    case MX_ATTN_FLASH: return 3;
+    /* auto: the flash kernels on BF16 tensor cores where they run (head dim 64 or 128: every preset but
+     * tiny), else TF32 tensor cores through cuBLASLt (the spec allows reduced-precision attention products) */
+    default: return hd == 64 || hd == 128 ? 3 : 2;
     }
 }
 
@@ -54,8 +58,15 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 2)
             return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates MXFP4 operands only (use --device cpu)",
                            c->recipe);
-    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s", info,
-             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)");
+    const int hd = c->model.dim / c->model.n_heads;
+    if (c->attn == MX_ATTN_FLASH && hd != 64 && hd != 128)
+        return mx_fail(MX_EINVAL, "train: --attn flash runs head dims 64 and 128; preset %s has %d (use --attn auto, "
+                                  "tf32, gemm or simt)", c->model.name, hd);
+    static const char* const k_attn_what[] = {"simt (FP32 SIMT kernels)", "gemm (cuBLASLt FP32)",
+                                              "tf32 (cuBLASLt TF32 tensor cores)", "flash (BF16 tensor cores)"};
+    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s; attention %s", info,
+             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)",
+             k_attn_what[mx_train_gpu_attn(c)]);
     return 1;
 }
 

@@ -72,8 +72,7 @@ static const char* dbl(char* b, double x) {
 }
 
 const char* const mx_device_names[] = {"auto", "cpu", "cuda", NULL};
-const char* const mx_attn_names[] = {"auto", "simt", "gemm", "tf32", NULL};
-const char* mx_attn_alias(const char* w) { return w && !strcmp(w, "flash") ? "simt" : w; }
+const char* const mx_attn_names[] = {"auto", "simt", "gemm", "tf32", "flash", NULL};
 const char* const mx_head_names[] = {"auto", "fp32", "bf16", NULL};
 const char* const mx_gemm_names[] = {"fast", "exact", NULL};
 const char* const mx_nonfinite_names[] = {"abort", "skip", NULL};

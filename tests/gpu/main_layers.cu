@@ -189,6 +189,11 @@ int main(int argc, char** argv) {
      * attention products (TF32) differs from the CPU's in a few elements, and the backward's FP4
      * casts turn those into flips (as fp8 above): measured 9.2e-4 and 0.165 on two input draws with
      * the BF16 head, 0.265 with TF32 attention. The 100-step curves (curves.sh) are the check. */
+    /* flash attention on BF16 tensor cores (q, k, v, P, dO rounded to BF16; the CPU's attention is FP32):
+     * first tolerances from the kernel's own normwise errors against the CPU attention (1.3e-3..3.6e-3,
+     * tests/gpu/test_attention_flash.cu) carried through two blocks; the measured values are printed. */
+    test_gpu_model("fp32", 0, 2e-3, 5e-2, 0, 3);
+    test_gpu_model("bf16", 0, 2e-3, 5e-2, 1, 3);
     test_gpu_model("mxfp4-fdw-h16", 0, 1e-3, 0.5, 1);
     test_gpu_model("mxfp4-fdw-h16", 0, 1e-3, 0.5, 1, 2);
     /* fp8: Hopper's FP8 tensor cores accumulate with ~4e-4 relative error (cuBLASLt, FAST_ACCUM off;

@@ -1,14 +1,16 @@
 #!/bin/bash
 # run_all.sh: every GPU test of `make test-gpu`, in its order, on built binaries:
-#   MXLM=build/cuda/mxlm GPU_RUN=build/cuda/tests/gpu/run GPU_LAYERS=build/cuda/tests/gpu/layers bash tests/gpu/run_all.sh
+#   MXLM=build/cuda/mxlm GPU_RUN=build/cuda/tests/gpu/run GPU_LAYERS=build/cuda/tests/gpu/layers \
+#   GPU_ATTN=build/cuda/tests/gpu/attn bash tests/gpu/run_all.sh
 # (the defaults are those paths; `make test-gpu` builds them first). The numerics program (quantizers,
-# GEMMs), the layer/model program, then the trainer scripts curves.sh, telemetry.sh and dist.sh (NCCL:
+# GEMMs), the layer/model program, the flash attention program, then the trainer scripts curves.sh, telemetry.sh and dist.sh (NCCL:
 # libnccl.so.2 on the loader path, NCCL_INC/NCCL_LIB for its ABI check). A summary line per part,
 # then "N passed, N failed" counting the parts; exit 1 if any part fails.
 set -u
 MXLM=${MXLM:-build/cuda/mxlm}
 GPU_RUN=${GPU_RUN:-build/cuda/tests/gpu/run}
 GPU_LAYERS=${GPU_LAYERS:-build/cuda/tests/gpu/layers}
+GPU_ATTN=${GPU_ATTN:-build/cuda/tests/gpu/attn}
 LOGS=${LOGS:-build/test-gpu}
 mkdir -p "$LOGS"
 pass=0; fail=0; summary=""
@@ -16,12 +18,13 @@ part() { # $1 name, then the command; the part's own last "N passed, N failed" l
   local name=$1; shift
   "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
-  local last; last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGS/$name.log" | tail -1)
+  local last; last=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$LOGS/$name.log" | tail -1)
   if [ $rc -eq 0 ]; then pass=$((pass+1)); else fail=$((fail+1)); grep -E "FAIL" "$LOGS/$name.log" | head -20; fi
   summary="$summary$(printf '%-10s %s (exit %d)' "$name" "${last:-no summary}" $rc)\n"
 }
 part numerics "$GPU_RUN" ${T:-}
 part layers env OMP_WAIT_POLICY=passive "$GPU_LAYERS" ${T:-}
+part attention env OMP_WAIT_POLICY=passive "$GPU_ATTN" ${T:-}
 part curves env MXLM="$MXLM" sh tests/gpu/curves.sh
 part telemetry env MXLM="$MXLM" sh tests/gpu/telemetry.sh
 part dist env MXLM="$MXLM" bash tests/gpu/dist.sh

@@ -150,6 +150,9 @@ struct Part {
 
 size_t up16(size_t n) { return (n + 63) / 64 * 64; }
 
+/* the attention implementations that keep one sequence's [H, T, T] scores in attws */
+int uses_attws(int attn) { return attn == MXG_ATTN_GEMM || attn == MXG_ATTN_TF32; }
+
 /* The activation buffers of a model for B x T, in one list (used for the
  * estimate and the allocation alike). */
 int act_parts(mxg_llama* g, Part* parts, int B, int T) {
@@ -168,7 +171,7 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
         {&g->dao, N * QD}, {&g->dgate, N * F}, {&g->dup, N * F}, {&g->dhid, N * F}, {&g->tmp, N * W},
         {&g->delta, (size_t)B * H * T}, {&g->chunk, (size_t)g->Nc * V},
         {&g->rms_ws, mxg_rmsnorm_backward_workspace((int)N, (int)D)}, {&g->dmean, 4},
-        {&g->attws, g->attn ? mxg_attention_gemm_workspace(T, (int)H) : 1},
+        {&g->attws, uses_attws(g->attn) ? mxg_attention_gemm_workspace(T, (int)H) : 1},
     };
     memcpy(parts, p, sizeof p);
     return (int)(sizeof p / sizeof p[0]);
@@ -215,6 +218,8 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int
     const int N = B * T;
     e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
+    if (attn == MXG_ATTN_FLASH) /* the BF16 copies of q, k, v (and out, dout in the backward) */
+        e->scratch += (int64_t)mxg_attention_flash_workspace(B, T, cfg->n_heads, cfg->n_kv_heads, cfg->dim / cfg->n_heads);
     e->total = e->params + e->grads + e->adam + e->acts + e->scratch;
 }
 
@@ -487,7 +492,9 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(mxg_rope_forward(k, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
         PROF_E(PROF_ELEM, st);
         PROF_B(PROF_ATTN, st);
-        if (g->attn) CHK(mxg_attention_forward_gemm(ao, lse, q, k, v, B, T, H, KV, hd, g->attws, g->attn == MXG_ATTN_TF32, st));
+        if (g->attn == MXG_ATTN_FLASH) CHK(mxg_attention_forward_flash(ao, lse, q, k, v, B, T, H, KV, hd, st));
+        else if (uses_attws(g->attn))
+            CHK(mxg_attention_forward_gemm(ao, lse, q, k, v, B, T, H, KV, hd, g->attws, g->attn == MXG_ATTN_TF32, st));
         else CHK(mxg_attention_forward(ao, lse, q, k, v, B, T, H, KV, hd, st));
         PROF_E(PROF_ATTN, st);
         CHK(lin_fwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->tmp, N, QD, D));
@@ -601,7 +608,9 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
                     G(MX_P_WO) + (size_t)l * D * QD, N, QD, D));
         PROF_B(PROF_ATTN, st);
-        if (g->attn)
+        if (g->attn == MXG_ATTN_FLASH)
+            CHK(mxg_attention_backward_flash(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
+        else if (uses_attws(g->attn))
             CHK(mxg_attention_backward_gemm(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd,
                                             g->attws, g->attn == MXG_ATTN_TF32, st));
         else CHK(mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));

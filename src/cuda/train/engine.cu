@@ -34,6 +34,7 @@ struct gpu_engine {
     mxg_comm* comm;    /* NULL: no NCCL */
     float *sm, *sv;    /* [nshard] this rank's shard of the moments (world > 1) */
     size_t nshard;
+    int64_t used0;     /* device memory in use before the model (the CUDA context, other processes) */
 };
 
 gpu_engine* G(mx_engine* e) { return (gpu_engine*)e->impl; }
@@ -178,7 +179,19 @@ int save(mx_engine* e, const char* path, const mx_ckpt_meta* meta, const char* f
 
 int poke(mx_engine* e, int which, size_t off, float val) { return mxg_llama_poke(G(e)->g, which, off, val); }
 
-int report(mx_engine* e, char* buf, size_t n) { return mxg_profile_report(buf, n); }
+/* The run's device memory (in use at the end less before the model: every buffer is kept to the end,
+ * so this is the peak; comparable to PyTorch's max_memory_allocated, which counts no context), then
+ * the MXLM_GPU_PROFILE split where profiling is on. */
+int report(mx_engine* e, char* buf, size_t n) {
+    gpu_engine* ge = G(e);
+    int64_t fr = 0, tot = 0;
+    if (n < 2 || mxg_mem_info(&fr, &tot) != MX_OK) return mxg_profile_report(buf, n);
+    int k = snprintf(buf, n, "GPU memory: %.1f MiB peak (the run's device memory: model %.1f MiB, then cuBLASLt and "
+                             "attention scratch; the CUDA context not counted)",
+                     (double)(tot - fr - ge->used0) / 1048576.0, (double)mxg_llama_device_bytes(ge->g) / 1048576.0);
+    if (k > 0 && (size_t)k + 2 < n && mxg_profile_report(buf + k + 1, n - (size_t)k - 1)) buf[k] = '\n';
+    return 1;
+}
 
 void free_engine(mx_engine* e) {
     gpu_engine* ge = G(e);
@@ -239,6 +252,8 @@ extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
     e->impl = ge;
     e->ops = &k_gpu_ops;
     ge->comm = (mxg_comm*)c->comm;
+    int64_t fr = 0, tot = 0;
+    if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
     int rc = mxg_llama_create_dist(&ge->g, &c->model, recipe, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
                                    c->gemm_exact, c->recompute, mx_train_gpu_attn(c), ge->comm);
     if (!rc && e->world > 1) { /* this rank's shard of the moments */
