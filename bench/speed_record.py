@@ -26,22 +26,14 @@ import json
 import os
 import re
 import statistics
+import sys
 
-PEAK = 989.4e12
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_table import PEAK, cfg  # noqa: E402  (one reader of config.txt, one peak for both tables)
 # profiler part (src/cuda model profiler names) -> split key
 PARTS = {"quantize/rotate/transpose": "quant", "GEMMs (linears)": "gemm", "attention": "attention",
          "LM head + loss": "head", "norms, RoPE, SwiGLU, residual, embedding": "elementwise",
          "grad norm + AdamW": "optimizer"}
-
-
-def cfg(run):
-    c = {}
-    with open(os.path.join(run, "config.txt")) as f:
-        for line in f:
-            if "=" in line:
-                k, v = line.split("=", 1)
-                c[k.strip()] = v.strip()
-    return c
 
 
 def steps(run):

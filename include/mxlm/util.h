@@ -28,6 +28,9 @@ int mx_mkdirs(const char* path);
  * read or an error (errno set), 0 otherwise. */
 int mx_pread_all(int fd, void* dst, size_t n, uint64_t off);
 
+/* The whole file at path, NUL-terminated, malloc'ed (the caller frees it); NULL on an error (errno set). */
+char* mx_read_text(const char* path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
 #include "mxlm/train.h"
+#include "mxlm/util.h"
 
 /* "key = value" lines (config.txt, a checkpoint fingerprint): the model
  * shape and the validation glob. Returns 0, or -1 with *missing the first
@@ -64,25 +65,6 @@ static int parse_kv(const char* text, mx_model_config* c, char* val, size_t vn, 
     for (int i = 0; i < 9; i++)
         if (!seen[i]) { *missing = keys[i]; return -1; }
     return 0;
-}
-
-static char* read_text(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char* b = malloc(cap + 1);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap) break;
-        char* t = realloc(b, cap * 2 + 1);
-        if (!t) { free(b); b = NULL; break; }
-        b = t;
-        cap *= 2;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
 }
 
 static void json_floats(FILE* f, const float* x, size_t n) {
@@ -223,7 +205,7 @@ int cmd_export(int argc, char** argv) {
     /* the model shape: config.txt */
     char cpath[4200], val[1024] = "", ckpt[4200];
     snprintf(cpath, sizeof cpath, "%s/config.txt", run);
-    char* text = read_text(cpath);
+    char* text = mx_read_text(cpath);
     if (!text) { fprintf(stderr, "mxlm export: cannot read %s: %s (not a run directory?)\n", cpath, strerror(errno)); return 1; }
     mx_model_config cfg;
     const char* missing = NULL;

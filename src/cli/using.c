@@ -18,6 +18,7 @@
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
 #include "mxlm/tokrec.h"
+#include "mxlm/util.h"
 
 /* The value of "key = value" in text (the first such line) into out; 1 found, 0 not. */
 static int kv_get(const char* text, const char* key, char* out, size_t n) {
@@ -43,25 +44,6 @@ static int kv_int(const char* text, const char* key, long long* v) {
     errno = 0;
     *v = strtoll(b, &end, 10);
     return !errno && end != b && !*end;
-}
-
-static char* read_text(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 14, n = 0;
-    char* b = malloc(cap + 1);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap) break;
-        char* t = realloc(b, cap * 2 + 1);
-        if (!t) { free(b); b = NULL; break; }
-        b = t;
-        cap *= 2;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
 }
 
 /* The fingerprint text of a checkpoint ("MXLMCKP1", u32 version, u32 length, text), malloc'ed. */
@@ -177,7 +159,7 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     /* config.txt: the preset's name and the validation set */
     char cpath[4300];
     snprintf(cpath, sizeof cpath, "%s/config.txt", cm->run);
-    char* ctext = rc ? NULL : read_text(cpath);
+    char* ctext = rc ? NULL : mx_read_text(cpath);
     if (ctext) {
         kv_get(ctext, "preset", cfg.name, sizeof cfg.name);
         kv_get(ctext, "val", cm->val, sizeof cm->val);

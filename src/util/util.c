@@ -82,3 +82,23 @@ int mx_pread_all(int fd, void* dst, size_t n, uint64_t off) {
     }
     return 0;
 }
+
+char* mx_read_text(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char* b = malloc(cap + 1);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (n < cap) break;
+        char* t = realloc(b, cap * 2 + 1);
+        if (!t) { free(b); b = NULL; errno = ENOMEM; break; }
+        b = t;
+        cap *= 2;
+    }
+    if (b && ferror(f)) { free(b); b = NULL; errno = EIO; }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}

@@ -137,6 +137,8 @@ struct Dev {
     float* f() { return (float*)p; }
     int32_t* i() { return (int32_t*)p; }
     double* d() { return (double*)p; }
+    uint16_t* h() { return (uint16_t*)p; }
+    void poison() { CK(cudaMemset(p, 0xff, bytes)); } /* NaN in FP32 and in BF16 */
 };
 template <class T>
 inline void up(Dev& d, const std::vector<T>& h) { CK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }

@@ -12,98 +12,23 @@
  * `attn --bench` prints the forward and backward TFLOP/s at the issue's shapes instead (causal
  * FLOPs counted as half: forward 4 B H T^2 hd / 2, backward 2.5x the forward).
  */
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include <algorithm>
 #include <vector>
 
-#include "mxlm/gpu.h"
-#include "mxlm/gpu_model.h"
-#include "mxlm/model.h"
+#include "mxlm/mx_scalar.h"
+#include "test.cuh"
 
-typedef std::vector<float> vecf;
 typedef std::vector<uint16_t> vecb;
 
-static int g_pass = 0, g_fail = 0, g_case_fail = 0;
-static int g_nfilt = 0;
-static char** g_filt = NULL;
-
-static int wanted(const char* name) {
-    if (!g_nfilt) return 1;
-    for (int i = 0; i < g_nfilt; i++)
-        if (strstr(name, g_filt[i])) return 1;
-    return 0;
-}
-static void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-#include <stdarg.h>
-static void fail(const char* fmt, ...) {
-    g_case_fail = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "    FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-static void begin(const char* name) {
-    g_case_fail = 0;
-    printf("[%s]\n", name);
-}
-static void end(void) {
-    if (g_case_fail) g_fail++;
-    else g_pass++;
-}
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define MXC(call)                                                                            \
-    do {                                                                                     \
-        int r_ = (call);                                                                     \
-        if (r_) fail("%s:%d: %s -> %d: %s", __FILE__, __LINE__, #call, r_, mx_last_error()); \
-    } while (0)
-
-/* ---- random inputs, BF16 ---- */
-static uint64_t g_rng = 0x5EED5EED12345678ull;
-static uint64_t rnd64(void) {
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rndu(void) { return (rnd64() >> 11) * (1.0 / 9007199254740992.0); }
-static float rndn(void) {
-    double u = rndu() + 1e-300, v = rndu();
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
-/* float -> bf16 bits, round to nearest even (as __float2bfloat16_rn; inputs finite) */
-static uint16_t f2b(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float b2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+/* float <-> bf16 bits: the library's scalar steps (round to nearest even) */
+static uint16_t f2b(float f) { return mx_bf16_from_f32(f); }
+static float b2f(uint16_t b) { return mx_bf16_to_f32(b); }
 /* n normal values times s, rounded to BF16: the float copy and the bits */
 static void randb(size_t n, float s, vecf& f, vecb& b) {
     f.resize(n);
     b.resize(n);
     for (size_t i = 0; i < n; i++) {
-        b[i] = f2b(s * rndn());
+        b[i] = f2b(s * rndnf());
         f[i] = b2f(b[i]);
     }
 }
@@ -111,30 +36,6 @@ static vecf tof(const vecb& b) {
     vecf f(b.size());
     for (size_t i = 0; i < b.size(); i++) f[i] = b2f(b[i]);
     return f;
-}
-
-/* ---- device buffers ---- */
-struct Dev {
-    void* p = NULL;
-    size_t bytes = 0;
-    explicit Dev(size_t b) : bytes(b) { CK(cudaMalloc(&p, b ? b : 4)); }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
-    ~Dev() { cudaFree(p); }
-    float* f() { return (float*)p; }
-    uint16_t* h() { return (uint16_t*)p; }
-    void poison() { CK(cudaMemset(p, 0xff, bytes)); } /* NaN in FP32 and in BF16 */
-};
-template <class T>
-static void up(Dev& d, const std::vector<T>& h) {
-    CK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <class T>
-static std::vector<T> down(const Dev& d, size_t n) {
-    std::vector<T> h(n);
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
 }
 
 /* ---- comparisons ---- */
@@ -250,7 +151,7 @@ static void test_cpu(int B, int T, int H, int KV, int hd, int iface) {
     same("dq", rq[0].data(), rq[1].data(), nq * 4);
     same("dk", rk[0].data(), rk[1].data(), nk * 4);
     same("dv", rv[0].data(), rv[1].data(), nk * 4);
-    if (!g_case_fail) printf("    deterministic: two runs, identical bytes (out, lse, dq, dk, dv)\n");
+    if (!g_fail_case) printf("    deterministic: two runs, identical bytes (out, lse, dq, dk, dv)\n");
     end();
 }
 
@@ -436,6 +337,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     printf("GPU: %s\n", info);
+    g_rng = 0x5EED5EED12345678ull; /* this program's inputs (MXG_SEED overrides) */
     if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
     if (bench) {
         run_bench();
