@@ -576,6 +576,75 @@ TEST(study_run_end_to_end) {
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
 }
 
+/* --parallel 2 on the CPU: two runs at a time, each with half the threads (--threads 2 -> 1 each) and its own
+ * CUDA_VISIBLE_DEVICES slot; an interrupted run among them is resumed; the losses are those of a run alone.
+ * (On a GPU host each slot is one GPU; that test is for the GPU machine, not here.) */
+TEST(study_run_parallel) {
+    test_sentence_shards("study_", 4242, 20000, 2000);
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    /* bf16 seed 2 interrupted at step 4 before the study starts */
+    REQUIRE(test_sh("%s train --recipe bf16 --seed 2 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "--halt-at 4 --out %s/par/bf16-s2 > %s/par_halt.log 2>&1", bin, t, t, t, t) == 0);
+    /* the reference: bf16 seed 1 trained alone with 2 threads */
+    REQUIRE(test_sh("%s train --recipe bf16 --seed 1 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "--out %s/par_ref > %s/par_ref.log 2>&1", bin, t, t, t, t) == 0);
+    REQUIRE(test_sh("%s study run --out %s/par --recipes bf16,mxfp4-fdw-h16 --seeds 1,2 --baseline bf16 --parallel 2 "
+                    STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/par.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("par", "[1/4] bf16 seed 1: training "));
+    CHECK(test_log_has("par", "on slot 0 (CUDA_VISIBLE_DEVICES=0, --threads 1)"));
+    CHECK(test_log_has("par", "[2/4] bf16 seed 2: resuming "));
+    CHECK(test_log_has("par", "on slot 1 (CUDA_VISIBLE_DEVICES=1, --threads 1)"));
+    CHECK(test_log_has("par", "[4/4] mxfp4-fdw-h16 seed 2: budget at step 10, 320 tokens"));
+    /* two at a time: the second run started before the first one ended */
+    char p[512];
+    snprintf(p, sizeof p, "%s/par.log", t);
+    size_t n = 0;
+    char* lg = test_read_file(p, &n);
+    REQUIRE(lg);
+    const char *s2 = strstr(lg, "[2/4] bf16 seed 2: resuming"), *end1 = strstr(lg, ": budget at step 10");
+    CHECK(s2 && end1 && s2 < end1);
+    free(lg);
+    mx_study s;
+    snprintf(p, sizeof p, "%s/par", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    REQUIRE(s.n_runs == 4);
+    for (int i = 0; i < 4; i++) {
+        CHECK(!strcmp(s.runs[i].status, "budget"));
+        CHECK_EQ_INT(s.runs[i].n_evals, 6);
+    }
+    mx_study_run ref;
+    snprintf(p, sizeof p, "%s/par_ref", t);
+    REQUIRE(mx_study_load_run(p, &ref) == 0);
+    const mx_study_run* b1 = run_named(&s, "bf16-s1");
+    REQUIRE(b1 && ref.n_evals == 6);
+    CHECK_SAME_F((float)b1->evals[5].val_loss, (float)ref.evals[5].val_loss); /* 1 thread in parallel = 2 threads alone */
+    mx_study_run_free(&ref);
+    mx_study_free(&s);
+    /* again: all four finished, skipped */
+    REQUIRE(test_sh("%s study run --out %s/par --recipes bf16,mxfp4-fdw-h16 --seeds 1,2 --baseline bf16 --parallel 2 "
+                    STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/par2.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("par2", "[4/4] mxfp4-fdw-h16 seed 2: finished, skipped"));
+    /* refused before anything runs (exit 2, a message, nothing created) */
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 0 " STUDY_TRAIN " > %s/pb1.log 2>&1",
+                         bin, t, t), 2);
+    CHECK(test_log_has("pb1", "--parallel: '0' is not a number of runs at a time"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel two " STUDY_TRAIN " > %s/pb2.log 2>&1",
+                         bin, t, t), 2);
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 2 --gpus 2 " STUDY_TRAIN
+                         " > %s/pb3.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("pb3", "does not combine with --gpus"));
+    CHECK_EQ_INT(test_sh("CUDA_VISIBLE_DEVICES=3 %s study run --out %s/parbad --recipes bf16 --parallel 2 " STUDY_TRAIN
+                         " > %s/pb4.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("pb4", "CUDA_VISIBLE_DEVICES=3 lists 1 device"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 2 " STUDY_TRAIN
+                         " --threads 0 > %s/pb5.log 2>&1", bin, t, t), 2); /* the last --threads counts */
+    CHECK(test_log_has("pb5", "--threads: '0' is not a positive integer"));
+    struct stat st;
+    snprintf(p, sizeof p, "%s/parbad", t);
+    CHECK(stat(p, &st) != 0);
+}
+
 /* The study killed (SIGKILL) while its trainer is paused after the step-50 checkpoint (a test
  * crash point): the trainer goes with it (no orphan holds the run's lock), and the same command
  * continues the run from that checkpoint to the end. */
