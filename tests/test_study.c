@@ -541,6 +541,11 @@ TEST(study_run_end_to_end) {
     CHECK_EQ_INT(ncmd, 2);
     free(md);
 
+    /* the report alone takes the baseline the study recorded (study.txt: baseline = bf16), not fp8 */
+    REQUIRE(test_sh("%s study report %s/real > %s/real3.log 2>&1", bin, t, t) == 0);
+    CHECK(test_log_has("real3", "the mean over 1 bf16 seed"));
+    snprintf(p, sizeof p, "%s/real/results.md", t);
+    CHECK(file_has(p, "| bf16 (baseline) | no | 1 / 1 / 1 |"));
     /* --dry-run: the commands, nothing run */
     REQUIRE(test_sh("%s study run --dry-run --out %s/real --recipes bf16,fp8 --seeds 1 " STUDY_TRAIN " > %s/dry.log 2>&1",
                     bin, t, t) == 0);

@@ -29,13 +29,19 @@ static const char* k_run_usage =
     "  --seeds LIST     seeds separated by commas (default 1)\n"
     "  --machine TEXT   the hardware, for the report (default: the CPU model and core count)\n"
     "  --dry-run        print the train commands and exit\n"
-    "  report options: --baseline R, --target X, --budget-factor F (see mxlm study report --help)";
+    "  --parallel N     N runs at a time, one per GPU (run i sees CUDA_VISIBLE_DEVICES=i, or the i-th entry of\n"
+    "                   the study's own CUDA_VISIBLE_DEVICES); each run gets --threads T/N (T: --threads, else\n"
+    "                   the cores); on the CPU build that is N concurrent CPU runs (default 1)\n"
+    "  report options: --baseline R (default fp8; recorded in DIR/study.txt for the report), --target X,\n"
+    "  --budget-factor F (see mxlm study report --help)";
 static const char* k_report_usage =
     "report DIR [--baseline fp8] [--target X] [--budget-factor 2]\n"
-    "  Re-renders DIR/results.md, DIR/loss.svg and DIR/telemetry.svg from the run directories in DIR, without\n"
-    "  training. Target: --target X, or the baseline's mean validation loss at the first evaluation at or after\n"
-    "  80% of its token budget. A run did not converge when it diverged or did not reach the target within\n"
-    "  budget-factor x the baseline's token budget. Definitions: docs/study.md.";
+    "  Re-renders DIR/results.md, DIR/paired.json, DIR/loss.svg and DIR/telemetry.svg from the run directories\n"
+    "  in DIR, without training. Baseline: --baseline, else the last `baseline = ` of DIR/study.txt, else fp8.\n"
+    "  Target: --target X, or the baseline's mean validation loss at the first evaluation at or after 80% of\n"
+    "  its token budget. Tokens-to-target: the loss curve interpolated linearly between evaluations. A run did\n"
+    "  not converge when it diverged or did not reach the target within budget-factor x the baseline's token\n"
+    "  budget. Paired differences vs the baseline's run of the same seed: mean, sd, se. Definitions: docs/study.md.";
 
 /* A fraction as a percentage rounded to 0.1, without a negative zero. */
 static double pct1(double x) {
@@ -48,7 +54,12 @@ static int render(const char* dir, const char* baseline, double target, double f
     if (mx_study_load(dir, &s)) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); return 1; }
     mx_study_opts o;
     mx_study_opts_default(&o);
+    char recorded[256] = "";
+    for (const char* p = s.study_txt; !baseline && p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, "baseline = ", 11)) /* the last one: the latest study run */
+            snprintf(recorded, sizeof recorded, "%.*s", (int)strcspn(p + 11, "\n"), p + 11);
     if (baseline) o.baseline = baseline;
+    else if (recorded[0]) o.baseline = recorded;
     if (target > 0) o.target = target;
     if (factor > 0) o.budget_factor = factor;
     int rc = mx_study_compute(&s, &o);
@@ -62,6 +73,10 @@ static int render(const char* dir, const char* baseline, double target, double f
             printf("  overhead %+.1f%% (%+.1f%%..%+.1f%%)", pct1(R->overhead), pct1(R->overhead_min),
                    pct1(R->overhead_max));
         else if (R->n_finished && !R->n_reached) printf("  did not converge");
+        if (R->n_pairs >= 2)
+            printf("  paired %+.1f%% +- %.1f%% (se %.1f%%, n %d)%s", pct1(R->p_overhead.mean), pct1(R->p_overhead.sd),
+                   pct1(R->p_overhead.se), R->n_pairs, mx_study_stat_beyond_2se(&R->p_overhead) ? " beyond 2 se" : "");
+        else if (R->n_pairs == 1) printf("  paired %+.1f%% (n 1)", pct1(R->p_overhead.mean));
         if (isfinite(R->tok_per_s)) printf("  %.0f tok/s", R->tok_per_s);
         if (isfinite(R->vs_baseline)) printf(" (%.3fx)", R->vs_baseline);
         if (isfinite(R->end_to_end)) printf("  end-to-end %.3fx", R->end_to_end);
@@ -69,7 +84,7 @@ static int render(const char* dir, const char* baseline, double target, double f
     }
     char tp[1200];
     snprintf(tp, sizeof tp, "%s/telemetry.svg", dir);
-    printf("wrote %s/results.md, %s/loss.svg%s%s\n", dir, dir, access(tp, F_OK) == 0 ? ", " : "",
+    printf("wrote %s/results.md, %s/paired.json, %s/loss.svg%s%s\n", dir, dir, dir, access(tp, F_OK) == 0 ? ", " : "",
            access(tp, F_OK) == 0 ? tp : "");
     mx_study_free(&s);
     return 0;
@@ -354,7 +369,7 @@ static int cmd_run(int argc, char** argv) {
             struct tm g;
             char date[64];
             strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &g));
-            fprintf(f, "\ndate = %s\nmachine = %s\n", date, mach);
+            fprintf(f, "\ndate = %s\nmachine = %s\nbaseline = %s\n", date, mach, baseline ? baseline : "fp8");
             for (int k = 0; k < n_rec; k++) fprintf(f, "recipe = %s\n", recipes[k]);
             if (fclose(f)) { fprintf(stderr, "mxlm study run: %s: cannot write\n", p); rc = 1; }
         }
