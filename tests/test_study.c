@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mxlm/json.h"
 #include "mxlm/study.h"
 #include "mxlm/train.h"
 #include "test.h"
@@ -115,18 +116,18 @@ TEST(study_known_curves) {
     CHECK(!strcmp(s.runs[0].recipe, "fp8")); /* the baseline first */
     const mx_study_run* r;
     REQUIRE((r = run_named(&s, "fp8-s1")));
-    CHECK_EQ_INT(r->tokens_to_target, 700);
+    CHECK_NEAR(r->tokens_to_target, 700, 0); /* 3.125 exactly at 700 */
     CHECK_NEAR(r->overhead, -0.125, 1e-15);
     CHECK_NEAR(r->tok_per_s, 100, 0); /* median of 90, 110, 90, ... */
     REQUIRE((r = run_named(&s, "fp8-s2")));
-    CHECK_EQ_INT(r->tokens_to_target, 900);
+    CHECK_NEAR(r->tokens_to_target, 900, 0);
     CHECK_NEAR(r->overhead, 0.125, 1e-15);
     REQUIRE((r = run_named(&s, "fp8-s3")));
     CHECK(!r->finished && !r->reached);
-    CHECK_EQ_INT(r->tokens_to_target, 300); /* below the target, but the run did not finish */
+    CHECK_NEAR(r->tokens_to_target, 262.5, 1e-9); /* 5.0 at 200, 2.0 at 300: 200 + 100 x 1.875/3; not finished */
     REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s1")));
-    CHECK_EQ_INT(r->tokens_to_target, 1000);
-    CHECK_NEAR(r->overhead, 0.25, 1e-15);
+    CHECK_NEAR(r->tokens_to_target, 975, 1e-9); /* 3.2 at 900, 3.1 at 1000: 900 + 100 x 0.075/0.1 */
+    CHECK_NEAR(r->overhead, 0.21875, 1e-12);    /* 975 / 800 - 1 */
     CHECK_NEAR(r->tok_per_s, 120, 0); /* median of 121, 119, 500, 1, 121, 119, 500, 1, 121, 119 */
     CHECK_EQ_INT(r->n_train, 10);
     CHECK_EQ_INT(r->last_step, 10);
@@ -140,16 +141,16 @@ TEST(study_known_curves) {
     CHECK_NEAR(r->tele[1].sqnr_db[5], 7, 0);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
     CHECK(r->finished && r->diverged && !r->reached);
-    CHECK_EQ_INT(r->tokens_to_target, -1);
+    CHECK_NEAR(r->tokens_to_target, -1, 0);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
     CHECK(r->finished && !r->diverged && !r->reached);
-    CHECK_EQ_INT(r->tokens_to_target, -1);
+    CHECK_NEAR(r->tokens_to_target, -1, 0);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-s1")));
     CHECK(r->reached);
-    CHECK_EQ_INT(r->tokens_to_target, 1700);
-    CHECK_NEAR(r->overhead, 1.125, 1e-15);
+    CHECK_NEAR(r->tokens_to_target, 1687.5, 1e-9); /* 4.0 at 1600, 3.0 at 1700: 1600 + 100 x 0.875 */
+    CHECK_NEAR(r->overhead, 1.109375, 1e-12);      /* 1687.5 / 800 - 1 */
     REQUIRE((r = run_named(&s, "mxfp4-fd-s1")));
-    CHECK_EQ_INT(r->tokens_to_target, 2500); /* beyond 2 x 1000: did not converge */
+    CHECK_NEAR(r->tokens_to_target, 2493.75, 1e-9); /* 5.0 at 2400, 3.0 at 2500; beyond 2 x 1000: did not converge */
     CHECK(r->finished && !r->reached && isnan(r->overhead));
 
     const mx_study_recipe* R;
@@ -164,13 +165,17 @@ TEST(study_known_curves) {
     CHECK_NEAR(R->tok_per_s, 100, 0); /* runs' medians 100, 100 and 100 */
     REQUIRE((R = recipe_named(&s, "mxfp4-fdw-h16")));
     CHECK(R->full_mxfp4);
-    CHECK_NEAR(R->ttt_mean, 950, 0);
-    CHECK_NEAR(R->overhead, 0.1875, 1e-15);
-    CHECK_NEAR(R->overhead_min, 0.125, 1e-15);
-    CHECK_NEAR(R->overhead_max, 0.25, 1e-15);
+    CHECK_NEAR(R->ttt_mean, 912.5, 1e-9);     /* s1 975; s2: 3.25 at 800, 3.0 at 900: 800 + 100 x 0.5 = 850 */
+    CHECK_NEAR(R->overhead, 0.140625, 1e-12); /* (0.21875 + 0.0625) / 2 */
+    CHECK_NEAR(R->overhead_min, 0.0625, 1e-12);
+    CHECK_NEAR(R->overhead_max, 0.21875, 1e-12);
     CHECK_NEAR(R->vs_baseline, 1.2, 1e-12);
     CHECK_NEAR(R->vs_bf16, 0.6, 1e-12);
-    CHECK_NEAR(R->end_to_end, 1.2 / 1.1875, 1e-12);
+    CHECK_NEAR(R->end_to_end, 1.2 / 1.140625, 1e-12);
+    /* paired with fp8 of the same seed: s1 975 / 700 - 1, s2 850 / 900 - 1 */
+    CHECK_EQ_INT(R->n_pairs, 2);
+    CHECK_NEAR(R->p_overhead.mean, (975.0 / 700 - 1 + 850.0 / 900 - 1) / 2, 1e-12);
+    CHECK_NEAR(R->p_overhead.se, fabs(975.0 / 700 - 850.0 / 900) / 2, 1e-12); /* n 2: se = |a - b| / 2 */
     REQUIRE((R = recipe_named(&s, "bf16")));
     CHECK(!R->full_mxfp4);
     CHECK_NEAR(R->overhead, 0, 1e-15);
@@ -188,7 +193,7 @@ TEST(study_known_curves) {
     CHECK_NEAR(s.baseline_ttt, 650, 0);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
     CHECK(r->reached);
-    CHECK_EQ_INT(r->tokens_to_target, 600);
+    CHECK_NEAR(r->tokens_to_target, 600, 0);
     /* the budget factor: at 1.5 x 1000 tokens mxfp4-fdw (1700) no longer converges */
     mx_study_opts_default(&o);
     o.budget_factor = 1.5;
@@ -209,6 +214,215 @@ TEST(study_known_curves) {
     mx_study_free(&s);
 }
 
+static int file_has(const char* path, const char* needle);
+
+/* Tokens-to-target by linear interpolation between evaluations (mx_study_cross). */
+TEST(study_cross_interpolates) {
+    const mx_study_eval a[] = {{0, 0, 8}, {1, 100, 4}, {2, 200, 2}, {3, 300, 1}};
+    CHECK_NEAR(mx_study_cross(a, 4, 3.0), 150, 1e-12);  /* 4 at 100, 2 at 200: 100 + 100 x (4 - 3) / (4 - 2) */
+    CHECK_NEAR(mx_study_cross(a, 4, 2.0), 200, 0);      /* exactly at an evaluation: its tokens */
+    CHECK_NEAR(mx_study_cross(a, 4, 1.25), 275, 1e-12); /* 200 + 100 x 0.75 / 1 (not 300, the first under it) */
+    CHECK_NEAR(mx_study_cross(a, 4, 9.0), 0, 0);        /* the first evaluation already at or below */
+    CHECK_NEAR(mx_study_cross(a, 4, 0.5), -1, 0);       /* never reached */
+    const mx_study_eval b[] = {{0, 0, 8}, {1, 100, NAN}, {2, 200, 1}};
+    CHECK_NEAR(mx_study_cross(b, 3, 3.0), -1, 0);       /* a non-finite evaluation comes first */
+    /* mean, sd (n - 1), se = sd / sqrt(n) */
+    const double x[] = {0.1, 0.2, 0.3};
+    mx_study_stat st;
+    mx_study_stat_of(x, 3, &st);
+    CHECK_NEAR(st.mean, 0.2, 1e-15);
+    CHECK_NEAR(st.sd, 0.1, 1e-15);                       /* sqrt((0.01 + 0 + 0.01) / 2) */
+    CHECK_NEAR(st.se, 0.1 / sqrt(3.0), 1e-15);
+    CHECK(mx_study_stat_beyond_2se(&st));                /* 0.2 > 2 x 0.0577 */
+    mx_study_stat_of(x, 1, &st);
+    CHECK(st.n == 1 && st.mean == 0.1 && isnan(st.sd) && isnan(st.se) && !mx_study_stat_beyond_2se(&st));
+}
+
+/* A second synthetic study for the paired statistics: budget 1000 tokens (10 steps x 100), evaluations every
+ * 100 tokens, the target given as 3.0. Tokens-to-target (interpolated):
+ *   fp8  s1: 3.2 at 400, 2.8 at 500   -> 400 + 100 x 0.2/0.4  = 450
+ *        s2: 3.0 at 500               -> 500 (an evaluation exactly at the target)
+ *        s3: 3.1 at 500, 2.9 at 600   -> 500 + 100 x 0.1/0.2  = 550
+ *   h16  s1: 3.19 at 400, 2.99 at 500 -> 400 + 100 x 0.19/0.2 = 495   (first evaluation under: 500)
+ *        s2: 3.0 at 600               -> 600
+ *        s3: 3.03 at 700, 2.83 at 800 -> 700 + 100 x 0.03/0.2 = 715   (first evaluation under: 800)
+ *   paired overhead: 495/450 - 1 = 0.1, 600/500 - 1 = 0.2, 715/550 - 1 = 0.3: mean 0.2, sd 0.1, se 0.1/sqrt 3
+ *   tokens-to-target - fp8's: 45, 100, 165: mean 103.333..., sd sqrt((58.333^2 + 3.333^2 + 61.667^2) / 2)
+ *     = sqrt(3608.333) = 60.069, se 34.681
+ *   final val loss - fp8's: 2.45 - 2.4, 2.58 - 2.5, 2.71 - 2.6 = 0.05, 0.08, 0.11: mean 0.08, sd 0.03, se 0.0173
+ *   bf16 s1 495 (as h16 s1, final 2.41), s2 450 (as fp8 s1, final 2.49), s3 = fp8 s3: overheads 0.1, -0.1, 0:
+ *     mean 0, sd 0.1; final differences 0.01, -0.01, 0: mean 0, sd 0.01: nothing beyond 2 se
+ *   sr   s1 crosses at 450 but logs a null evaluation later (non-finite: did not converge), s2 never gets below
+ *        3.5 (did not converge), s3: 3.0 at 800 -> 800/550 - 1 = 0.4545 (one pair: no sd, no se)
+ *   rh16 s4: reached, but there is no fp8 s4 (no pair) */
+static void paired_study(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    const double tp[] = {100};
+    const double fp8_1[] = {8, 6, 5, 4, 3.2, 2.8, 2.7, 2.6, 2.5, 2.45, 2.4};
+    const double fp8_2[] = {8, 6, 5, 4, 3.4, 3.0, 2.8, 2.7, 2.6, 2.55, 2.5};
+    const double fp8_3[] = {8, 6, 5, 4, 3.5, 3.1, 2.9, 2.8, 2.7, 2.65, 2.6};
+    const double h16_1[] = {8, 6, 5, 4, 3.19, 2.99, 2.8, 2.7, 2.6, 2.5, 2.45};
+    const double h16_2[] = {8, 6, 5, 4, 3.5, 3.25, 3.0, 2.8, 2.7, 2.6, 2.58};
+    const double h16_3[] = {8, 6, 5, 4, 3.6, 3.3, 3.2, 3.03, 2.83, 2.75, 2.71};
+    const double bf16_1[] = {8, 6, 5, 4, 3.19, 2.99, 2.8, 2.7, 2.6, 2.5, 2.41};
+    const double bf16_2[] = {8, 6, 5, 4, 3.2, 2.8, 2.7, 2.6, 2.5, 2.45, 2.49};
+    const double sr_1[] = {8, 6, 5, 4, 3.2, 2.8, NAN};
+    const double sr_2[] = {8, 6, 5, 4, 3.6, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5};
+    const double sr_3[] = {8, 6, 5, 4, 3.5, 3.4, 3.3, 3.2, 3.0, 2.9, 2.8};
+    fake_run("paired", "fp8-s1", "fp8", 1, 10, fp8_1, 11, tp, 1, "budget");
+    fake_run("paired", "fp8-s2", "fp8", 2, 10, fp8_2, 11, tp, 1, "budget");
+    fake_run("paired", "fp8-s3", "fp8", 3, 10, fp8_3, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-h16-s1", "mxfp4-fdw-h16", 1, 10, h16_1, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-h16-s2", "mxfp4-fdw-h16", 2, 10, h16_2, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-h16-s3", "mxfp4-fdw-h16", 3, 10, h16_3, 11, tp, 1, "budget");
+    fake_run("paired", "bf16-s1", "bf16", 1, 10, bf16_1, 11, tp, 1, "budget");
+    fake_run("paired", "bf16-s2", "bf16", 2, 10, bf16_2, 11, tp, 1, "budget");
+    fake_run("paired", "bf16-s3", "bf16", 3, 10, fp8_3, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-sr-s1", "mxfp4-fdw-sr", 1, 10, sr_1, 7, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-sr-s2", "mxfp4-fdw-sr", 2, 10, sr_2, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-sr-s3", "mxfp4-fdw-sr", 3, 10, sr_3, 11, tp, 1, "budget");
+    fake_run("paired", "mxfp4-fdw-rh16-s4", "mxfp4-fdw-rh16", 4, 10, fp8_1, 11, tp, 1, "budget");
+}
+
+TEST(study_paired_statistics) {
+    paired_study();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/paired", test_tmpdir());
+    mx_study s;
+    REQUIRE(mx_study_load(dir, &s) == 0);
+    mx_study_opts o;
+    mx_study_opts_default(&o);
+    o.target = 3.0;
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    const double tol = 1e-9; /* the decimal losses are not exact in binary */
+    const mx_study_run* r;
+    REQUIRE((r = run_named(&s, "fp8-s1")));
+    CHECK_NEAR(r->tokens_to_target, 450, tol);
+    REQUIRE((r = run_named(&s, "fp8-s2")));
+    CHECK_NEAR(r->tokens_to_target, 500, tol);
+    REQUIRE((r = run_named(&s, "fp8-s3")));
+    CHECK_NEAR(r->tokens_to_target, 550, tol);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s1")));
+    CHECK_NEAR(r->tokens_to_target, 495, tol);
+    CHECK(r->paired);
+    CHECK_NEAR(r->p_overhead, 0.1, tol);
+    CHECK_NEAR(r->d_ttt, 45, tol);
+    CHECK_NEAR(r->d_final, 0.05, tol);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s3")));
+    CHECK_NEAR(r->tokens_to_target, 715, tol);
+    CHECK_NEAR(r->p_overhead, 0.3, tol);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
+    CHECK(r->diverged && !r->reached && !r->paired); /* crossed at 450, then a null evaluation */
+    CHECK_NEAR(r->tokens_to_target, 450, tol);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s2")));
+    CHECK(!r->diverged && !r->reached && r->tokens_to_target < 0);
+
+    const mx_study_recipe* R;
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-h16")));
+    CHECK_EQ_INT(R->n_pairs, 3);
+    CHECK_EQ_INT(R->n_dnc, 0);
+    CHECK_EQ_INT(R->p_overhead.n, 3);
+    CHECK_NEAR(R->p_overhead.mean, 0.2, tol);
+    CHECK_NEAR(R->p_overhead.sd, 0.1, tol);
+    CHECK_NEAR(R->p_overhead.se, 0.1 / sqrt(3.0), tol);
+    CHECK(mx_study_stat_beyond_2se(&R->p_overhead));
+    CHECK_NEAR(R->d_ttt.mean, 310.0 / 3, tol);                    /* (45 + 100 + 165) / 3 */
+    CHECK_NEAR(R->d_ttt.sd, sqrt(21650.0 / 3 / 2), tol);         /* sum of squares 7216.667 = 21650 / 3 */
+    CHECK_NEAR(R->d_ttt.se, sqrt(21650.0 / 3 / 2) / sqrt(3.0), tol);
+    CHECK_NEAR(R->d_final.mean, 0.08, tol);
+    CHECK_NEAR(R->d_final.sd, 0.03, tol);
+    CHECK_NEAR(R->d_final.se, 0.03 / sqrt(3.0), tol);
+    REQUIRE(R->n_points == 11);
+    CHECK_EQ_INT(R->pt_tokens[4], 400);
+    /* at 400 tokens: 3.19 - 3.2, 3.5 - 3.4, 3.6 - 3.5 = -0.01, 0.1, 0.1: mean 0.19/3, sd sqrt(0.0080667/2) */
+    CHECK_NEAR(R->d_loss[4].mean, 0.19 / 3, tol);
+    /* deviations -0.22/3, 0.11/3, 0.11/3: sum of squares (0.0484 + 2 x 0.0121) / 9 = 0.0726 / 9 */
+    CHECK_NEAR(R->d_loss[4].sd, sqrt(0.0726 / 9 / 2), tol);
+    CHECK(!mx_study_stat_beyond_2se(&R->d_loss[4])); /* 0.0633 < 2 x 0.0367 */
+    /* at 600 tokens: 0.1, 0.2, 0.3: mean 0.2, se 0.0577: beyond */
+    CHECK_NEAR(R->d_loss[6].mean, 0.2, tol);
+    CHECK(mx_study_stat_beyond_2se(&R->d_loss[6]));
+    CHECK_NEAR(R->d_loss[0].mean, 0, 0); /* step 0: the same initial weights, the same loss */
+    CHECK(!mx_study_stat_beyond_2se(&R->d_loss[0]));
+    REQUIRE((R = recipe_named(&s, "bf16")));
+    CHECK_EQ_INT(R->n_pairs, 3);
+    CHECK_NEAR(R->p_overhead.mean, 0, tol);
+    CHECK_NEAR(R->p_overhead.sd, 0.1, tol);
+    CHECK_NEAR(R->d_final.mean, 0, tol);
+    CHECK_NEAR(R->d_final.sd, 0.01, tol);
+    CHECK(!mx_study_stat_beyond_2se(&R->p_overhead) && !mx_study_stat_beyond_2se(&R->d_final));
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-sr")));
+    CHECK_EQ_INT(R->n_pairs, 1);
+    CHECK_EQ_INT(R->n_dnc, 2); /* the non-finite one and the one that never reached 3.0 */
+    CHECK_NEAR(R->p_overhead.mean, 800.0 / 550 - 1, tol);
+    CHECK(isnan(R->p_overhead.sd) && isnan(R->p_overhead.se));
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-rh16")));
+    CHECK(R->n_pairs == 0 && R->n_nobase == 1 && R->p_overhead.n == 0);
+    REQUIRE((R = recipe_named(&s, "fp8")));
+    CHECK_EQ_INT(R->n_pairs, 0); /* the baseline is not paired with itself */
+    mx_study_free(&s);
+
+    /* the same through `mxlm study report`: the rows, the statement, paired.json */
+    const char* t = test_tmpdir();
+    REQUIRE(test_sh("%s study report %s/paired --target 3 > %s/paired.log 2>&1", test_mxlm_bin(), t, t) == 0);
+    char md[512];
+    snprintf(md, sizeof md, "%s/paired/results.md", t);
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | 3 | 0/3 | +0.0800 ± 0.0300 (se 0.0173, n 3) | +103 ± 60 (se 35, n 3) | "
+                       "+20.0% ± 10.0% (se 5.8%, n 3) |"));
+    /* bf16 tokens: 45, -50, 0: mean -5/3, deviations 46.67, -48.33, 1.67: sd sqrt(4516.67 / 2) = 47.5, se 27.4 */
+    CHECK(file_has(md, "| bf16 | 3 | 0/3 | +0.0000 ± 0.0100 (se 0.0058, n 3) | -2 ± 48 (se 27, n 3) | "
+                       "+0.0% ± 10.0% (se 5.8%, n 3) |"));
+    /* sr s3 - fp8 s3: final 2.8 - 2.6, tokens 800 - 550 */
+    CHECK(file_has(md, "| mxfp4-fdw-sr | 1 | 2/3 | +0.2000 (n 1) | +250 (n 1) | +45.5% (n 1) |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 | 0 | 0/1 (1 without a baseline pair) | - | - | - |"));
+    /* 0.08 / 0.01732 = 4.6 se; 103.3 / 34.68 = 3.0 se; 0.2 / 0.0577 = 3.5 se; per evaluation beyond at 500-1000
+     * tokens (500: 2.99 - 2.8, 3.25 - 3.0, 3.3 - 3.1 = 0.19, 0.25, 0.2: mean 0.2133 > 2 x 0.0186; 700: 0.1, 0.1,
+     * 0.23: mean 0.1433 > 2 x 0.0433; 800: 0.1, 0.1, 0.13; 900: 0.05, 0.05, 0.1), not at 0-300 (all 0: se 0) nor
+     * at 400 (0.0633 < 2 x 0.0367) */
+    CHECK(file_has(md, "**Beyond two standard errors** (|mean| > 2 se, n >= 2): mxfp4-fdw-h16 final val loss "
+                       "+0.0800 ± 0.0300 (se 0.0173, n 3) (4.6 se, above fp8); mxfp4-fdw-h16 tokens-to-target "
+                       "+103 ± 60 (se 35, n 3) (3.0 se, above fp8); mxfp4-fdw-h16 paired overhead +20.0% ± 10.0% "
+                       "(se 5.8%, n 3) (3.5 se, above fp8); mxfp4-fdw-h16 val loss at 6 of 11 evaluations with n >= 2."));
+    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad |  | +45.5% (n 1); 2/3 did not converge | no paired seed | "
+                       "+20.0% ± 10.0% (se 5.8%, n 3) |"));
+    CHECK(file_has(md, "| fp8 | baseline (0 by definition) | | | |"));
+    CHECK(file_has(md, "| 600 | +0.0000 ± 0.1000 (se 0.0577, n 3) | +0.2000 ± 0.1000 (se 0.0577, n 3) | +0.4000 (n 1) |"));
+    /* at 600: bf16 0.1, -0.1, 0; h16 0.1, 0.2, 0.3; sr s3 3.3 - 2.9 */
+    char js[512];
+    snprintf(js, sizeof js, "%s/paired/paired.json", t);
+    size_t n = 0;
+    char* text = test_read_file(js, &n);
+    REQUIRE(text);
+    mx_json doc;
+    REQUIRE(mx_json_parse(text, n, &doc, NULL, 0) == 0);
+    const mx_json* recs = mx_json_get(&doc, "recipes");
+    REQUIRE(recs && recs->t == MX_JSON_ARR);
+    int found = 0;
+    for (int i = 0; i < recs->n; i++) {
+        const mx_json* e = &recs->v[i];
+        const char* name = mx_json_str(e, "recipe");
+        if (!name || strcmp(name, "mxfp4-fdw-h16")) continue;
+        const mx_json* po = mx_json_get(e, "p_overhead");
+        REQUIRE(po);
+        CHECK_NEAR(mx_json_num(po, "mean", NULL), 0.2, tol);
+        CHECK_NEAR(mx_json_num(po, "sd", NULL), 0.1, tol);
+        CHECK_NEAR(mx_json_num(po, "se", NULL), 0.1 / sqrt(3.0), tol);
+        const mx_json* b2 = mx_json_get(po, "beyond_2se");
+        CHECK(b2 && b2->t == MX_JSON_BOOL);
+        found = 1;
+    }
+    CHECK(found);
+    mx_json_free(&doc);
+    free(text);
+    char svg[512];
+    snprintf(svg, sizeof svg, "%s/paired/loss.svg", t);
+    CHECK(file_has(svg, "<title>mxfp4-fdw-h16: min-max over seeds</title></polygon>"));
+    CHECK(file_has(svg, "band: min-max over seeds"));
+    CHECK(file_has(svg, "<title>mxfp4-fdw-sr-s1</title>")); /* the non-finite run drawn alone */
+}
+
 static int file_has(const char* path, const char* needle) {
     size_t n = 0;
     char* t = test_read_file(path, &n);
@@ -225,17 +439,20 @@ TEST(study_report_rows) {
     char md[512];
     snprintf(md, sizeof md, "%s/fake/results.md", t);
     CHECK(file_has(md, "| fp8 (baseline) | no | 2 / 2 / 3 | 800 | +0.0% (-12.5%..+12.5%, 2 seeds) | 2.9000 |"));
-    CHECK(file_has(md, "| mxfp4-fdw-h16 | yes | 2 / 2 / 2 | 950 | +18.8% (+12.5%..+25.0%, 2 seeds) | 3.0250 |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | yes | 2 / 2 / 2 | 912 | +14.1% (+6.3%..+21.9%, 2 seeds) | 3.0250 |"));
     CHECK(file_has(md, "| bf16 | no | 1 / 1 / 1 | 800 | +0.0% (1 seed) | 2.9000 |"));
     CHECK(file_has(md, "| mxfp4-fdw-sr | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | - |"));
     CHECK(file_has(md, "| mxfp4-fdw-rh16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.5000 |"));
-    CHECK(file_has(md, "| mxfp4-fdw | yes | 1 / 1 / 1 | 1700 | +112.5% (1 seed) | 3.0000 |"));
+    CHECK(file_has(md, "| mxfp4-fdw | yes | 1 / 1 / 1 | 1688 | +110.9% (1 seed) | 3.0000 |"));
     CHECK(file_has(md, "| mxfp4-fd | no | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.0000 |"));
     /* the paper's grid */
-    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad | +112.5% (1 seed) | did not converge (1/1 seeds) | "
-                       "did not converge (1/1 seeds) | +18.8% (+12.5%..+25.0%, 2 seeds) |"));
+    /* the paper's grid: paired overheads; fdw s1 1687.5 / 700 - 1 = +141.1%; h16 (+39.29%, -5.56%): mean +16.9%,
+     * sd |a - b| / sqrt 2 = 31.7%, se |a - b| / 2 = 22.4% */
+    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad | +141.1% (n 1) | did not converge (1/1 seeds) | "
+                       "did not converge (1/1 seeds) | +16.9% ± 31.7% (se 22.4%, n 2) |"));
+    CHECK(file_has(md, "| bf16 | +14.3% (n 1) | | | |")); /* an extra row: 800 / 700 - 1 */
     /* Table 2 */
-    CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +18.8% | 1.011x |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +14.1% | 1.052x |"));
     CHECK(file_has(md, "| bf16 | 200 | 2.000x | 1.000x | +0.0% | 2.000x |"));
     CHECK(file_has(md, "| mxfp4-fdw-sr | 200 | 2.000x | 1.000x | - | did not converge |"));
     /* runs, target, commands */
@@ -324,6 +541,11 @@ TEST(study_run_end_to_end) {
     CHECK_EQ_INT(ncmd, 2);
     free(md);
 
+    /* the report alone takes the baseline the study recorded (study.txt: baseline = bf16), not fp8 */
+    REQUIRE(test_sh("%s study report %s/real > %s/real3.log 2>&1", bin, t, t) == 0);
+    CHECK(test_log_has("real3", "the mean over 1 bf16 seed"));
+    snprintf(p, sizeof p, "%s/real/results.md", t);
+    CHECK(file_has(p, "| bf16 (baseline) | no | 1 / 1 / 1 |"));
     /* --dry-run: the commands, nothing run */
     REQUIRE(test_sh("%s study run --dry-run --out %s/real --recipes bf16,fp8 --seeds 1 " STUDY_TRAIN " > %s/dry.log 2>&1",
                     bin, t, t) == 0);
@@ -357,6 +579,75 @@ TEST(study_run_end_to_end) {
     CHECK(test_log_has("bad4", "--target: '-1' is not a positive number"));
     snprintf(p, sizeof p, "%s/bad", t);
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
+}
+
+/* --parallel 2 on the CPU: two runs at a time, each with half the threads (--threads 2 -> 1 each) and its own
+ * CUDA_VISIBLE_DEVICES slot; an interrupted run among them is resumed; the losses are those of a run alone.
+ * (On a GPU host each slot is one GPU; that test is for the GPU machine, not here.) */
+TEST(study_run_parallel) {
+    test_sentence_shards("study_", 4242, 20000, 2000);
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    /* bf16 seed 2 interrupted at step 4 before the study starts */
+    REQUIRE(test_sh("%s train --recipe bf16 --seed 2 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "--halt-at 4 --out %s/par/bf16-s2 > %s/par_halt.log 2>&1", bin, t, t, t, t) == 0);
+    /* the reference: bf16 seed 1 trained alone with 2 threads */
+    REQUIRE(test_sh("%s train --recipe bf16 --seed 1 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "--out %s/par_ref > %s/par_ref.log 2>&1", bin, t, t, t, t) == 0);
+    REQUIRE(test_sh("%s study run --out %s/par --recipes bf16,mxfp4-fdw-h16 --seeds 1,2 --baseline bf16 --parallel 2 "
+                    STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/par.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("par", "[1/4] bf16 seed 1: training "));
+    CHECK(test_log_has("par", "on slot 0 (CUDA_VISIBLE_DEVICES=0, --threads 1)"));
+    CHECK(test_log_has("par", "[2/4] bf16 seed 2: resuming "));
+    CHECK(test_log_has("par", "on slot 1 (CUDA_VISIBLE_DEVICES=1, --threads 1)"));
+    CHECK(test_log_has("par", "[4/4] mxfp4-fdw-h16 seed 2: budget at step 10, 320 tokens"));
+    /* two at a time: the second run started before the first one ended */
+    char p[512];
+    snprintf(p, sizeof p, "%s/par.log", t);
+    size_t n = 0;
+    char* lg = test_read_file(p, &n);
+    REQUIRE(lg);
+    const char *s2 = strstr(lg, "[2/4] bf16 seed 2: resuming"), *end1 = strstr(lg, ": budget at step 10");
+    CHECK(s2 && end1 && s2 < end1);
+    free(lg);
+    mx_study s;
+    snprintf(p, sizeof p, "%s/par", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    REQUIRE(s.n_runs == 4);
+    for (int i = 0; i < 4; i++) {
+        CHECK(!strcmp(s.runs[i].status, "budget"));
+        CHECK_EQ_INT(s.runs[i].n_evals, 6);
+    }
+    mx_study_run ref;
+    snprintf(p, sizeof p, "%s/par_ref", t);
+    REQUIRE(mx_study_load_run(p, &ref) == 0);
+    const mx_study_run* b1 = run_named(&s, "bf16-s1");
+    REQUIRE(b1 && ref.n_evals == 6);
+    CHECK_SAME_F((float)b1->evals[5].val_loss, (float)ref.evals[5].val_loss); /* 1 thread in parallel = 2 threads alone */
+    mx_study_run_free(&ref);
+    mx_study_free(&s);
+    /* again: all four finished, skipped */
+    REQUIRE(test_sh("%s study run --out %s/par --recipes bf16,mxfp4-fdw-h16 --seeds 1,2 --baseline bf16 --parallel 2 "
+                    STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/par2.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("par2", "[4/4] mxfp4-fdw-h16 seed 2: finished, skipped"));
+    /* refused before anything runs (exit 2, a message, nothing created) */
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 0 " STUDY_TRAIN " > %s/pb1.log 2>&1",
+                         bin, t, t), 2);
+    CHECK(test_log_has("pb1", "--parallel: '0' is not a number of runs at a time"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel two " STUDY_TRAIN " > %s/pb2.log 2>&1",
+                         bin, t, t), 2);
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 2 --gpus 2 " STUDY_TRAIN
+                         " > %s/pb3.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("pb3", "does not combine with --gpus"));
+    CHECK_EQ_INT(test_sh("CUDA_VISIBLE_DEVICES=3 %s study run --out %s/parbad --recipes bf16 --parallel 2 " STUDY_TRAIN
+                         " > %s/pb4.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("pb4", "CUDA_VISIBLE_DEVICES=3 lists 1 device"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 2 " STUDY_TRAIN
+                         " --threads 0 > %s/pb5.log 2>&1", bin, t, t), 2); /* the last --threads counts */
+    CHECK(test_log_has("pb5", "--threads: '0' is not a positive integer"));
+    struct stat st;
+    snprintf(p, sizeof p, "%s/parbad", t);
+    CHECK(stat(p, &st) != 0);
 }
 
 /* The study killed (SIGKILL) while its trainer is paused after the step-50 checkpoint (a test

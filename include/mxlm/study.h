@@ -7,7 +7,8 @@
  *   target loss        --target, or the baseline's validation loss at 80% of
  *                      its token budget (the first evaluation at or after
  *                      0.8 x budget tokens), the mean over the baseline's seeds
- *   tokens-to-target   tokens at the first evaluation whose loss <= target
+ *   tokens-to-target   the loss curve interpolated linearly in tokens between the last
+ *                      evaluation above the target and the first at or below it
  *   did not converge   diverged, or the target not reached within
  *                      budget_factor x the baseline's budget (and the run's own)
  *   token overhead     tokens-to-target / the baseline's mean tokens-to-target - 1,
@@ -15,6 +16,11 @@
  *   step throughput    median tok/s of a run's training lines; per recipe the
  *                      mean over its runs; ratios vs the baseline and vs bf16
  *   end-to-end ratio   throughput ratio vs the baseline / (1 + overhead)
+ *   paired differences per recipe and seed, against the baseline's run of the same seed
+ *                      (both reached the target): final validation loss, validation loss
+ *                      at every evaluation, tokens-to-target (tokens and as an overhead
+ *                      ttt / baseline ttt - 1); over the seeds the mean, the standard
+ *                      deviation (n - 1) and the standard error sd / sqrt(n)
  *
  *   DIR/results.md     Table 1 and Table 2 (Markdown), the runs and their commands
  *   DIR/loss.svg       validation loss against tokens, every run
@@ -69,10 +75,26 @@ typedef struct {
     /* set by mx_study_compute */
     int finished;          /* status converged, budget or diverged */
     int diverged;
-    int64_t tokens_to_target; /* -1: no evaluation at or below the target */
+    double tokens_to_target; /* interpolated between evaluations (-1: no evaluation at or below the target) */
     int reached;           /* finished, not diverged, tokens_to_target within the budget limit */
     double overhead;       /* tokens_to_target / baseline mean - 1 (NaN: undefined) */
+    /* paired with the baseline's run of the same seed (both reached the target); NaN: not paired */
+    int paired;
+    double d_final;        /* final validation loss - the baseline's */
+    double d_ttt;          /* tokens-to-target - the baseline's (tokens) */
+    double p_overhead;     /* tokens-to-target / the baseline's - 1 */
 } mx_study_run;
+
+/* Mean, standard deviation (n - 1 in the denominator) and standard error sd / sqrt(n) of n values;
+ * sd and se NaN when n < 2, all NaN when n == 0. */
+typedef struct { int n; double mean, sd, se; } mx_study_stat;
+void mx_study_stat_of(const double* x, int n, mx_study_stat* st);
+/* |mean| > 2 se with n >= 2 (a difference that exceeds two standard errors). */
+int mx_study_stat_beyond_2se(const mx_study_stat* st);
+/* Tokens at which the loss curve first crosses `target`: linear interpolation in tokens between the
+ * last evaluation above the target and the first at or below it (the first evaluation's tokens when it
+ * is already at or below); -1 when no evaluation gets there or a non-finite one comes first. */
+double mx_study_cross(const mx_study_eval* e, int n, double target);
 
 typedef struct {
     char recipe[256];
@@ -84,6 +106,14 @@ typedef struct {
     double vs_baseline, vs_bf16; /* throughput ratios (NaN: undefined) */
     double end_to_end;     /* vs_baseline / (1 + overhead) (NaN: undefined) */
     double final_loss;     /* mean last validation loss of the finished, not diverged runs */
+    /* paired with the baseline by seed (not for the baseline itself) */
+    int n_pairs;           /* seeds where both this recipe's and the baseline's run reached the target */
+    int n_dnc;             /* finished seeds of this recipe that did not converge (reported as such) */
+    int n_nobase;          /* seeds of this recipe that reached it but whose baseline seed did not (or is absent) */
+    mx_study_stat d_final, d_ttt, p_overhead;
+    int n_points;          /* the baseline's evaluations (of its first paired seed) */
+    int64_t* pt_tokens;    /* [n_points] their token counts */
+    mx_study_stat* d_loss; /* [n_points] paired validation-loss difference at each (same token count) */
 } mx_study_recipe;
 
 typedef struct {
@@ -123,7 +153,9 @@ int mx_study_load(const char* dir, mx_study* s);
  * no target can be had (no --target and no finished baseline run with an
  * evaluation at or after 80% of its budget). */
 int mx_study_compute(mx_study* s, const mx_study_opts* o);
-/* results.md (Markdown), loss.svg and, when there is telemetry, telemetry.svg in s->dir. */
+/* The paired statistics as JSON (malloc'ed; NULL: out of memory): DIR/paired.json. */
+char* mx_study_json(const mx_study* s);
+/* results.md (Markdown), paired.json, loss.svg and, when there is telemetry, telemetry.svg in s->dir. */
 int mx_study_write_report(const mx_study* s);
 /* The Markdown report as a malloc'ed string (NULL: out of memory). */
 char* mx_study_markdown(const mx_study* s);

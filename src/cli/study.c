@@ -29,13 +29,19 @@ static const char* k_run_usage =
     "  --seeds LIST     seeds separated by commas (default 1)\n"
     "  --machine TEXT   the hardware, for the report (default: the CPU model and core count)\n"
     "  --dry-run        print the train commands and exit\n"
-    "  report options: --baseline R, --target X, --budget-factor F (see mxlm study report --help)";
+    "  --parallel N     N runs at a time, one per GPU (run i sees CUDA_VISIBLE_DEVICES=i, or the i-th entry of\n"
+    "                   the study's own CUDA_VISIBLE_DEVICES); each run gets --threads T/N (T: --threads, else\n"
+    "                   the cores); on the CPU build that is N concurrent CPU runs (default 1)\n"
+    "  report options: --baseline R (default fp8; recorded in DIR/study.txt for the report), --target X,\n"
+    "  --budget-factor F (see mxlm study report --help)";
 static const char* k_report_usage =
     "report DIR [--baseline fp8] [--target X] [--budget-factor 2]\n"
-    "  Re-renders DIR/results.md, DIR/loss.svg and DIR/telemetry.svg from the run directories in DIR, without\n"
-    "  training. Target: --target X, or the baseline's mean validation loss at the first evaluation at or after\n"
-    "  80% of its token budget. A run did not converge when it diverged or did not reach the target within\n"
-    "  budget-factor x the baseline's token budget. Definitions: docs/study.md.";
+    "  Re-renders DIR/results.md, DIR/paired.json, DIR/loss.svg and DIR/telemetry.svg from the run directories\n"
+    "  in DIR, without training. Baseline: --baseline, else the last `baseline = ` of DIR/study.txt, else fp8.\n"
+    "  Target: --target X, or the baseline's mean validation loss at the first evaluation at or after 80% of\n"
+    "  its token budget. Tokens-to-target: the loss curve interpolated linearly between evaluations. A run did\n"
+    "  not converge when it diverged or did not reach the target within budget-factor x the baseline's token\n"
+    "  budget. Paired differences vs the baseline's run of the same seed: mean, sd, se. Definitions: docs/study.md.";
 
 /* A fraction as a percentage rounded to 0.1, without a negative zero. */
 static double pct1(double x) {
@@ -48,7 +54,12 @@ static int render(const char* dir, const char* baseline, double target, double f
     if (mx_study_load(dir, &s)) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); return 1; }
     mx_study_opts o;
     mx_study_opts_default(&o);
+    char recorded[256] = "";
+    for (const char* p = s.study_txt; !baseline && p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, "baseline = ", 11)) /* the last one: the latest study run */
+            snprintf(recorded, sizeof recorded, "%.*s", (int)strcspn(p + 11, "\n"), p + 11);
     if (baseline) o.baseline = baseline;
+    else if (recorded[0]) o.baseline = recorded;
     if (target > 0) o.target = target;
     if (factor > 0) o.budget_factor = factor;
     int rc = mx_study_compute(&s, &o);
@@ -62,6 +73,10 @@ static int render(const char* dir, const char* baseline, double target, double f
             printf("  overhead %+.1f%% (%+.1f%%..%+.1f%%)", pct1(R->overhead), pct1(R->overhead_min),
                    pct1(R->overhead_max));
         else if (R->n_finished && !R->n_reached) printf("  did not converge");
+        if (R->n_pairs >= 2)
+            printf("  paired %+.1f%% +- %.1f%% (se %.1f%%, n %d)%s", pct1(R->p_overhead.mean), pct1(R->p_overhead.sd),
+                   pct1(R->p_overhead.se), R->n_pairs, mx_study_stat_beyond_2se(&R->p_overhead) ? " beyond 2 se" : "");
+        else if (R->n_pairs == 1) printf("  paired %+.1f%% (n 1)", pct1(R->p_overhead.mean));
         if (isfinite(R->tok_per_s)) printf("  %.0f tok/s", R->tok_per_s);
         if (isfinite(R->vs_baseline)) printf(" (%.3fx)", R->vs_baseline);
         if (isfinite(R->end_to_end)) printf("  end-to-end %.3fx", R->end_to_end);
@@ -69,7 +84,7 @@ static int render(const char* dir, const char* baseline, double target, double f
     }
     char tp[1200];
     snprintf(tp, sizeof tp, "%s/telemetry.svg", dir);
-    printf("wrote %s/results.md, %s/loss.svg%s%s\n", dir, dir, access(tp, F_OK) == 0 ? ", " : "",
+    printf("wrote %s/results.md, %s/paired.json, %s/loss.svg%s%s\n", dir, dir, dir, access(tp, F_OK) == 0 ? ", " : "",
            access(tp, F_OK) == 0 ? tp : "");
     mx_study_free(&s);
     return 0;
@@ -137,7 +152,7 @@ static double now_s(void) {
  * The study passes /proc/self/exe: the very binary that runs, even when ./mxlm
  * is rebuilt while a study goes on.
  * Returns the exit status, 128 + signal when killed, -1 when it could not start. */
-static int spawn(const char* exe, char** args, const char* log) {
+static pid_t spawn_start(const char* exe, char** args, const char* log, const char* cvd) {
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
@@ -146,16 +161,25 @@ static int spawn(const char* exe, char** args, const char* log) {
     if (pid == 0) {
         /* the trainer ends with the study (killed by a time limit, say): no orphan keeps the run's lock */
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
+        if (cvd && setenv("CUDA_VISIBLE_DEVICES", cvd, 1)) _exit(127); /* --parallel: this run's GPU */
         int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd < 0 || dup2(fd, 1) < 0 || (log && dup2(fd, 2) < 0)) _exit(127);
         close(fd);
         execv(exe, args);
         _exit(127);
     }
+    return pid;
+}
+
+static int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1; }
+
+static int spawn(const char* exe, char** args, const char* log) {
+    pid_t pid = spawn_start(exe, args, log, NULL);
+    if (pid < 0) return -1;
     int st = 0;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return exit_code(st);
 }
 
 static void print_log_tail(const char* log) {
@@ -176,8 +200,9 @@ static int split_list(char* s, char** out, int max) {
 
 static int cmd_run(int argc, char** argv) {
     const char *out = NULL, *baseline = NULL, *machine = NULL, *seeds_s = "1";
+    const char *parallel_s = NULL, *threads_s = NULL;
     double target = 0, factor = 0;
-    int dry = 0, n_rec = 0, n_pass = 0;
+    int dry = 0, n_rec = 0, n_pass = 0, gpus_opt = 0;
     char* recipes[256];
     char** pass = calloc((size_t)argc + 16, sizeof(char*)); /* the train options, then ours */
     if (!pass) return 1;
@@ -198,6 +223,8 @@ static int cmd_run(int argc, char** argv) {
         else if ((v = own_opt(argc, argv, &i, "seeds", &missing))) seeds_s = v;
         else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) baseline = v;
         else if ((v = own_opt(argc, argv, &i, "machine", &missing))) machine = v;
+        else if ((v = own_opt(argc, argv, &i, "parallel", &missing))) parallel_s = v;
+        else if ((v = own_opt(argc, argv, &i, "threads", &missing))) threads_s = v; /* per run; see --parallel */
         else if ((v = own_opt(argc, argv, &i, "target", &missing))) { if (pos_number(v, &target)) bad = "--target"; }
         else if ((v = own_opt(argc, argv, &i, "budget-factor", &missing))) {
             if (pos_number(v, &factor)) bad = "--budget-factor";
@@ -212,6 +239,10 @@ static int cmd_run(int argc, char** argv) {
                     free(pass);
                     return 2;
                 }
+            }
+            if (!strncmp(argv[i], "--gpus", 6) && (!argv[i][6] || argv[i][6] == '=')) {
+                const char* g = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+                gpus_opt = atoi(g) > 1;
             }
             pass[n_pass++] = argv[i];
         }
@@ -250,6 +281,47 @@ static int cmd_run(int argc, char** argv) {
         mx_recipe r;
         if (mx_recipe_parse(recipes[k], &r)) { fprintf(stderr, "mxlm study run: %s\n", mx_last_error()); rc = 2; }
     }
+    /* --parallel N: N runs at a time, one per GPU (CUDA_VISIBLE_DEVICES), each with 1/N of the CPU threads */
+    int parallel = 1, threads = 0;
+    char* cvd_list[256];
+    int n_cvd = 0;
+    char* cvd_copy = NULL;
+    if (!rc && parallel_s) {
+        char* end = NULL;
+        long x = strtol(parallel_s, &end, 10);
+        if (end == parallel_s || *end || x < 1 || x > 256) {
+            fprintf(stderr, "mxlm study run: --parallel: '%s' is not a number of runs at a time (1..256)\n", parallel_s);
+            rc = 2;
+        } else parallel = (int)x;
+    }
+    if (!rc && threads_s) {
+        char* end = NULL;
+        long x = strtol(threads_s, &end, 10);
+        if (end == threads_s || *end || x < 1) {
+            fprintf(stderr, "mxlm study run: --threads: '%s' is not a positive integer\n", threads_s);
+            rc = 2;
+        } else threads = (int)x;
+    }
+    if (!rc && parallel > 1 && gpus_opt) {
+        fprintf(stderr, "mxlm study run: --parallel runs one single-GPU run per GPU; it does not combine with --gpus\n");
+        rc = 2;
+    }
+    const char* env_cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!rc && parallel > 1 && env_cvd && *env_cvd) { /* the study's own GPU list: slot i gets its i-th entry */
+        cvd_copy = strdup(env_cvd);
+        n_cvd = cvd_copy ? split_list(cvd_copy, cvd_list, 256) : 0;
+        if (n_cvd < parallel) {
+            fprintf(stderr, "mxlm study run: --parallel %d, but CUDA_VISIBLE_DEVICES=%s lists %d device%s\n", parallel,
+                    env_cvd, n_cvd, n_cvd == 1 ? "" : "s");
+            rc = 2;
+        }
+    }
+    char thr_s[32] = "";
+    if (parallel > 1) { /* every run a share of the threads (given with --threads, else the cores) */
+        long cores = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+        long per = cores / parallel;
+        snprintf(thr_s, sizeof thr_s, "%ld", per < 1 ? 1 : per);
+    } else if (threads_s) snprintf(thr_s, sizeof thr_s, "%s", threads_s);
     char exe[1024];
     ssize_t el = rc ? 0 : readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (!rc && el <= 0) { fprintf(stderr, "mxlm study run: cannot find this program (/proc/self/exe)\n"); rc = 1; }
@@ -266,6 +338,7 @@ static int cmd_run(int argc, char** argv) {
         args[a++] = "mxlm";
         args[a++] = "train";
         for (int j = 0; j < n_pass; j++) args[a++] = pass[j];
+        if (thr_s[0]) { args[a++] = "--threads"; args[a++] = thr_s; }
         args[a++] = "--recipe";
         args[a++] = recipes[k];
         args[a++] = "--describe";
@@ -296,7 +369,7 @@ static int cmd_run(int argc, char** argv) {
             struct tm g;
             char date[64];
             strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &g));
-            fprintf(f, "\ndate = %s\nmachine = %s\n", date, mach);
+            fprintf(f, "\ndate = %s\nmachine = %s\nbaseline = %s\n", date, mach, baseline ? baseline : "fp8");
             for (int k = 0; k < n_rec; k++) fprintf(f, "recipe = %s\n", recipes[k]);
             if (fclose(f)) { fprintf(stderr, "mxlm study run: %s: cannot write\n", p); rc = 1; }
         }
@@ -308,9 +381,20 @@ static int cmd_run(int argc, char** argv) {
         if (!has) fprintf(stderr, "mxlm study run: warning: the baseline %s is not among the recipes (give --baseline "
                                   "or --target, or the report needs its runs in %s)\n", baseline, out);
     }
-    for (int k = 0, n = 0; k < n_rec && !rc && !stopped; k++)
-        for (int j = 0; j < n_seeds && !rc && !stopped; j++) {
-            n++;
+    /* the runs: up to `parallel` at a time, in recipe x seed order; a slot is a GPU (and a share of the threads) */
+    pid_t slot_pid[256];
+    int slot_job[256];
+    double slot_t0[256];
+    char slot_cvd[256][32];
+    for (int q = 0; q < parallel; q++) {
+        slot_pid[q] = 0;
+        snprintf(slot_cvd[q], sizeof slot_cvd[q], "%s", n_cvd ? cvd_list[q] : "");
+        if (!n_cvd) snprintf(slot_cvd[q], sizeof slot_cvd[q], "%d", q);
+    }
+    int next = 0, running = 0;
+    while (!rc) {
+        while (!rc && !stopped && next < total && running < parallel) {
+            int jb = next++, k = jb / n_seeds, j = jb % n_seeds, n = jb + 1;
             mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
             snprintf(rundir, sizeof rundir, "%s/%s", out, name);
             snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seeds[j]);
@@ -319,6 +403,7 @@ static int cmd_run(int argc, char** argv) {
             args[a++] = "mxlm";
             args[a++] = "train";
             for (int i = 0; i < n_pass; i++) args[a++] = pass[i];
+            if (thr_s[0]) { args[a++] = "--threads"; args[a++] = thr_s; }
             args[a++] = "--recipe";
             args[a++] = recipes[k];
             args[a++] = "--seed";
@@ -338,34 +423,78 @@ static int cmd_run(int argc, char** argv) {
                        (unsigned long long)seeds[j], rundir);
                 continue;
             }
+            int q = 0;
+            while (slot_pid[q]) q++;
             snprintf(log, sizeof log, "%s/train.log", rundir);
-            printf("study: [%d/%d] %s seed %llu: %s %s (log %s)\n", n, total, recipes[k], (unsigned long long)seeds[j],
-                   state == 1 ? "resuming" : "training", rundir, log);
             if (mx_mkdirs(rundir)) {
                 fprintf(stderr, "mxlm study run: %s\n", mx_last_error());
                 rc = 1;
                 break;
             }
-            double t0 = now_s();
-            int st = spawn("/proc/self/exe", args, log);
-            double dt = now_s() - t0;
-            mx_study_run r;
-            int loaded = mx_study_load_run(rundir, &r) == 0;
-            if (st == 0 || st == 3 || st == 4) {
-                double vl = loaded && r.n_evals ? r.evals[r.n_evals - 1].val_loss : NAN;
-                printf("study: [%d/%d] %s seed %llu: %s at step %lld, %lld tokens, val loss %.4f, %.1f s, %.0f tok/s\n",
-                       n, total, recipes[k], (unsigned long long)seeds[j], loaded ? r.status : "?",
-                       loaded ? (long long)r.last_step : -1LL, loaded ? (long long)r.last_tokens : -1LL, vl, dt,
-                       loaded ? r.tok_per_s : NAN);
-            } else {
-                fprintf(stderr, "study: [%d/%d] %s seed %llu: mxlm train failed (exit %d); the end of %s:\n", n, total,
-                        recipes[k], (unsigned long long)seeds[j], st, log);
-                print_log_tail(log);
-                errors++;
-                if (st == 2 || st == 128 + SIGINT || st == 128 + SIGTERM || st < 0) stopped = 1;
+            pid_t pid = spawn_start("/proc/self/exe", args, log, parallel > 1 ? slot_cvd[q] : NULL);
+            if (pid < 0) {
+                fprintf(stderr, "mxlm study run: cannot start mxlm train: %s\n", strerror(errno));
+                rc = 1;
+                break;
             }
-            if (loaded) mx_study_run_free(&r);
+            slot_pid[q] = pid;
+            slot_job[q] = jb;
+            slot_t0[q] = now_s();
+            running++;
+            if (parallel > 1)
+                printf("study: [%d/%d] %s seed %llu: %s %s (log %s) on slot %d (CUDA_VISIBLE_DEVICES=%s, --threads %s)\n",
+                       n, total, recipes[k], (unsigned long long)seeds[j], state == 1 ? "resuming" : "training", rundir,
+                       log, q, slot_cvd[q], thr_s);
+            else
+                printf("study: [%d/%d] %s seed %llu: %s %s (log %s)\n", n, total, recipes[k],
+                       (unsigned long long)seeds[j], state == 1 ? "resuming" : "training", rundir, log);
+            fflush(stdout);
         }
+        if (!running) break;
+        int wst = 0;
+        pid_t done = waitpid(-1, &wst, 0);
+        if (done < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "mxlm study run: waitpid: %s\n", strerror(errno));
+            rc = 1;
+            break;
+        }
+        int q = 0;
+        while (q < parallel && slot_pid[q] != done) q++;
+        if (q == parallel) continue; /* not one of ours */
+        slot_pid[q] = 0;
+        running--;
+        int jb = slot_job[q], k = jb / n_seeds, j = jb % n_seeds, n = jb + 1, st = exit_code(wst);
+        double dt = now_s() - slot_t0[q];
+        mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
+        snprintf(rundir, sizeof rundir, "%s/%s", out, name);
+        snprintf(log, sizeof log, "%s/train.log", rundir);
+        mx_study_run r;
+        int loaded = mx_study_load_run(rundir, &r) == 0;
+        if (st == 0 || st == 3 || st == 4) {
+            double vl = loaded && r.n_evals ? r.evals[r.n_evals - 1].val_loss : NAN;
+            printf("study: [%d/%d] %s seed %llu: %s at step %lld, %lld tokens, val loss %.4f, %.1f s, %.0f tok/s\n", n,
+                   total, recipes[k], (unsigned long long)seeds[j], loaded ? r.status : "?",
+                   loaded ? (long long)r.last_step : -1LL, loaded ? (long long)r.last_tokens : -1LL, vl, dt,
+                   loaded ? r.tok_per_s : NAN);
+        } else {
+            fprintf(stderr, "study: [%d/%d] %s seed %llu: mxlm train failed (exit %d); the end of %s:\n", n, total,
+                    recipes[k], (unsigned long long)seeds[j], st, log);
+            print_log_tail(log);
+            errors++;
+            if (st == 2 || st == 128 + SIGINT || st == 128 + SIGTERM || st < 0) stopped = 1; /* no new runs; wait for the others */
+        }
+        if (loaded) mx_study_run_free(&r);
+        fflush(stdout);
+    }
+    while (running) { /* an error above: the started runs end first (they hold their locks) */
+        int wst;
+        pid_t done = waitpid(-1, &wst, 0);
+        if (done < 0 && errno != EINTR) break;
+        for (int q = 0; q < parallel; q++)
+            if (done > 0 && slot_pid[q] == done) { slot_pid[q] = 0; running--; }
+    }
+    free(cvd_copy);
     free(args);
     free(pass);
     free(sl);

@@ -266,10 +266,20 @@ void mx_study_opts_default(mx_study_opts* o) {
     o->target_frac = 0.8;
 }
 
+static void free_recipes(mx_study* s) {
+    for (int k = 0; k < s->n_recipes; k++) {
+        free(s->recipes[k].pt_tokens);
+        free(s->recipes[k].d_loss);
+    }
+    free(s->recipes);
+    s->recipes = NULL;
+    s->n_recipes = 0;
+}
+
 void mx_study_free(mx_study* s) {
     for (int i = 0; i < s->n_runs; i++) mx_study_run_free(&s->runs[i]);
     free(s->runs);
-    free(s->recipes);
+    free_recipes(s);
     free(s->study_txt);
     memset(s, 0, sizeof *s);
 }
@@ -370,6 +380,111 @@ static const mx_study_eval* eval_at(const mx_study_run* r, double tokens) {
     return NULL;
 }
 
+void mx_study_stat_of(const double* x, int n, mx_study_stat* st) {
+    st->n = n;
+    st->mean = st->sd = st->se = NAN;
+    if (n < 1) return;
+    double m = 0;
+    for (int i = 0; i < n; i++) m += x[i];
+    m /= n;
+    st->mean = m;
+    if (n < 2) return;
+    double v = 0;
+    for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    st->sd = sqrt(v / (n - 1));
+    st->se = st->sd / sqrt((double)n);
+}
+
+int mx_study_stat_beyond_2se(const mx_study_stat* st) {
+    return st->n >= 2 && isfinite(st->mean) && isfinite(st->se) && fabs(st->mean) > 2.0 * st->se;
+}
+
+double mx_study_cross(const mx_study_eval* e, int n, double target) {
+    for (int j = 0; j < n; j++) {
+        if (!isfinite(e[j].val_loss)) return -1;
+        if (e[j].val_loss > target) continue;
+        if (j == 0) return (double)e[0].tokens;
+        /* e[j-1] is above the target, e[j] at or below: the straight line between them */
+        double t0 = (double)e[j - 1].tokens, t1 = (double)e[j].tokens, l0 = e[j - 1].val_loss, l1 = e[j].val_loss;
+        return t0 + (t1 - t0) * (l0 - target) / (l0 - l1);
+    }
+    return -1;
+}
+
+/* The paired differences of every recipe against the baseline's run of the same seed. */
+static int compute_paired(mx_study* s) {
+    const char* B = s->baseline;
+    double* tmp = malloc(sizeof(double) * (size_t)(3 * s->n_runs + 1));
+    if (!tmp) return mx_fail(MX_ENOMEM, "study: out of memory");
+    for (int i = 0; i < s->n_runs; i++) {
+        mx_study_run* r = &s->runs[i];
+        r->paired = 0;
+        r->d_final = r->d_ttt = r->p_overhead = NAN;
+    }
+    for (int k = 0; k < s->n_recipes; k++) {
+        mx_study_recipe* R = &s->recipes[k];
+        mx_study_stat none = {0, NAN, NAN, NAN};
+        R->d_final = R->d_ttt = R->p_overhead = none;
+        if (!strcmp(R->recipe, B)) continue;
+        const mx_study_run* grid = NULL; /* the first paired baseline run: its evaluations are the points */
+        int np = 0;
+        for (int i = 0; i < s->n_runs; i++) {
+            mx_study_run* r = &s->runs[i];
+            if (strcmp(r->recipe, R->recipe) || !r->finished) continue;
+            if (!r->reached) { R->n_dnc++; continue; }
+            const mx_study_run* b = NULL;
+            for (int j = 0; j < s->n_runs && !b; j++)
+                if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
+            if (!b || !b->reached || !(b->tokens_to_target > 0)) { R->n_nobase++; continue; }
+            if (!grid) grid = b;
+            r->paired = 1;
+            r->d_final = r->evals[r->n_evals - 1].val_loss - b->evals[b->n_evals - 1].val_loss;
+            r->d_ttt = r->tokens_to_target - b->tokens_to_target;
+            r->p_overhead = r->tokens_to_target / b->tokens_to_target - 1.0;
+            np++;
+        }
+        R->n_pairs = np;
+        int m = 0;
+        for (int i = 0; i < s->n_runs; i++)
+            if (s->runs[i].paired && !strcmp(s->runs[i].recipe, R->recipe)) tmp[m++] = s->runs[i].d_final;
+        mx_study_stat_of(tmp, m, &R->d_final);
+        m = 0;
+        for (int i = 0; i < s->n_runs; i++)
+            if (s->runs[i].paired && !strcmp(s->runs[i].recipe, R->recipe)) tmp[m++] = s->runs[i].d_ttt;
+        mx_study_stat_of(tmp, m, &R->d_ttt);
+        m = 0;
+        for (int i = 0; i < s->n_runs; i++)
+            if (s->runs[i].paired && !strcmp(s->runs[i].recipe, R->recipe)) tmp[m++] = s->runs[i].p_overhead;
+        mx_study_stat_of(tmp, m, &R->p_overhead);
+        if (!grid) continue;
+        R->pt_tokens = malloc(sizeof(int64_t) * (size_t)grid->n_evals);
+        R->d_loss = malloc(sizeof(mx_study_stat) * (size_t)grid->n_evals);
+        if (!R->pt_tokens || !R->d_loss) { free(tmp); return mx_fail(MX_ENOMEM, "study: out of memory"); }
+        R->n_points = grid->n_evals;
+        for (int p = 0; p < grid->n_evals; p++) {
+            int64_t T = grid->evals[p].tokens;
+            R->pt_tokens[p] = T;
+            m = 0;
+            for (int i = 0; i < s->n_runs; i++) {
+                const mx_study_run* r = &s->runs[i];
+                if (!r->paired || strcmp(r->recipe, R->recipe)) continue;
+                const mx_study_run* b = NULL;
+                for (int j = 0; j < s->n_runs && !b; j++)
+                    if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
+                double lr = NAN, lb = NAN;
+                for (int q = 0; q < r->n_evals; q++)
+                    if (r->evals[q].tokens == T) { lr = r->evals[q].val_loss; break; }
+                for (int q = 0; q < b->n_evals; q++)
+                    if (b->evals[q].tokens == T) { lb = b->evals[q].val_loss; break; }
+                if (isfinite(lr) && isfinite(lb)) tmp[m++] = lr - lb;
+            }
+            mx_study_stat_of(tmp, m, &R->d_loss[p]);
+        }
+    }
+    free(tmp);
+    return MX_OK;
+}
+
 int mx_study_compute(mx_study* s, const mx_study_opts* o) {
     mx_study_opts dflt;
     mx_study_opts_default(&dflt);
@@ -383,7 +498,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
     s->opts.baseline = s->baseline;
 
     /* recipes in report order */
-    free(s->recipes);
+    free_recipes(s);
     s->recipes = calloc((size_t)s->n_runs, sizeof *s->recipes);
     s->n_recipes = 0;
     if (!s->recipes) return mx_fail(MX_ENOMEM, "study: out of memory");
@@ -453,22 +568,18 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
     /* tokens-to-target, did not converge */
     for (int i = 0; i < s->n_runs; i++) {
         mx_study_run* r = &s->runs[i];
-        for (int j = 0; j < r->n_evals; j++) {
-            if (!isfinite(r->evals[j].val_loss)) break;
-            if (r->evals[j].val_loss <= s->target) { r->tokens_to_target = r->evals[j].tokens; break; }
-        }
-        r->reached = r->finished && !r->diverged && r->tokens_to_target >= 0 &&
-                     (double)r->tokens_to_target <= s->budget_limit;
+        r->tokens_to_target = mx_study_cross(r->evals, r->n_evals, s->target);
+        r->reached = r->finished && !r->diverged && r->tokens_to_target >= 0 && r->tokens_to_target <= s->budget_limit;
     }
     /* the baseline's mean tokens-to-target */
     double bsum = 0;
     int bn = 0;
     for (int i = 0; i < s->n_runs; i++)
-        if (!strcmp(s->runs[i].recipe, B) && s->runs[i].reached) { bsum += (double)s->runs[i].tokens_to_target; bn++; }
+        if (!strcmp(s->runs[i].recipe, B) && s->runs[i].reached) { bsum += s->runs[i].tokens_to_target; bn++; }
     s->baseline_ttt = bn && bsum > 0 ? bsum / bn : NAN;
     for (int i = 0; i < s->n_runs; i++) {
         mx_study_run* r = &s->runs[i];
-        if (r->reached && isfinite(s->baseline_ttt)) r->overhead = (double)r->tokens_to_target / s->baseline_ttt - 1.0;
+        if (r->reached && isfinite(s->baseline_ttt)) r->overhead = r->tokens_to_target / s->baseline_ttt - 1.0;
     }
 
     /* per recipe */
@@ -487,7 +598,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
             if (r->finished && !r->diverged && r->n_evals) { lsum += r->evals[r->n_evals - 1].val_loss; nl++; }
             if (!r->reached) continue;
             R->n_reached++;
-            tsum += (double)r->tokens_to_target;
+            tsum += r->tokens_to_target;
             if (isfinite(r->overhead)) {
                 osum += r->overhead;
                 if (r->overhead < R->overhead_min) R->overhead_min = r->overhead;
@@ -508,7 +619,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
         R->vs_bf16 = R16 && R16->tok_per_s > 0 ? R->tok_per_s / R16->tok_per_s : NAN;
         R->end_to_end = R->vs_baseline / (1.0 + R->overhead); /* NaN when either is */
     }
-    return MX_OK;
+    return compute_paired(s);
 }
 
 /* ---- Markdown ---------------------------------------------------------------------- */
@@ -542,6 +653,36 @@ static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
         size_t l = strlen(b);
         snprintf(b + l, n - l, "; %d/%d did not converge", R->n_finished - R->n_reached, R->n_finished);
     }
+}
+
+/* A statistic as "mean ± sd (se X, n N)" (n 1: "mean (n 1)"; n 0: "-"); scale 100 and unit "%" for percentages. */
+static const char* stat_cell(char* b, size_t n, const mx_study_stat* st, const char* fmt, double scale, const char* unit) {
+    char m[48], d[48], e[48];
+    if (st->n < 1 || !isfinite(st->mean)) { snprintf(b, n, "-"); return b; }
+    double mv = st->mean * scale;
+    if (fabs(mv) < 5e-13) mv = 0; /* no negative zero */
+    snprintf(m, sizeof m, fmt, mv);
+    if (st->n < 2) { snprintf(b, n, "%s%s (n 1)", m, unit); return b; }
+    char df2[18]; /* sd and se: the mean's format without its sign flag */
+    snprintf(df2, sizeof df2, "%%%s", fmt[1] == '+' ? fmt + 2 : fmt + 1);
+    snprintf(d, sizeof d, df2, st->sd * scale);
+    snprintf(e, sizeof e, df2, st->se * scale);
+    snprintf(b, n, "%s%s ± %s%s (se %s%s, n %d)", m, unit, d, unit, e, unit, st->n);
+    return b;
+}
+
+/* The paired overhead of a recipe (the paper's grid): mean ± sd (se, n), and the seeds that did not converge. */
+static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t n) {
+    if (!strcmp(R->recipe, B)) { snprintf(b, n, "baseline (0 by definition)"); return; }
+    int fin = R->n_pairs + R->n_dnc + R->n_nobase;
+    if (!R->n_pairs) {
+        if (R->n_dnc) snprintf(b, n, "did not converge (%d/%d seeds)", R->n_dnc, fin);
+        else snprintf(b, n, R->n_finished ? "no paired seed" : "not finished");
+        return;
+    }
+    stat_cell(b, n, &R->p_overhead, "%+.1f", 100, "%");
+    size_t l = strlen(b);
+    if (R->n_dnc) snprintf(b + l, n - l, "; %d/%d did not converge", R->n_dnc, fin);
 }
 
 /* `s` quoted for a POSIX shell when it needs it. */
@@ -681,9 +822,12 @@ char* mx_study_markdown(const mx_study* s) {
             for (int k = 0; k < s->n_recipes; k++) any |= !strcmp(s->recipes[k].recipe, n);
         }
     if (any) {
-        mx_sb_printf(&b, "\nIn the paper's layout (overhead vs %s; mean, min..max over seeds):\n\n"
+        mx_sb_printf(&b, "\nIn the paper's layout: the paired token overhead vs %s (per seed, tokens-to-target / %s's "
+                      "of the same seed - 1; mean ± standard deviation over the seeds, standard error, number of "
+                      "pairs; seeds that did not converge are counted, not averaged). Recipes outside the grid are "
+                      "extra rows:\n\n"
                       "| MXFP4 enabled in | plain | + stochastic rounding | + random Hadamard | + deterministic H16 |\n"
-                      "|---|---|---|---|---|\n", B);
+                      "|---|---|---|---|---|\n", B, B);
         for (int i = 0; i < 3; i++) {
             mx_sb_printf(&b, "| %s |", rows[i][1]);
             for (int j = 0; j < 4; j++) {
@@ -692,8 +836,100 @@ char* mx_study_markdown(const mx_study* s) {
                 const mx_study_recipe* R = NULL;
                 for (int k = 0; k < s->n_recipes; k++)
                     if (!strcmp(s->recipes[k].recipe, n)) R = &s->recipes[k];
-                if (R) overhead_cell(R, cell, sizeof cell);
+                if (R) paired_cell(R, B, cell, sizeof cell);
                 mx_sb_printf(&b, " %s |", R ? cell : "");
+            }
+            mx_sb_printf(&b, "\n");
+        }
+        for (int k = 0; k < s->n_recipes; k++) { /* the other recipes */
+            int in_grid = 0;
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 4; j++) {
+                    char n[64];
+                    snprintf(n, sizeof n, "%s%s", rows[i][0], cols[j]);
+                    in_grid |= !strcmp(s->recipes[k].recipe, n);
+                }
+            if (in_grid) continue;
+            paired_cell(&s->recipes[k], B, cell, sizeof cell);
+            mx_sb_printf(&b, "| %s | %s | | | |\n", s->recipes[k].recipe, cell);
+        }
+    }
+
+    /* paired differences */
+    mx_sb_printf(&b, "\n## Paired differences vs %s (same seed)\n\n"
+                  "Per recipe and seed: this recipe's run minus %s's run of the same seed (the same initial weights "
+                  "and data order), for the seeds where both reached the target; mean ± standard deviation (n - 1) "
+                  "over the seeds, standard error sd / sqrt(n), n pairs. Tokens-to-target interpolated linearly "
+                  "between evaluations. A seed that did not converge is counted in its column, not averaged.\n\n"
+                  "| recipe | pairs | did not converge | final val loss - %s | tokens-to-target - %s | paired overhead |\n"
+                  "|---|---|---|---|---|---|\n", B, B, B, B);
+    int any_pair = 0;
+    for (int k = 0; k < s->n_recipes; k++) {
+        const mx_study_recipe* R = &s->recipes[k];
+        if (!strcmp(R->recipe, B)) continue;
+        char c1[160], c2[160], c3[160];
+        int fin = R->n_pairs + R->n_dnc + R->n_nobase;
+        char nob[64] = "";
+        if (R->n_nobase) snprintf(nob, sizeof nob, " (%d without a baseline pair)", R->n_nobase);
+        mx_sb_printf(&b, "| %s | %d | %d/%d%s | %s | %s | %s |\n", R->recipe, R->n_pairs, R->n_dnc, fin, nob,
+                  stat_cell(c1, sizeof c1, &R->d_final, "%+.4f", 1, ""), stat_cell(c2, sizeof c2, &R->d_ttt, "%+.0f", 1, ""),
+                  stat_cell(c3, sizeof c3, &R->p_overhead, "%+.1f", 100, "%"));
+        any_pair |= R->n_pairs > 0;
+    }
+    /* the statement */
+    mx_sb_printf(&b, "\n**Beyond two standard errors** (|mean| > 2 se, n >= 2):");
+    int nb = 0;
+    for (int k = 0; k < s->n_recipes; k++) {
+        const mx_study_recipe* R = &s->recipes[k];
+        if (!strcmp(R->recipe, B)) continue;
+        const mx_study_stat* sts[3] = {&R->d_final, &R->d_ttt, &R->p_overhead};
+        static const char* what[3] = {"final val loss", "tokens-to-target", "paired overhead"};
+        for (int q = 0; q < 3; q++) {
+            if (!mx_study_stat_beyond_2se(sts[q])) continue;
+            char c[160];
+            stat_cell(c, sizeof c, sts[q], q == 0 ? "%+.4f" : q == 1 ? "%+.0f" : "%+.1f", q == 2 ? 100 : 1, q == 2 ? "%" : "");
+            mx_sb_printf(&b, "%s %s %s %s (%.1f se, %s %s)", nb ? ";" : "", R->recipe, what[q], c,
+                      fabs(sts[q]->mean) / sts[q]->se, sts[q]->mean > 0 ? "above" : "below", B);
+            nb++;
+        }
+        int ne = 0, nt = 0;
+        for (int p = 0; p < R->n_points; p++) {
+            nt += R->d_loss[p].n >= 2;
+            ne += mx_study_stat_beyond_2se(&R->d_loss[p]);
+        }
+        if (ne) {
+            mx_sb_printf(&b, "%s %s val loss at %d of %d evaluations with n >= 2", nb ? ";" : "", R->recipe, ne, nt);
+            nb++;
+        }
+    }
+    mx_sb_printf(&b, "%s\n", nb ? "." : " none.");
+    if (!any_pair) mx_sb_printf(&b, "\n(No recipe has a seed paired with %s.)\n", B);
+
+    /* the loss difference at every evaluation */
+    int maxp = 0;
+    for (int k = 0; k < s->n_recipes; k++) maxp = s->recipes[k].n_points > maxp ? s->recipes[k].n_points : maxp;
+    if (maxp) {
+        mx_sb_printf(&b, "\nValidation loss - %s's at every evaluation (same seed; mean ± sd (se, n)):\n\n| tokens |", B);
+        int nc = 0;
+        for (int k = 0; k < s->n_recipes; k++)
+            if (s->recipes[k].n_points) { mx_sb_printf(&b, " %s |", s->recipes[k].recipe); nc++; }
+        mx_sb_printf(&b, "\n|---|");
+        for (int k = 0; k < nc; k++) mx_sb_printf(&b, "---|");
+        mx_sb_printf(&b, "\n");
+        const mx_study_recipe* G = NULL;
+        for (int k = 0; k < s->n_recipes && !G; k++)
+            if (s->recipes[k].n_points == maxp) G = &s->recipes[k];
+        for (int p = 0; p < maxp; p++) {
+            int64_t T = G->pt_tokens[p];
+            mx_sb_printf(&b, "| %lld |", (long long)T);
+            for (int k = 0; k < s->n_recipes; k++) {
+                const mx_study_recipe* R = &s->recipes[k];
+                if (!R->n_points) continue;
+                const mx_study_stat* st = NULL;
+                for (int q = 0; q < R->n_points && !st; q++)
+                    if (R->pt_tokens[q] == T) st = &R->d_loss[q];
+                char c[160];
+                mx_sb_printf(&b, " %s |", st ? stat_cell(c, sizeof c, st, "%+.4f", 1, "") : "-");
             }
             mx_sb_printf(&b, "\n");
         }
@@ -730,7 +966,7 @@ char* mx_study_markdown(const mx_study* s) {
         double fl = r->n_evals ? r->evals[r->n_evals - 1].val_loss : NAN;
         mx_sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s |\n", r->name, r->recipe,
                   (unsigned long long)r->seed, st, (long long)r->last_tokens, num(t1, sizeof t1, "%.4f", fl),
-                  r->tokens_to_target >= 0 ? num(t2, sizeof t2, "%.0f", (double)r->tokens_to_target) : "-",
+                  r->tokens_to_target >= 0 ? num(t2, sizeof t2, "%.0f", r->tokens_to_target) : "-",
                   pct(t3, sizeof t3, r->overhead), num(t4, sizeof t4, "%.0f", r->tok_per_s));
     }
     mx_sb_printf(&b, "\nCommands (each run's config.txt, as `mxlm train` flags that differ from the preset's defaults):\n\n");
@@ -745,6 +981,85 @@ char* mx_study_markdown(const mx_study* s) {
             mx_sb_printf(&b, "\n![per-GEMM quantization SQNR over steps](telemetry.svg)\n");
             break;
         }
+    return sb_take(&b);
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+static void js_num(mx_sbuf* b, double x) {
+    if (isfinite(x)) mx_sb_printf(b, "%.17g", x);
+    else mx_sb_printf(b, "null");
+}
+
+static void js_str(mx_sbuf* b, const char* t) {
+    mx_sb_printf(b, "\"");
+    for (; *t; t++)
+        if (*t == '"' || *t == '\\') mx_sb_printf(b, "\\%c", *t);
+        else if ((unsigned char)*t < 0x20) mx_sb_printf(b, "\\u%04x", (unsigned char)*t);
+        else mx_sb_printf(b, "%c", *t);
+    mx_sb_printf(b, "\"");
+}
+
+static void js_stat(mx_sbuf* b, const char* key, const mx_study_stat* st) {
+    mx_sb_printf(b, "\"%s\":{\"n\":%d,\"mean\":", key, st->n);
+    js_num(b, st->mean);
+    mx_sb_printf(b, ",\"sd\":");
+    js_num(b, st->sd);
+    mx_sb_printf(b, ",\"se\":");
+    js_num(b, st->se);
+    mx_sb_printf(b, ",\"beyond_2se\":%s}", mx_study_stat_beyond_2se(st) ? "true" : "false");
+}
+
+char* mx_study_json(const mx_study* s) {
+    mx_sbuf b = {0};
+    mx_sb_printf(&b, "{\"baseline\":");
+    js_str(&b, s->baseline);
+    mx_sb_printf(&b, ",\"target\":");
+    js_num(&b, s->target);
+    mx_sb_printf(&b, ",\"budget_limit\":");
+    js_num(&b, s->budget_limit);
+    mx_sb_printf(&b, ",\"runs\":[");
+    for (int i = 0; i < s->n_runs; i++) {
+        const mx_study_run* r = &s->runs[i];
+        mx_sb_printf(&b, "%s\n{\"name\":", i ? "," : "");
+        js_str(&b, r->name);
+        mx_sb_printf(&b, ",\"recipe\":");
+        js_str(&b, r->recipe);
+        mx_sb_printf(&b, ",\"seed\":%llu,\"finished\":%s,\"diverged\":%s,\"reached\":%s,\"tokens_to_target\":",
+                  (unsigned long long)r->seed, r->finished ? "true" : "false", r->diverged ? "true" : "false",
+                  r->reached ? "true" : "false");
+        js_num(&b, r->tokens_to_target >= 0 ? r->tokens_to_target : NAN);
+        mx_sb_printf(&b, ",\"overhead\":");
+        js_num(&b, r->overhead);
+        mx_sb_printf(&b, ",\"paired\":%s,\"d_final\":", r->paired ? "true" : "false");
+        js_num(&b, r->d_final);
+        mx_sb_printf(&b, ",\"d_ttt\":");
+        js_num(&b, r->d_ttt);
+        mx_sb_printf(&b, ",\"p_overhead\":");
+        js_num(&b, r->p_overhead);
+        mx_sb_printf(&b, "}");
+    }
+    mx_sb_printf(&b, "],\n\"recipes\":[");
+    for (int k = 0; k < s->n_recipes; k++) {
+        const mx_study_recipe* R = &s->recipes[k];
+        mx_sb_printf(&b, "%s\n{\"recipe\":", k ? "," : "");
+        js_str(&b, R->recipe);
+        mx_sb_printf(&b, ",\"baseline\":%s,\"n_pairs\":%d,\"n_dnc\":%d,\"n_nobase\":%d,", strcmp(R->recipe, s->baseline) ? "false" : "true",
+                  R->n_pairs, R->n_dnc, R->n_nobase);
+        js_stat(&b, "d_final", &R->d_final);
+        mx_sb_printf(&b, ",");
+        js_stat(&b, "d_ttt", &R->d_ttt);
+        mx_sb_printf(&b, ",");
+        js_stat(&b, "p_overhead", &R->p_overhead);
+        mx_sb_printf(&b, ",\"d_loss\":[");
+        for (int p = 0; p < R->n_points; p++) {
+            mx_sb_printf(&b, "%s{\"tokens\":%lld,", p ? "," : "", (long long)R->pt_tokens[p]);
+            js_stat(&b, "d", &R->d_loss[p]);
+            mx_sb_printf(&b, "}");
+        }
+        mx_sb_printf(&b, "]}");
+    }
+    mx_sb_printf(&b, "]}\n");
     return sb_take(&b);
 }
 
@@ -826,22 +1141,89 @@ static char* loss_svg(const mx_study* s) {
     double pad = (f.y1 - f.y0) * 0.05 + 1e-6;
     f.y0 -= pad;
     f.y1 += pad;
-    int legend_h = 18 * s->n_recipes + 10;
+    int legend_h = 18 * s->n_recipes + 50;
     mx_sbuf b = {0};
     svg_begin(&b, 900, 480 > f.T + legend_h + 40 ? 480 : f.T + legend_h + 40);
-    svg_axes(&b, &f, "tokens", "validation loss (nats)", "Validation loss against tokens", 0);
+    svg_axes(&b, &f, "tokens", "validation loss (nats)", "Figures 1-2: validation loss against tokens (mean and min-max band over seeds)", 0);
     if (isfinite(s->target))
         mx_sb_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" stroke-dasharray=\"6,4\"/>"
                       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">target %.4g</text>\n", f.L, fy(&f, s->target),
                   f.L + f.W, fy(&f, s->target), f.L + f.W - 4, fy(&f, s->target) - 4, s->target);
-    for (int i = 0; i < s->n_runs; i++) {
+    /* per recipe: the mean over its seeds at each evaluation's token count, and the band from the minimum
+     * to the maximum over the seeds (where two or more have that evaluation); diverged runs drawn alone */
+    int64_t* toks = malloc(sizeof(int64_t) * 1024);
+    int tcap = 1024;
+    for (int k = 0; k < s->n_recipes && toks; k++) {
+        const char* col = k_colors[k % 10];
+        const char* dash = k >= 10 ? " stroke-dasharray=\"4,2\"" : "";
+        int nt = 0;
+        for (int i = 0; i < s->n_runs && toks; i++) {
+            const mx_study_run* r = &s->runs[i];
+            if (strcmp(r->recipe, s->recipes[k].recipe) || r->diverged) continue;
+            for (int j = 0; j < r->n_evals && toks; j++) {
+                int seen = 0;
+                for (int q = 0; q < nt && !seen; q++) seen = toks[q] == r->evals[j].tokens;
+                if (seen) continue;
+                if (nt == tcap) {
+                    int64_t* t2 = realloc(toks, sizeof(int64_t) * (size_t)(tcap *= 2));
+                    if (!t2) { free(toks); toks = NULL; break; }
+                    toks = t2;
+                }
+                toks[nt++] = r->evals[j].tokens;
+            }
+        }
+        if (!toks) break;
+        for (int q = 1; q < nt; q++) /* sort (insertion: the lists are short and nearly sorted) */
+            for (int w = q; w > 0 && toks[w - 1] > toks[w]; w--) { int64_t t = toks[w]; toks[w] = toks[w - 1]; toks[w - 1] = t; }
+        mx_sbuf mean = {0};
+        double* band = malloc(sizeof(double) * 3 * (size_t)(nt + 1)); /* x, min, max of the points with 2+ seeds */
+        int nband = 0;
+        for (int q = 0; q < nt; q++) {
+            double mn = INFINITY, mxv = -INFINITY, sum = 0;
+            int c = 0;
+            for (int i = 0; i < s->n_runs; i++) {
+                const mx_study_run* r = &s->runs[i];
+                if (strcmp(r->recipe, s->recipes[k].recipe) || r->diverged) continue;
+                for (int j = 0; j < r->n_evals; j++)
+                    if (r->evals[j].tokens == toks[q] && isfinite(r->evals[j].val_loss)) {
+                        double v = r->evals[j].val_loss;
+                        mn = fmin(mn, v);
+                        mxv = fmax(mxv, v);
+                        sum += v;
+                        c++;
+                        break;
+                    }
+            }
+            if (!c) continue;
+            double X = fx(&f, (double)toks[q]);
+            mx_sb_printf(&mean, "%.1f,%.1f ", X, fy(&f, sum / c));
+            if (c >= 2 && band) {
+                band[3 * nband] = X;
+                band[3 * nband + 1] = fy(&f, mn);
+                band[3 * nband + 2] = fy(&f, mxv);
+                nband++;
+            }
+        }
+        if (nband >= 2) { /* the band: the minima forward, the maxima back */
+            mx_sb_printf(&b, "<polygon clip-path=\"url(#c0)\" fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
+            for (int q = 0; q < nband; q++) mx_sb_printf(&b, "%.1f,%.1f ", band[3 * q], band[3 * q + 1]);
+            for (int q = nband - 1; q >= 0; q--) mx_sb_printf(&b, "%.1f,%.1f ", band[3 * q], band[3 * q + 2]);
+            mx_sb_printf(&b, "\"><title>%s: min-max over seeds</title></polygon>\n", s->recipes[k].recipe);
+        }
+        free(band);
+        mx_sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\"%s stroke-width=\"2\" points=\"%s\">"
+                      "<title>%s: mean over seeds</title></polyline>\n", col, dash, mean.s ? mean.s : "",
+                  s->recipes[k].recipe);
+        free(mean.s);
+    }
+    free(toks);
+    for (int i = 0; i < s->n_runs; i++) { /* diverged runs: their own thin curve, a cross where it ends */
         const mx_study_run* r = &s->runs[i];
+        if (!r->diverged) continue;
         int k = 0;
         while (k < s->n_recipes && strcmp(s->recipes[k].recipe, r->recipe)) k++;
         const char* col = k_colors[k % 10];
-        const char* dash = k >= 10 ? " stroke-dasharray=\"4,2\"" : "";
-        mx_sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\"%s stroke-width=\"1.5\" points=\"", col,
-                  dash);
+        mx_sb_printf(&b, "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1\" points=\"", col);
         double lx = NAN, ly = NAN;
         for (int j = 0; j < r->n_evals; j++) {
             const mx_study_eval* e = &r->evals[j];
@@ -851,7 +1233,7 @@ static char* loss_svg(const mx_study* s) {
             mx_sb_printf(&b, "%.1f,%.1f ", lx, ly);
         }
         mx_sb_printf(&b, "\"><title>%s</title></polyline>\n", r->name);
-        if (r->diverged && isfinite(lx)) /* a cross where a diverged run's curve ends */
+        if (isfinite(lx))
             mx_sb_printf(&b, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx - 4,
                       fmin(fmax(ly, (double)f.T), (double)(f.T + f.H)) - 4, col);
     }
@@ -865,7 +1247,9 @@ static char* loss_svg(const mx_study* s) {
     }
     int any_div = 0;
     for (int i = 0; i < s->n_runs; i++) any_div |= s->runs[i].diverged;
-    if (any_div) mx_sb_printf(&b, "<text x=\"%d\" y=\"%d\">x: diverged</text>\n", lx, ly + 18 * s->n_recipes + 4);
+    mx_sb_printf(&b, "<text x=\"%d\" y=\"%d\">line: mean over seeds</text>\n<text x=\"%d\" y=\"%d\">band: min-max over "
+                  "seeds</text>\n", lx, ly + 18 * s->n_recipes + 4, lx, ly + 18 * s->n_recipes + 22);
+    if (any_div) mx_sb_printf(&b, "<text x=\"%d\" y=\"%d\">x: diverged</text>\n", lx, ly + 18 * s->n_recipes + 40);
     mx_sb_printf(&b, "</svg>\n");
     return sb_take(&b);
 }
@@ -935,12 +1319,15 @@ int mx_study_write_report(const mx_study* s) {
     char* md = mx_study_markdown(s);
     char* svg = loss_svg(s);
     char* tel = telemetry_svg(s);
-    int rc = md && svg ? MX_OK : mx_fail(MX_ENOMEM, "study: out of memory");
+    char* js = mx_study_json(s);
+    int rc = md && svg && js ? MX_OK : mx_fail(MX_ENOMEM, "study: out of memory");
+    if (!rc) { snprintf(p, sizeof p, "%s/paired.json", s->dir); rc = mx_write_atomic(p, js, strlen(js)); }
     if (!rc) { snprintf(p, sizeof p, "%s/results.md", s->dir); rc = mx_write_atomic(p, md, strlen(md)); }
     if (!rc) { snprintf(p, sizeof p, "%s/loss.svg", s->dir); rc = mx_write_atomic(p, svg, strlen(svg)); }
     if (!rc && tel) { snprintf(p, sizeof p, "%s/telemetry.svg", s->dir); rc = mx_write_atomic(p, tel, strlen(tel)); }
     free(md);
     free(svg);
     free(tel);
+    free(js);
     return rc;
 }
