@@ -36,7 +36,7 @@ TEST(mxfp8_scale_rules) {
 
 /* One block of 32 with amax 1000:
  *   floor e = 1: 1000/2 = 500 -> saturates to 448 (0x7E), decoded 896 (clipped);
- *               17/2 = 8.5 -> tie between 8 (1.000 * 2^3) and 9 -> even 8 (0x58), decoded 16;
+ *               17/2 = 8.5 -> tie between 8 (1.000 * 2^3, exponent field 10) and 9 -> even 8 (0x50), decoded 16;
  *               -3/2 = -1.5 -> exact (0xBC), decoded -3
  *   ceil  e = 2: 1000/4 = 250 -> grid 16 in [128, 256): 256 (0x78), decoded 1024;
  *               17/4 = 4.25 -> tie between 4 and 4.5 -> even 4 (0x48), decoded 16;
@@ -47,7 +47,7 @@ TEST(mxfp8_reference_vector_floor_and_ceil) {
     float y[32];
     quant8(x, 1, 32, MX_LAYOUT_1x32, MX_SCALE_FLOOR, &t, y);
     CHECK_EQ_INT(t.scales[0], 128);
-    CHECK_EQ_INT(t.codes[0], 0x7E); CHECK_EQ_INT(t.codes[1], 0x58); CHECK_EQ_INT(t.codes[2], 0xBC);
+    CHECK_EQ_INT(t.codes[0], 0x7E); CHECK_EQ_INT(t.codes[1], 0x50); CHECK_EQ_INT(t.codes[2], 0xBC);
     CHECK_SAME_F(y[0], 896.0f); CHECK_SAME_F(y[1], 16.0f); CHECK_SAME_F(y[2], -3.0f); CHECK_SAME_F(y[3], 0.0f);
     CHECK_EQ_INT(t.n_clipped_blocks, 1);
     mx_mxfp8_free(&t);
