@@ -95,20 +95,32 @@ TEST(recipe_errors) {
 TEST(format_table_drives_the_checks) {
     const mx_format_info* f4 = mx_format_get(MX_FMT_MXFP4);
     CHECK(f4 && !strcmp(f4->name, "mxfp4") && f4->block == 32 && f4->scale == MX_SCALE_E8M0 && f4->elem == MX_ELEM_E2M1);
-    CHECK(mx_format_find("fp8") == mx_format_get(MX_FMT_FP8) && mx_format_parse("nvfp4") == -1);
+    CHECK(mx_format_find("fp8") == mx_format_get(MX_FMT_FP8) && mx_format_parse("nvfp5") == -1);
+    /* issue 18's rows: NVFP4 (E2M1 / 16, E4M3 + FP32 tensor scale) and MXFP8 (E4M3 / 32, E8M0), CPU only */
+    const mx_format_info* nv = mx_format_get(MX_FMT_NVFP4), *m8 = mx_format_get(MX_FMT_MXFP8);
+    CHECK(nv && nv == mx_format_find("nvfp4") && nv->block == 16 && nv->scale == MX_SCALE_E4M3_TENSOR &&
+          nv->elem == MX_ELEM_E2M1 && mx_format_has_sr(nv) && mx_format_has_2d(nv) && !nv->scale_rules && !nv->gpu);
+    CHECK(m8 && m8 == mx_format_find("mxfp8") && m8->block == 32 && m8->scale == MX_SCALE_E8M0 &&
+          m8->elem == MX_ELEM_E4M3 && !mx_format_has_sr(m8) && !mx_format_has_2d(m8) && !m8->gpu &&
+          m8->scale_rules == (MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_CEIL)));
+    CHECK(mx_format_layout(nv, 0) == MX_LAYOUT_1x16 && mx_format_layout(nv, 1) == MX_LAYOUT_16x16 &&
+          mx_format_layout(m8, 0) == MX_LAYOUT_1x32);
     CHECK(mx_format_get(MX_FMT_COUNT) == NULL && !strcmp(mx_format_name(MX_FMT_BF16), "bf16"));
     for (int i = 0; i < MX_FMT_COUNT; i++) {
         const mx_format_info* f = mx_format_get((mx_format)i);
         CHECKF(f->id == (mx_format)i && mx_format_parse(f->name) == i, "row %d", i);
         CHECKF(f->roundings & MX_BIT(MX_ROUND_RNE), "%s: rne must be allowed", f->name);
-        CHECKF(!f->block == (f->scale != MX_SCALE_E8M0), "%s: a block format has a block size", f->name);
+        CHECKF(!f->block == (f->scale == MX_SCALE_NONE || f->scale == MX_SCALE_TENSOR), "%s: a block format has a block size", f->name);
     }
     static const struct { const char* recipe; const char* msg; } refused[] = {
-        {"fp8+f:round=sr", "recipe: fprop is fp8: stochastic rounding applies to mxfp4 only"},
-        {"bf16+w:round=rne/sr", "recipe: wgrad is bf16: stochastic rounding applies to mxfp4 only"},
-        {"bf16+d:w=2d", "recipe: dgrad is bf16: 2d weights apply to mxfp4 only"},
-        {"fp32+w:scale=even", "recipe: wgrad is fp32: a scale rule applies to mxfp4 only"},
-        {"fp8+f:fmt=nvfp4", "recipe: fmt=nvfp4: must be fp32, bf16, fp8 or mxfp4"},
+        {"fp8+f:round=sr", "recipe: fprop is fp8: stochastic rounding applies to mxfp4 or nvfp4 only"},
+        {"bf16+w:round=rne/sr", "recipe: wgrad is bf16: stochastic rounding applies to mxfp4 or nvfp4 only"},
+        {"bf16+d:w=2d", "recipe: dgrad is bf16: 2d weights apply to mxfp4 or nvfp4 only"},
+        {"fp32+w:scale=even", "recipe: wgrad is fp32: scale=even does not apply (scale rules apply to mxfp4 or mxfp8; mxfp8: floor, ceil)"},
+        {"mxfp8+f:scale=even", "recipe: fprop is mxfp8: scale=even does not apply (scale rules apply to mxfp4 or mxfp8; mxfp8: floor, ceil)"},
+        {"mxfp8+d:w=2d", "recipe: dgrad is mxfp8: 2d weights apply to mxfp4 or nvfp4 only"},
+        {"mxfp8+w:round=sr", "recipe: wgrad is mxfp8: stochastic rounding applies to mxfp4 or nvfp4 only"},
+        {"fp8+f:fmt=nvfp5", "recipe: fmt=nvfp5: must be fp32, bf16, fp8, mxfp4, nvfp4 or mxfp8"},
     };
     mx_recipe r;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -124,6 +136,15 @@ TEST(format_table_drives_the_checks) {
     CHECK(strstr(mx_last_error(), "32x32 weight tiles need 48 to be a multiple of 32") != NULL);
     CHECK(mx_gemm_check_dims(MX_WGRAD, &r.g[MX_WGRAD], 64, 48, 64) == 0); /* wgrad has no weight */
     CHECK(mx_recipe_parse("bf16", &r) == 0 && mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 3, 5, 7) == 0);
+    CHECK(mx_recipe_parse("nvfp4+d:w=2d", &r) == 0 && mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 8, 8, 48) == 0);
+    CHECK(mx_gemm_check_dims(MX_DGRAD, &r.g[MX_DGRAD], 8, 24, 48) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "16x16 weight tiles need 24 to be a multiple of 16") != NULL);
+    /* named recipes of issue 18: every GEMM in the format; no GPU quantizer yet, so the GPU refuses them */
+    CHECK(mx_recipe_parse("mxfp8", &r) == 0 && r.g[MX_WGRAD].fmt == MX_FMT_MXFP8 && r.g[MX_FPROP].scale == MX_SCALE_CEIL &&
+          mx_gemm_gpu_refusal(&r, MX_FPROP) == 1);
+    CHECK(mx_recipe_parse("nvfp4", &r) == 0 && r.g[MX_DGRAD].fmt == MX_FMT_NVFP4 && r.g[MX_DGRAD].round_b == MX_ROUND_RNE &&
+          mx_gemm_gpu_refusal(&r, MX_WGRAD) == 1);
+    CHECK(mx_recipe_parse("nvfp4+w:had=rh16,round=sr/rne+f:w=2d", &r) == 0 && r.g[MX_WGRAD].round_a == MX_ROUND_SR);
     /* what the GPU runs */
     CHECK(mx_recipe_parse("mxfp4-fdw-h16", &r) == 0);
     for (int g = 0; g < 3; g++) CHECK(mx_gemm_gpu_refusal(&r, (mx_gemm_id)g) == 0);

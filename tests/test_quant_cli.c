@@ -159,3 +159,150 @@ TEST(quant_cli_vs_independent_python_reference) {
     if (rc) test_sh("grep -v '^ok' %s | head -5 >&2", log);
     CHECK(test_sh("grep -q '^30 passed, 0 failed$' %s", log) == 0);
 }
+
+/* --format nvfp4 / mxfp8 end to end: the hand-computed vectors of test_nvfp4.c / test_mxfp8.c
+ * through the CLI (out, codes, scales, tensor scale), the library for every layout, and refusals. */
+TEST(quant_cli_nvfp4_and_mxfp8_vectors) {
+    const char* d = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    char in[512], out[512], codes[512], scales[512], ts[512];
+    snprintf(in, sizeof in, "%s/nv.f32", d);
+    snprintf(out, sizeof out, "%s/nv.out", d);
+    snprintf(codes, sizeof codes, "%s/nv.codes", d);
+    snprintf(scales, sizeof scales, "%s/nv.scales", d);
+    snprintf(ts, sizeof ts, "%s/nv.ts", d);
+    /* NVFP4 1x16, 2x16: row 0 amax 6 = amax_t -> S = 448, sb = 448 (0x7E), r = 1; row 1 amax 1 -> sb = E4M3(74.67)
+     * = 72 (0x69), r = 6.22: 1.0 -> 6 (code 7) -> 432/448, 0.5 -> 3 (code 5) -> 216/448 */
+    float x[32] = {0.75f, 2.5f, 6.0f}, y0[32] = {1.0f, 2.0f, 6.0f};
+    x[16] = 1.0f; x[17] = 0.5f;
+    y0[16] = 432.0f / 448.0f; y0[17] = 216.0f / 448.0f;
+    write_f32(in, x, 32);
+    REQUIRE(test_sh("%s quant --format nvfp4 --rows 2 --cols 16 --in %s --out %s --codes %s --scales %s --tensor-scale %s",
+                    bin, in, out, codes, scales, ts) == 0);
+    size_t n;
+    float* y = test_read_file(out, &n);
+    REQUIRE(y && n == 128);
+    for (int i = 0; i < 32; i++) CHECK_SAME_F(y[i], y0[i]);
+    free(y);
+    uint8_t* c = test_read_file(codes, &n);
+    REQUIRE(c && n == 16);
+    CHECK_EQ_INT(c[0], 0x42); /* codes 2 (1.0) low, 4 (2.0) high */
+    CHECK_EQ_INT(c[1], 0x07); /* 6.0 -> 7, then 0 */
+    CHECK_EQ_INT(c[8], 0x57); /* row 1: 7 low, 5 high */
+    free(c);
+    uint8_t* s = test_read_file(scales, &n);
+    REQUIRE(s && n == 2);
+    CHECK(s[0] == 0x7E && s[1] == 0x69);
+    free(s);
+    float* S = test_read_file(ts, &n);
+    REQUIRE(S && n == 4);
+    CHECK_SAME_F(S[0], 448.0f);
+    free(S);
+    /* MXFP8 1x32 floor: amax 1000 -> e = 1 (byte 128): 1000 -> 448 (0x7E) -> 896; ceil: e = 2 -> 256 (0x78) -> 1024 */
+    float x8[32] = {1000.0f, -3.0f};
+    write_f32(in, x8, 32);
+    const char* rule[2] = {"floor", "ceil"};
+    const float want[2] = {896.0f, 1024.0f};
+    const uint8_t wc[2] = {0x7E, 0x78}, ws[2] = {128, 129};
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(test_sh("%s quant --format mxfp8 --scale %s --rows 1 --cols 32 --in %s --out %s --codes %s --scales %s",
+                        bin, rule[k], in, out, codes, scales) == 0);
+        y = test_read_file(out, &n);
+        REQUIRE(y && n == 128);
+        CHECK_SAME_F(y[0], want[k]);
+        CHECK_SAME_F(y[1], -3.0f);
+        free(y);
+        c = test_read_file(codes, &n);
+        CHECK(c && n == 32 && c[0] == wc[k]);
+        free(c);
+        s = test_read_file(scales, &n);
+        CHECK(s && n == 1 && s[0] == ws[k]);
+        free(s);
+    }
+}
+
+static void one_block(const char* fmt, const char* layout, const char* extra, int R, int C) {
+    const char* d = test_tmpdir();
+    char in[512], out[512], codes[512], scales[512];
+    snprintf(in, sizeof in, "%s/b.f32", d);
+    snprintf(out, sizeof out, "%s/b.out", d);
+    snprintf(codes, sizeof codes, "%s/b.codes", d);
+    snprintf(scales, sizeof scales, "%s/b.scales", d);
+    float* x = input(R, C, 99);
+    write_f32(in, x, (size_t)R * C);
+    int sr = strstr(extra, "sr") != NULL;
+    int rc = test_sh("%s quant --format %s --rows %d --cols %d --layout %s %s --seed 5 --tensor-id 2 --in %s --out %s "
+                     "--codes %s --scales %s", test_mxlm_bin(), fmt, R, C, layout, extra, in, out, codes, scales);
+    CHECK_EQ_INT(rc, 0);
+    const char* h = strstr(extra, "--hadamard h");
+    if (h) /* the library's answer quantizes the rotated input (along rows; along columns for Bx1) */
+        mx_hadamard_rotate(x, R, C, mx_layout_is_cols((mx_layout)mx_layout_parse(layout)) ? 0 : 1, atoi(h + 12), 0, 5, 0);
+    mx_qopts o = {(mx_layout)mx_layout_parse(layout), strstr(extra, "ceil") ? MX_SCALE_CEIL : MX_SCALE_FLOOR,
+                  sr ? MX_ROUND_SR : MX_ROUND_RNE, 5, 2};
+    float* y = malloc(sizeof(float) * R * C);
+    const uint8_t *wc, *ws;
+    size_t nc, ns;
+    mx_nvfp4 tn = {0};
+    mx_mxfp8 t8 = {0};
+    if (!strcmp(fmt, "nvfp4")) {
+        mx_nvfp4_alloc(&tn, R, C, o.layout);
+        mx_quantize_nvfp4(x, R, C, &o, &tn);
+        mx_dequantize_nvfp4(&tn, y);
+        wc = tn.codes; nc = (size_t)R * C / 2; ws = tn.scales; ns = mx_nvfp4_n_scales(R, C, o.layout);
+    } else {
+        mx_mxfp8_alloc(&t8, R, C, o.layout);
+        mx_quantize_mxfp8(x, R, C, &o, &t8);
+        mx_dequantize_mxfp8(&t8, y);
+        wc = t8.codes; nc = (size_t)R * C; ws = t8.scales; ns = (size_t)R * C / 32;
+    }
+    size_t n;
+    float* got = test_read_file(out, &n);
+    CHECKF(got && n == (size_t)R * C * 4 && memcmp(got, y, n) == 0, "%s %s %s: output differs", fmt, layout, extra);
+    uint8_t* gc = test_read_file(codes, &n);
+    CHECK(gc && n == nc && memcmp(gc, wc, nc) == 0);
+    free(gc);
+    uint8_t* gs = test_read_file(scales, &n);
+    CHECK(gs && n == ns && memcmp(gs, ws, ns) == 0);
+    free(gs); free(got); free(y); free(x);
+    mx_nvfp4_free(&tn);
+    mx_mxfp8_free(&t8);
+}
+
+TEST(quant_cli_nvfp4_mxfp8_match_library_and_refusals) {
+    one_block("nvfp4", "1x16", "--round rne", 3, 48);
+    one_block("nvfp4", "16x1", "--round sr", 32, 5);
+    one_block("nvfp4", "16x16", "--round sr --hadamard h16", 32, 48);
+    one_block("mxfp8", "1x32", "--scale floor", 3, 64);
+    one_block("mxfp8", "32x1", "--scale ceil --hadamard h32", 64, 3);
+    const char* d = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/r.f32", d);
+    snprintf(out, sizeof out, "%s/r.out", d);
+    float x[64] = {0};
+    write_f32(in, x, 64);
+    unlink(out);
+    static const struct { const char* args; const char* msg; } bad[] = {
+        {"--format nvfp4 --layout 1x32", "--layout 1x32 does not apply to --format nvfp4 (1x16, 16x1 or 16x16)"},
+        {"--format mxfp4 --layout 16x16", "--layout 16x16 does not apply to --format mxfp4"},
+        {"--format mxfp8 --layout 32x32", "--layout 32x32 does not apply to --format mxfp8 (1x32 or 32x1)"},
+        {"--format mxfp8 --scale even", "--scale even does not apply to --format mxfp8 (floor or ceil)"},
+        {"--format nvfp4 --scale floor", "--scale floor does not apply to --format nvfp4"},
+        {"--format mxfp8 --round sr", "--round sr applies to --format mxfp4 and nvfp4 only"},
+        {"--format e4m3 --round sr", "--round sr applies to --format mxfp4 and nvfp4 only"},
+        {"--format mxfp4 --tensor-scale /tmp/x", "--tensor-scale applies to --format nvfp4 only"},
+        {"--format nvfp5", "--format must be mxfp4, nvfp4, mxfp8, e4m3, e5m2 or bf16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(test_sh("%s quant --rows 2 --cols 32 %s --in %s --out %s 2>/dev/null", bin, bad[i].args, in, out) == 2,
+               "'%s' was not refused with exit 2", bad[i].args);
+        CHECKF(test_sh("%s quant --rows 2 --cols 32 %s --in %s --out %s 2>&1 | grep -qF -- '%s'", bin, bad[i].args, in,
+                       out, bad[i].msg) == 0, "'%s': message", bad[i].args);
+        CHECK(!exists(out));
+    }
+    /* shapes: nvfp4 needs multiples of 16 */
+    write_f32(in, x, 24);
+    CHECK_EQ_INT(test_sh("%s quant --format nvfp4 --rows 1 --cols 24 --in %s --out %s 2>/dev/null", bin, in, out), 2);
+    CHECK(test_sh("%s quant --format nvfp4 --rows 1 --cols 24 --in %s --out %s 2>&1 | grep -q 'multiple of 16'", bin, in, out) == 0);
+    CHECK(!exists(out));
+}

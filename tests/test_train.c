@@ -291,3 +291,16 @@ TEST(train_device_and_head_options) {
     CHECK_EQ_INT(train("head16", "--steps 6 --device cpu --recipe bf16 --head fp32 --resume"), 1);
     CHECK(test_log_has("head16", "head"));
 }
+
+/* issue 18: the CPU trainer runs the NVFP4 and MXFP8 recipes (the linear layer's fake-quant of each
+ * format), a few steps with finite losses. */
+TEST(train_nvfp4_and_mxfp8_recipes_on_cpu) {
+    static const char* recipes[] = {"nvfp4", "mxfp8", "nvfp4+w:had=rh16,round=sr/rne+fd:w=2d"};
+    for (int i = 0; i < 3; i++) {
+        char out[32], extra[160];
+        snprintf(out, sizeof out, "fmt18_%d", i);
+        snprintf(extra, sizeof extra, "--steps 4 --eval-every 0 --recipe '%s'", recipes[i]);
+        CHECKF(train(out, extra) == 0, "recipe %s did not train", recipes[i]);
+        CHECKF(test_sh("grep -qi 'nan' %s/%s.log", test_tmpdir(), out) != 0, "recipe %s: NaN in the log", recipes[i]);
+    }
+}

@@ -9,7 +9,9 @@ is innocuous, 53 >= 2*24+2).
   python3 tools/mx_ref.py --mxlm ./mxlm [--cases N] [--seed S]
 
 generates random matrices (with outliers, zero and NaN blocks), runs
-`mxlm quant` on each configuration and compares the output bit for bit.
+`mxlm quant` on each configuration (MXFP4: every layout, scale rule and rounding;
+FP8 e4m3/e5m2; NVFP4: 1x16, 16x1, 16x16 with rne and sr; MXFP8: 1x32, 32x1 with
+floor and ceil) and compares the output bit for bit.
 Exit status 0 when all match; the last line is "N passed, N failed".
 """
 import argparse
@@ -23,8 +25,11 @@ import tempfile
 from fractions import Fraction
 
 def f32(x):
-    """Round a Python float to float32 (RNE)."""
-    return struct.unpack("<f", struct.pack("<f", x))[0]
+    """Round a Python float to float32 (RNE); overflow gives +-Inf."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 def bits(x):
     return struct.unpack("<I", struct.pack("<f", x))[0]
@@ -129,6 +134,51 @@ def quant_block(vals, rule, rnd, rbits):
         out.append(math.copysign(float(Fraction(abs(q)) * s), v))
     return out
 
+# ---- NVFP4 (docs/numerics.md "NVFP4"): every step one float32 operation (double rounding of a
+# single float32 / or * through double is innocuous too) ----------------------------------------
+FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+
+def nvfp4_tensor_scale(X):
+    finite = [abs(v) for row in X for v in row if math.isfinite(v)]
+    amax = max(finite) if finite else 0.0
+    if amax == 0:
+        return 1.0
+    S = f32(2688.0 / amax)
+    return FLT_MAX if math.isinf(S) else S
+
+def nvfp4_block(vals, S, rnd, rbits):
+    if any(math.isnan(v) or math.isinf(v) for v in vals):
+        return [math.nan] * len(vals)
+    amax = max(abs(v) for v in vals)
+    sb = fp8_round(f32(f32(amax / 6.0) * S), "e4m3")
+    if sb == 0:
+        return [0.0] * len(vals)
+    r = f32(S / sb)
+    out = []
+    for i, v in enumerate(vals):
+        w = f32(v * r)
+        q = e2m1_rne(Fraction(w)) if rnd == "rne" else e2m1_sr(Fraction(w), rbits[i])
+        out.append(math.copysign(f32(f32(abs(q) * sb) / S), w))
+    return out
+
+# ---- MXFP8 (OCP MX v1.0): E4M3 elements, E8M0 scale per 32 ---------------------------------------
+def mxfp8_scale_exp(amax, rule):
+    if amax == 0:
+        return -127
+    if rule == "floor":
+        e = floor_log2(amax) - 8
+    else:  # ceil: the smallest e with amax / 2^e <= 448
+        e = floor_log2(amax) - 10
+        while Fraction(amax) / Fraction(2) ** e > 448:
+            e += 1
+    return max(-127, min(127, e))
+
+def mxfp8_block(vals, rule):
+    if any(math.isnan(v) or math.isinf(v) for v in vals):
+        return [math.nan] * len(vals)
+    e = mxfp8_scale_exp(max(abs(v) for v in vals), rule)
+    return [f32(fp8_round(v * 2.0 ** -e, "e4m3") * 2.0 ** e) for v in vals]
+
 # ---- Hadamard (float32 butterflies, stages h = 1, 2, 4, ...; then one multiply) -----
 def fwht32(x):
     n = len(x)
@@ -162,28 +212,37 @@ def reference(X, R, C, fmt, layout, rule, rnd, had, seed, tid):
     if had != "none":
         r = had.startswith("r")
         n = int(had[2:] if r else had[1:])
-        X = rotate(X, R, C, 0 if layout == "32x1" else 1, n, r, seed, 0)
+        X = rotate(X, R, C, 0 if layout in ("32x1", "16x1") else 1, n, r, seed, 0)
     Y = [[0.0] * C for _ in range(R)]
     if fmt in FP8:
-        amax = max(abs(v) for row in X for v in row)
+        # amax is NaN (so not finite: scale 1) if any element is NaN, whatever its position
+        amax = math.nan if any(math.isnan(v) for row in X for v in row) else max(abs(v) for row in X for v in row)
         scale = f32(FP8_MAX[fmt] / amax) if amax > 0 and math.isfinite(amax) else 1.0
         inv = f32(1.0 / scale)
         for i in range(R):
             for j in range(C):
                 Y[i][j] = f32(fp8_round(f32(X[i][j] * scale), fmt) * inv)
         return Y
+    B = 16 if fmt == "nvfp4" else 32
     blocks = []
-    if layout == "1x32":
-        blocks = [[(i, j0 + k) for k in range(32)] for i in range(R) for j0 in range(0, C, 32)]
-    elif layout == "32x1":
-        blocks = [[(i0 + k, j) for k in range(32)] for j in range(C) for i0 in range(0, R, 32)]
+    if layout in ("1x32", "1x16"):
+        blocks = [[(i, j0 + k) for k in range(B)] for i in range(R) for j0 in range(0, C, B)]
+    elif layout in ("32x1", "16x1"):
+        blocks = [[(i0 + k, j) for k in range(B)] for j in range(C) for i0 in range(0, R, B)]
     else:
-        blocks = [[(i0 + a, j0 + b) for a in range(32) for b in range(32)]
-                  for i0 in range(0, R, 32) for j0 in range(0, C, 32)]
+        blocks = [[(i0 + a, j0 + b) for a in range(B) for b in range(B)]
+                  for i0 in range(0, R, B) for j0 in range(0, C, B)]
+    S = nvfp4_tensor_scale(X) if fmt == "nvfp4" else None
     for blk in blocks:
         vals = [X[i][j] for i, j in blk]
         rb = [rand_u32(seed, 0, tid, i * C + j) for i, j in blk] if rnd == "sr" else None
-        for (i, j), q in zip(blk, quant_block(vals, rule, rnd, rb)):
+        if fmt == "nvfp4":
+            qs = nvfp4_block(vals, S, rnd, rb)
+        elif fmt == "mxfp8":
+            qs = mxfp8_block(vals, rule)
+        else:
+            qs = quant_block(vals, rule, rnd, rb)
+        for (i, j), q in zip(blk, qs):
             Y[i][j] = q
     return Y
 
@@ -213,27 +272,38 @@ def main():
             for rnd in ("rne", "sr"):
                 configs.append(("mxfp4", layout, rule, rnd))
     configs += [("e4m3", "1x32", "floor", "rne"), ("e5m2", "1x32", "floor", "rne")]
+    for layout in ("1x16", "16x1", "16x16"):
+        for rnd in ("rne", "sr"):
+            configs.append(("nvfp4", layout, "-", rnd))
+    for layout in ("1x32", "32x1"):
+        for rule in ("floor", "ceil"):
+            configs.append(("mxfp8", layout, rule, "rne"))
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:
         for case in range(args.cases):
             fmt, layout, rule, rnd = configs[case % len(configs)]
             had = rng.choice(["none", "h16", "h32", "rh16", "h64"])
             R, C = {"1x32": (rng.choice([1, 3, 32]), 64), "32x1": (64, rng.choice([1, 5, 32])),
-                    "32x32": (32 * rng.choice([1, 2]), 64)}[layout]
+                    "32x32": (32 * rng.choice([1, 2]), 64), "1x16": (rng.choice([1, 3, 16]), 48),
+                    "16x1": (48, rng.choice([1, 5, 16])), "16x16": (16 * rng.choice([1, 2]), 48)}[layout]
             if had != "none":
                 n = int(had.lstrip("rh"))
-                if (C if layout != "32x1" else R) % n:
-                    had = "h16" if (C if layout != "32x1" else R) % 16 == 0 else "none"
+                along = R if layout in ("32x1", "16x1") else C
+                if along % n:
+                    had = "h16" if along % 16 == 0 else "none"
             seed, tid = rng.randrange(1 << 40), rng.randrange(1 << 20)
             X = gen(R, C, rng)
             src, dst = os.path.join(d, "x.f32"), os.path.join(d, "y.f32")
             with open(src, "wb") as f:
                 f.write(struct.pack("<%df" % (R * C), *[v for row in X for v in row]))
-            cmd = [args.mxlm, "quant", "--rows", str(R), "--cols", str(C), "--format", fmt, "--layout", layout,
-                   "--scale", rule, "--round", rnd, "--hadamard", had, "--seed", str(seed), "--tensor-id", str(tid),
-                   "--in", src, "--out", dst]
-            if fmt != "mxfp4":
-                cmd = [a for a in cmd if a not in ("--round", rnd, "--layout", layout, "--scale", rule)]
+            cmd = [args.mxlm, "quant", "--rows", str(R), "--cols", str(C), "--format", fmt]
+            if fmt in ("mxfp4", "nvfp4", "mxfp8"):
+                cmd += ["--layout", layout]
+            if fmt in ("mxfp4", "mxfp8"):
+                cmd += ["--scale", rule]
+            if fmt in ("mxfp4", "nvfp4"):
+                cmd += ["--round", rnd]
+            cmd += ["--hadamard", had, "--seed", str(seed), "--tensor-id", str(tid), "--in", src, "--out", dst]
             res = subprocess.run(cmd, capture_output=True, text=True)
             desc = " ".join(cmd[2:-4])
             if res.returncode != 0:

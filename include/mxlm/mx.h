@@ -39,7 +39,16 @@ int mx_fail(int code, const char* fmt, ...)
 #endif
     ;
 
-typedef enum { MX_LAYOUT_1x32 = 0, MX_LAYOUT_32x1 = 1, MX_LAYOUT_32x32 = 2 } mx_layout;
+/* 1x32 / 32x1 / 32x32: MXFP4 and MXFP8 (1D only); 1x16 / 16x1 / 16x16: NVFP4. The block edge
+ * of a layout is mx_layout_block(l). */
+typedef enum {
+    MX_LAYOUT_1x32 = 0, MX_LAYOUT_32x1 = 1, MX_LAYOUT_32x32 = 2,
+    MX_LAYOUT_1x16 = 3, MX_LAYOUT_16x1 = 4, MX_LAYOUT_16x16 = 5, MX_LAYOUT_COUNT
+} mx_layout;
+/* Block edge (32 or 16), orientation (along rows / along columns / 2D tile) of a layout. */
+static inline int mx_layout_block(mx_layout l) { return l >= MX_LAYOUT_1x16 ? 16 : 32; }
+static inline int mx_layout_is_cols(mx_layout l) { return l == MX_LAYOUT_32x1 || l == MX_LAYOUT_16x1; }
+static inline int mx_layout_is_2d(mx_layout l) { return l == MX_LAYOUT_32x32 || l == MX_LAYOUT_16x16; }
 typedef enum { MX_ROUND_RNE = 0, MX_ROUND_SR = 1 } mx_round;
 
 /* Parse / name the enums ("1x32", "floor", "rne", ...). Parse returns -1 if unknown. */
@@ -71,7 +80,7 @@ typedef struct {
     int64_t n_blocks, n_clipped_blocks;  /* blocks with an element beyond +-6 after scaling */
 } mx_fp4;
 
-/* Check that rows/cols suit a layout (multiples of 32, positive). */
+/* Check that rows/cols suit a layout (multiples of its block edge, positive). */
 int mx_check_shape(int rows, int cols, mx_layout layout);
 size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout);
 int mx_fp4_alloc(mx_fp4* t, int rows, int cols, mx_layout layout);
@@ -95,6 +104,58 @@ uint8_t mx_fp4_scale_at(const mx_fp4* t, int r, int c);
  * random bits for sr, NULL for rne. `clipped` gets 1 if any |x|/2^e > 6. */
 uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const uint32_t* rbits,
                           uint8_t codes[MX_BLOCK], int* clipped);
+
+/* ---- NVFP4 (src/mx/nvfp4.c; docs/numerics.md) -------------------------- */
+/* E2M1 codes in blocks of 16 (layouts 1x16, 16x1, 16x16) with an E4M3 block scale and an FP32
+ * tensor scale S; value = (q * sb) / S. Stored like MXFP4 with 16 for 32: codes packed two a
+ * byte in the same orders ([rows, cols/2]; 16x1 transposed [cols, rows/2]); scales E4M3 bytes
+ * [rows, cols/16], [cols, rows/16] or [rows/16, cols/16] (0x7F: a block with a NaN or Inf). */
+typedef struct {
+    int rows, cols;
+    mx_layout layout;
+    uint8_t* codes;       /* rows*cols/2 bytes */
+    uint8_t* scales;      /* rows*cols/16 (1D) or rows*cols/256 (16x16) E4M3 bytes */
+    float tensor_scale;   /* S = 2688 / amax_t */
+    int64_t n_blocks, n_clipped_blocks;  /* blocks with an element beyond +-6 after scaling */
+} mx_nvfp4;
+
+size_t mx_nvfp4_n_scales(int rows, int cols, mx_layout layout);
+int mx_nvfp4_alloc(mx_nvfp4* t, int rows, int cols, mx_layout layout);
+void mx_nvfp4_free(mx_nvfp4* t);
+/* o->layout one of 1x16, 16x1, 16x16; o->scale is ignored; o->round rne or sr (bits as MXFP4). */
+int mx_quantize_nvfp4(const float* x, int rows, int cols, const mx_qopts* o, mx_nvfp4* t);
+int mx_dequantize_nvfp4(const mx_nvfp4* t, float* y);
+/* y = Q(x); y may alias x. */
+int mx_fakequant_nvfp4(const float* x, float* y, int rows, int cols, const mx_qopts* o, int64_t* n_clipped_blocks);
+uint8_t mx_nvfp4_code_at(const mx_nvfp4* t, int r, int c);
+uint8_t mx_nvfp4_scale_at(const mx_nvfp4* t, int r, int c);
+/* amax over the finite elements of x[n] (0 if none). */
+float mx_amax_finite(const float* x, size_t n);
+
+/* ---- MXFP8 (src/mx/mxfp8.c; OCP MX v1.0) ------------------------------- */
+/* E4M3 codes (a byte each) in blocks of 32 (layouts 1x32, 32x1) with an E8M0 scale; value =
+ * E4M3(q) * 2^(sb-127). Codes [rows, cols] (32x1: transposed [cols, rows]); scales as MXFP4's
+ * 1D layouts. o->scale: floor or ceil. */
+typedef struct {
+    int rows, cols;
+    mx_layout layout;
+    uint8_t* codes;       /* rows*cols bytes */
+    uint8_t* scales;      /* rows*cols/32 E8M0 bytes */
+    int64_t n_blocks, n_clipped_blocks;  /* blocks with an element beyond +-448 after scaling */
+} mx_mxfp8;
+
+int mx_mxfp8_alloc(mx_mxfp8* t, int rows, int cols, mx_layout layout);
+void mx_mxfp8_free(mx_mxfp8* t);
+int mx_quantize_mxfp8(const float* x, int rows, int cols, const mx_qopts* o, mx_mxfp8* t);
+int mx_dequantize_mxfp8(const mx_mxfp8* t, float* y);
+int mx_fakequant_mxfp8(const float* x, float* y, int rows, int cols, const mx_qopts* o, int64_t* n_clipped_blocks);
+uint8_t mx_mxfp8_code_at(const mx_mxfp8* t, int r, int c);
+uint8_t mx_mxfp8_scale_at(const mx_mxfp8* t, int r, int c);
+
+/* Where element (r, c) of a [rows, cols] tensor in `layout` is stored: its code's index in the
+ * stored order and its scale's index (the shared block helpers of MXFP4, NVFP4, MXFP8). */
+size_t mx_block_code_index(int rows, int cols, mx_layout layout, int r, int c);
+size_t mx_block_scale_index(int rows, int cols, mx_layout layout, int r, int c);
 
 /* ---- Hadamard ---------------------------------------------------------- */
 

@@ -236,6 +236,58 @@ MX_HD float mx_e5m2_decode(uint8_t c) {
     return mx_fp8_decode(c, 2, 15);
 }
 
+/* ---- MXFP8: E4M3 elements, E8M0 scale per 32 (OCP MX v1.0) ------------- */
+
+/* The E8M0 byte of an MXFP8 block with largest magnitude `amax` (finite):
+ *   floor: floor(log2 amax) - 8   (OCP; 8 = emax of E4M3; amax/2^e in [256, 512): above 448 saturates)
+ *   ceil:  the smallest e with amax / 2^e <= 448 (never clips)
+ * (even is not defined for MXFP8 and is treated as floor.) Clamped to [-127, 127]; amax 0 and
+ * subnormal amax give -127; NaN or Inf give 0xFF. With amax = m 2^fl, m in [1, 2):
+ * amax/2^(fl-8) = m 2^8 <= 448 iff m <= 1.75 (mantissa field <= 0x600000). */
+MX_HD uint8_t mx_mxfp8_e8m0_for_amax(float amax, mx_scale_rule rule) {
+    uint32_t u = mx_f2u(amax) & 0x7fffffffu;
+    if (u >= 0x7f800000u) return MX_E8M0_NAN;
+    int e;
+    if (u < 0x00800000u) e = -127;
+    else {
+        int fl = (int)(u >> 23) - 127;
+        e = fl - 8 + ((rule == MX_SCALE_CEIL && (u & 0x7fffffu) > 0x600000u) ? 1 : 0);
+    }
+    if (e < -127) e = -127;
+    if (e > 127) e = 127;
+    return (uint8_t)(e + 127);
+}
+/* Element code: E4M3 of x / 2^e (the division by a power of two is exact where it matters:
+ * a result below 2^-126 is far below E4M3's 2^-10 rounding midpoint). */
+MX_HD uint8_t mx_mxfp8_encode(float x, uint8_t sb) { return mx_e4m3_encode(x * mx_exp2i(127 - (int)sb)); }
+/* Decoded value: E4M3(q) * 2^e, exact; scale 0xFF gives NaN. */
+MX_HD float mx_mxfp8_decode(uint8_t q, uint8_t sb) { return mx_e4m3_decode(q) * mx_e8m0_decode(sb); }
+
+/* ---- NVFP4: E2M1 elements, E4M3 scale per 16, FP32 tensor scale ------- */
+/* Every step is one FP32 operation rounded to nearest even (no contraction possible: the
+ * CUDA twin must use IEEE division, i.e. no --use_fast_math / -prec-div=false). */
+
+#define MX_NVFP4_BLOCK 16
+#define MX_E4M3_NAN 0x7Fu   /* the scale of a block holding NaN or Inf */
+
+/* S = 2688 / amax_t (2688 = 448 * 6), amax_t the largest finite magnitude of the operand;
+ * 1 when amax_t is 0 (or not finite); FLT_MAX where 2688 / amax_t overflows (amax_t below
+ * 2688 / FLT_MAX, about 7.9e-36). */
+MX_HD float mx_nvfp4_tensor_scale(float amax_t) {
+    if (!(amax_t > 0.0f) || !(amax_t <= 3.4028235e38f)) return 1.0f;
+    float s = 2688.0f / amax_t;
+    if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
+    return s;
+}
+/* The block scale: sb = E4M3((amax_b / 6) * S) (RNE, subnormals kept, saturating at 448). */
+MX_HD uint8_t mx_nvfp4_block_scale(float amax_b, float S) { return mx_e4m3_encode((amax_b / 6.0f) * S); }
+/* The element multiplier r = S / sb (sb != 0, not NaN). */
+MX_HD float mx_nvfp4_mult(uint8_t sb, float S) { return S / mx_e4m3_decode(sb); }
+/* Decoded value: (q * sb) / S (q * sb is exact); sb 0x7F gives NaN; sb 0 gives 0. */
+MX_HD float mx_nvfp4_decode(uint8_t q, uint8_t sb, float S) {
+    return (mx_e2m1_decode(q) * mx_e4m3_decode(sb)) / S;
+}
+
 /* ---- Hadamard ---------------------------------------------------------- */
 
 /* In-place normalized Walsh-Hadamard transform of n values (n a power of two,

@@ -9,6 +9,13 @@
 
 /* ---- MXFP4 ----------------------------------------------------------------- */
 
+/* MXFP4's layouts are the 32 ones. */
+static int fp4_check(int rows, int cols, mx_layout layout) {
+    if ((unsigned)layout > MX_LAYOUT_32x32)
+        return mx_fail(MX_EINVAL, "MXFP4: layout %s: must be 1x32, 32x1 or 32x32", mx_layout_name(layout));
+    return mx_check_shape(rows, cols, layout);
+}
+
 size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout) {
     size_t n = (size_t)rows * (size_t)cols;
     return layout == MX_LAYOUT_32x32 ? n / (MX_BLOCK * MX_BLOCK) : n / MX_BLOCK;
@@ -16,7 +23,7 @@ size_t mx_fp4_n_scales(int rows, int cols, mx_layout layout) {
 
 int mx_fp4_alloc(mx_fp4* t, int rows, int cols, mx_layout layout) {
     memset(t, 0, sizeof *t);
-    int rc = mx_check_shape(rows, cols, layout);
+    int rc = fp4_check(rows, cols, layout);
     if (rc) return rc;
     size_t n = (size_t)rows * (size_t)cols;
     t->rows = rows; t->cols = cols; t->layout = layout;
@@ -52,18 +59,9 @@ uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const 
     return sb;
 }
 
-/* Position of element (r, c) in the stored code order of t. */
-static size_t code_index(const mx_fp4* t, int r, int c) {
-    if (t->layout == MX_LAYOUT_32x1) return (size_t)c * t->rows + r;
-    return (size_t)r * t->cols + c;
-}
-static size_t scale_index(const mx_fp4* t, int r, int c) {
-    switch (t->layout) {
-    case MX_LAYOUT_1x32: return (size_t)r * (t->cols / MX_BLOCK) + c / MX_BLOCK;
-    case MX_LAYOUT_32x1: return (size_t)c * (t->rows / MX_BLOCK) + r / MX_BLOCK;
-    default: return (size_t)(r / MX_BLOCK) * (t->cols / MX_BLOCK) + c / MX_BLOCK;
-    }
-}
+/* Position of element (r, c) in the stored code order of t (format.c's block helpers). */
+static size_t code_index(const mx_fp4* t, int r, int c) { return mx_block_code_index(t->rows, t->cols, t->layout, r, c); }
+static size_t scale_index(const mx_fp4* t, int r, int c) { return mx_block_scale_index(t->rows, t->cols, t->layout, r, c); }
 
 uint8_t mx_fp4_code_at(const mx_fp4* t, int r, int c) {
     size_t i = code_index(t, r, c);
@@ -79,7 +77,7 @@ static void put_code(mx_fp4* t, int r, int c, uint8_t code) {
 }
 
 int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp4* t) {
-    int rc = mx_check_shape(rows, cols, o->layout);
+    int rc = fp4_check(rows, cols, o->layout);
     if (rc) return rc;
     if (t->rows != rows || t->cols != cols || t->layout != o->layout || !t->codes)
         return mx_fail(MX_EINVAL, "mx_quantize_fp4: destination is not a %dx%d %s tensor", rows, cols,
@@ -217,7 +215,7 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
         return rc;
     }
     /* 1x32: the same block function, without packing, rows in parallel */
-    int rc = mx_check_shape(rows, cols, o->layout);
+    int rc = fp4_check(rows, cols, o->layout);
     if (rc) return rc;
     if ((unsigned)o->scale > MX_SCALE_CEIL || (unsigned)o->round > MX_ROUND_SR)
         return mx_fail(MX_EINVAL, "mx_fakequant_fp4: bad scale rule or rounding");

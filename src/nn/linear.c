@@ -3,7 +3,8 @@
  * rounding, FP8 kind, random streams) and the shape checks are in
  * linear_plan.h, shared with the GPU twin (src/cuda/linear.cu); the dispatch
  * goes by the format's row (formats.h): no scale (element rounding), a
- * per-tensor scale, or an E8M0 block scale. */
+ * per-tensor scale, an E8M0 block scale (MXFP4, MXFP8) or an E4M3 block scale
+ * with an FP32 tensor scale (NVFP4). */
 #include "mxlm/linear.h"
 #include "mxlm/linear_plan.h"
 
@@ -56,16 +57,24 @@ static int quantize_operand(const mx_linear_ctx* c, mx_gemm_id g, int o, float* 
         mx_fp8_fakequant(x, x, n, mx_fp8_scale_for_amax(use, k), k);
         break;
     }
-    case MX_SCALE_E8M0: { /* MX blocks (MXFP4) */
+    case MX_SCALE_E8M0:          /* MX blocks: MXFP4 (E2M1) or MXFP8 (E4M3) */
+    case MX_SCALE_E4M3_TENSOR: { /* NVFP4 */
         mx_qopts qo = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
+        qo.layout = mx_format_layout(f, mx_layout_is_2d(qo.layout));
         int64_t clipped = 0;
-        rc = mx_fakequant_fp4(x, x, rows, R, &qo, &clipped);
+        if (f->scale == MX_SCALE_E4M3_TENSOR) rc = mx_fakequant_nvfp4(x, x, rows, R, &qo, &clipped);
+        else if (f->elem == MX_ELEM_E4M3) rc = mx_fakequant_mxfp8(x, x, rows, R, &qo, &clipped);
+        else rc = mx_fakequant_fp4(x, x, rows, R, &qo, &clipped);
         if (st && !rc) {
-            st->blocks += (int64_t)mx_fp4_n_scales(rows, R, qo.layout);
+            int b = mx_layout_block(qo.layout);
+            st->blocks += (int64_t)((size_t)rows * R / (mx_layout_is_2d(qo.layout) ? (size_t)b * b : (size_t)b));
             st->clipped += clipped;
         }
         break;
     }
+    default:
+        rc = mx_fail(MX_EINVAL, "linear: %s: no CPU quantizer for this scale type", f->name);
+        break;
     }
     if (st && !rc) {
         if (orig) accumulate_stats(st, orig, x, n);

@@ -28,7 +28,7 @@ static void set_all(mx_recipe* r, mx_format f) {
     }
 }
 
-/* Named recipes: fp32, bf16, fp8, fp8-delayed, and
+/* Named recipes: fp32, bf16, fp8, fp8-delayed, mxfp8, nvfp4, and
  * mxfp4-<gemms>[-sr][-hN|-rhN][-2d][-floor|-even|-ceil]: the listed GEMMs in
  * MXFP4, the others in FP8 (the paper's baseline), -sr = stochastic rounding
  * on both operands of every MXFP4 GEMM, hN/rhN on every MXFP4 GEMM. */
@@ -38,6 +38,13 @@ static int parse_name(const char* name, mx_recipe* r) {
     if (!strcmp(name, "bf16")) { set_all(r, MX_FMT_BF16); return 0; }
     if (!strcmp(name, "fp8")) { set_all(r, MX_FMT_FP8); return 0; }
     if (!strcmp(name, "fp8-delayed")) { set_all(r, MX_FMT_FP8); r->fp8_scaling = MX_FP8_DELAYED; return 0; }
+    /* issue 18: all three GEMMs MXFP8 with the ceil rule; all three NVFP4 1D with RNE */
+    if (!strcmp(name, "mxfp8")) {
+        set_all(r, MX_FMT_MXFP8);
+        for (int g = 0; g < 3; g++) r->g[g].scale = MX_SCALE_CEIL;
+        return 0;
+    }
+    if (!strcmp(name, "nvfp4")) { set_all(r, MX_FMT_NVFP4); return 0; }
     if (strncmp(name, "mxfp4-", 6) != 0) return mx_fail(MX_EINVAL, "unknown recipe '%s'", name);
     char buf[128];
     if (strlen(name) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe name too long");
@@ -156,9 +163,10 @@ static int validate(mx_recipe* r) {
         if (q->w2d && !mx_format_has_2d(f))
             return mx_fail(MX_EINVAL, "recipe: %s is %s: 2d weights apply to %s only", mx_gemm_name((mx_gemm_id)g),
                            f->name, mx_format_list(mx_format_has_2d, ok, sizeof ok));
-        if (q->scale != MX_SCALE_FLOOR && !f->scale_rules)
-            return mx_fail(MX_EINVAL, "recipe: %s is %s: a scale rule applies to %s only", mx_gemm_name((mx_gemm_id)g),
-                           f->name, mx_format_list(mx_format_has_scale_rule, ok, sizeof ok));
+        if (q->scale != MX_SCALE_FLOOR && !(f->scale_rules & MX_BIT(q->scale)))
+            return mx_fail(MX_EINVAL, "recipe: %s is %s: scale=%s does not apply (scale rules apply to %s; mxfp8: floor, ceil)",
+                           mx_gemm_name((mx_gemm_id)g), f->name, mx_scale_name(q->scale),
+                           mx_format_list(mx_format_has_scale_rule, ok, sizeof ok));
         if (g == MX_WGRAD && q->w2d) return mx_fail(MX_EINVAL, "recipe: wgrad has no weight operand: w=2d does not apply");
         if (q->had_n && !mx_hadamard_valid(q->had_n)) return mx_fail(MX_EINVAL, "recipe: bad Hadamard size %d", q->had_n);
     }
@@ -209,7 +217,7 @@ void mx_recipe_describe(const mx_recipe* r, char* buf, size_t n) {
         char had[16] = "none";
         if (q->had_n) snprintf(had, sizeof had, "%sh%d", q->had_random ? "r" : "", q->had_n);
         const mx_format_info* f = mx_format_get(q->fmt);
-        if (f->scale == MX_SCALE_E8M0) /* a block format: its rounding, scale rule and weight layout */
+        if (f->block) /* a block format: its rounding, scale rule and weight layout */
             off += (size_t)snprintf(buf + off, n - off, "%s%s=%s,had=%s,round=%s/%s,scale=%s,w=%s", g ? " " : "",
                                     mx_gemm_name((mx_gemm_id)g), f->name, had, mx_round_name(q->round_a),
                                     mx_round_name(q->round_b), mx_scale_name(q->scale), q->w2d ? "2d" : "1d");
