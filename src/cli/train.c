@@ -302,6 +302,16 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
         if (!k) { i++; continue; }
         i += k;
         if (resume_may_change(key)) continue;
+        int later = 0; /* only the value that counts: the last one given */
+        for (int j = i; j < nu && !later;) {
+            char k2[64];
+            const char* v2;
+            int kk = token_opt(u, nu, j, keys, k2, sizeof k2, &v2);
+            if (!kk) { j++; continue; }
+            later = !strcmp(k2, key);
+            j += kk;
+        }
+        if (later) continue;
         char want[80];
         snprintf(want, sizeof want, "--%s=", key);
         for (int j = 0; j < nt; j++) {
@@ -482,7 +492,10 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
     if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
     if (c.warmup == INT64_MIN) c.warmup = -1;
-    else if (c.warmup < 0) { fprintf(stderr, "mxlm train: --warmup %lld: must be >= 0\n", (long long)c.warmup); return 2; }
+    else if (c.warmup < -1) {
+        fprintf(stderr, "mxlm train: --warmup %lld: must be >= 0 (or -1: steps / 20)\n", (long long)c.warmup);
+        return 2;
+    }
     if (check_numbers(&c, threads, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
                       eval_every_tokens, mem_limit_mib))
         return 2;
