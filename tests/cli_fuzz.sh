@@ -3,7 +3,8 @@
 # mxlm train / prep / export / eval / sample, reproducible from SEED (bash's RANDOM), bounded by
 # SECONDS (default 20) of wall time. Each run must end with a documented exit status (train: 0 1 2 3
 # 4 5, docs/using.md; the others 0 1 2), a message on stderr when it is not 0, and, on a usage error
-# (2), nothing in the output folder it was given. Prints the failing command lines; exit 1 if any.
+# (2), nothing in the output folder it was given; no sanitizer report (the ASan build). Prints the
+# failing command lines; exit 1 if any.
 set -u
 M=$1; W=$2; SEED=${3:-19}; SECS=${4:-20}
 RANDOM=$SEED
@@ -80,6 +81,7 @@ while [ $SECONDS -lt $end ]; do
     why=""
     case " $ok_codes " in *" $rc "*) ;; *) why="exit $rc" ;; esac
     [ -z "$why" ] && [ $rc -ne 0 ] && [ ! -s "$W/err.log" ] && why="exit $rc without a message on stderr"
+    grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$W/err.log" && why="a sanitizer report (exit $rc)"
     if [ -z "$why" ] && [ $rc -eq 2 ] && [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
         why="usage error but $(ls -A "$out" | head -3 | tr '\n' ' ')left in $out"
     fi

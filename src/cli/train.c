@@ -351,6 +351,8 @@ int cmd_train(int argc, char** argv) {
     char** base = NULL;
     int nbase = 0;
     if (resume && (rc = resume_base(all, nall, &base, &nbase))) {
+        for (int i = 0; i < nbase; i++) free(base[i]);
+        free(base);
         free(all);
         for (int i = 0; i < ncf; i++) free(cf[i]);
         free(cf);

@@ -330,7 +330,8 @@ typedef struct {
     int lock_fd;
     int resume, restart;  /* continuing from `latest`; --resume of a run without a checkpoint yet */
     int finished;         /* --resume of a run whose outcome is recorded: nothing to do, nothing written */
-    int64_t ckpt_step;    /* the step of the newest checkpoint of this process (-1: none) */
+    int64_t ckpt_step;    /* the step of the newest checkpoint written or loaded (-1: none) */
+    char ckpt_path[1200]; /* and its file */
     char latest[1200], mpath[1200], cpath[1200];
     char fingerprint[8192];
     mx_mem_estimate est;
@@ -679,6 +680,7 @@ static int load_state(run_state* r, mx_train_result* res) {
             return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
                            (long long)c->steps, (long long)meta.step, r->latest);
         r->ckpt_step = meta.step;
+        snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
         r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
         if (r->finished) return MX_OK; /* nothing is written: no engine */
         res->tokens_to_target = meta.tokens_to_target;
@@ -898,6 +900,7 @@ static int checkpoint(run_state* r, int64_t k, const mx_train_result* res) {
     if (rc) return rc;
     if (r->io) prune_ckpts(r->c.out, r->c.keep_ckpts);
     r->ckpt_step = k;
+    snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", path);
     mx_crash_point("ckpt-pruned", k);
     return MX_OK;
 }
@@ -1017,9 +1020,7 @@ static int run_loop(run_state* r, mx_train_result* res) {
                 if (rc) return finish(r, res, "error", rc);
             }
             res->signal = sig;
-            snprintf(res->ckpt, sizeof res->ckpt, "%s/ckpt-%08lld.bin", c->out, (long long)meta->step);
-            if (r->resume && r->ckpt_step == meta->step && c->ckpt[0] && meta->step == r->meta->step)
-                snprintf(res->ckpt, sizeof res->ckpt, "%s", r->latest);
+            snprintf(res->ckpt, sizeof res->ckpt, "%s", r->ckpt_path);
             res->reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
             return finish(r, res, "stopped", MX_STOPPED);
         }
