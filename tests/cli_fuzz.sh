@@ -25,6 +25,7 @@ FILES=("$F/rand.bin" "$F/empty.bin" "$F/adir" "$F/nothing.bin" "$F/pct%s%n.bin" 
        "$F/two.jsonl" "build/data/tiny_val.bin" "$F/badrun" "$F/run" "$F/run/ckpt-00000002.bin" "")
 VALS=(-1 0 1 2 3 16 32 0.5 1.5 nan inf -inf 1e308 -0 abc "" "%s%n" 99999999999999999999 0x10 1e-9)
 SMALL=(-1 0 1 2 3 nan abc "")
+EVT=(-5 -1 1 2 64 nan abc "" 1e3 99999999999999999999 0x10)
 pick() { local -n a=$1; printf '%s' "${a[RANDOM % ${#a[@]}]}"; }
 
 T_OPTS=(lr beta1 beta2 adam-eps weight-decay clip warmup min-lr-frac threads keep ckpt-every eval-every layers
@@ -68,7 +69,11 @@ while [ $SECONDS -lt $end ]; do
        [ $((RANDOM % 2)) = 0 ] && args+=(--ref-tokens "$(pick SMALL)") ;;
     3) cmd=eval
        args=(--run "$(pick FILES)")
-       for _ in $(seq $((RANDOM % 3))); do args+=("--$(pick E_OPTS)" "$(pick VALS)"); done
+       for _ in $(seq $((RANDOM % 3))); do
+           o=$(pick E_OPTS)
+           # --val-tokens 0 means every window of the validation set: valid, but minutes under ASan
+           if [ "$o" = val-tokens ]; then args+=(--val-tokens "$(pick EVT)"); else args+=("--$o" "$(pick VALS)"); fi
+       done
        [ $((RANDOM % 2)) = 0 ] && args+=(--val "$(pick FILES)") ;;
     4) cmd=sample
        args=(--run "$(pick FILES)" --tokens 4)

@@ -623,5 +623,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf(", %lld spikes, %lld updates skipped (%lld non-finite)", (long long)res.spikes,
                (long long)(res.skipped_nonfinite + res.skipped_spikes), (long long)res.skipped_nonfinite);
     printf("\nrun directory: %s\n", c.out);
+    if (rc == MX_NOT_CONVERGED) /* every non-zero exit says why on stderr */
+        fprintf(stderr, "mxlm train: --target-loss %g not reached in %lld steps (last val loss %.4f)\n", c.target_loss,
+                (long long)res.step, (double)res.val_loss);
     return rc == MX_NOT_CONVERGED ? 4 : 0;
 }
