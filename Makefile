@@ -24,7 +24,14 @@ CFLAGS_CUDA := $(CFLAGS_CPU) -DMXLM_CUDA -I$(CUDA_HOME)/include
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all cuda test test-asan test-cpu test-gpu bench clean help
+.PHONY: all cuda test test-asan test-cpu test-gpu bench clean help deps
+# What the build, the main job and `make test` need on Debian 12 (the README's first command installs the
+# same list: make itself comes with build-essential). The tests call zstd, gzip, python3 (stdlib only),
+# md5sum/timeout/truncate (coreutils); ASan/UBSan and OpenMP come with gcc.
+DEPS_APT := build-essential libzstd-dev zlib1g-dev zstd gzip python3 coreutils
+deps:
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends $(DEPS_APT)
 all: mxlm
 
 MXLM_GPU ?= $(shell [ -n "$(NVCC)" ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1 || echo 0)

@@ -470,7 +470,7 @@ TEST(hf_init_from_continues_the_exported_weights) {
     REQUIRE(na >= 2 && nb >= 1);
     CHECK(!strcmp(a[na - 1], b[0])); /* a's last evaluation == b's step-0 evaluation, bit for bit */
     /* another width: refused, naming the mismatch */
-    CHECK(test_sh("%s train " MICRO_RUN " --steps 1 --batch 2 --seq 32 --dim 96 --train %s/hfi_train.bin "
+    CHECK(test_sh("%s train " MICRO_RUN " --steps 1 --batch 2 --seq 32 --dim 96 --recipe bf16 --train %s/hfi_train.bin "
                   "--val %s/hfi_val.bin --init-from %s/hfi_hf --out %s/hfi_c > %s/hfi_c.log 2>&1", bin, T, T, T, T,
                   T) == 1);
     CHECK(test_log_has("hfi_c", "hidden_size"));

@@ -228,8 +228,8 @@ TEST(keep_rotation) {
     CHECK(test_sh("cd %s/keep3 && test \"$(ls ckpt-*)\" = \"$(printf 'ckpt-00000003.bin\\nckpt-00000004.bin\\n"
                   "ckpt-00000005.bin')\"", test_tmpdir()) == 0);
     /* --keep 0 would leave none: refused before anything happens */
-    CHECK_EQ_INT(rtrain("", "keep0", "keep0", "--steps 5 --ckpt-every 1 --keep 0"), 1);
-    CHECK(test_log_has("keep0", "at least 1 checkpoint"));
+    CHECK_EQ_INT(rtrain("", "keep0", "keep0", "--steps 5 --ckpt-every 1 --keep 0"), 2); /* a usage error */
+    CHECK(test_log_has("keep0", "--keep-ckpts 0: must be in [1, 1000]"));
     CHECK(test_sh("test ! -e %s/keep0", test_tmpdir()) == 0);
 }
 

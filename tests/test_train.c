@@ -219,8 +219,9 @@ TEST(train_nan_diverges) {
 TEST(train_refuses_corrupt_and_mismatched_checkpoints) {
     REQUIRE(train("bad", "--steps 6 --halt-at 3 --recipe bf16") == 0);
     /* mismatched: another learning rate */
-    CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") == 1);
-    CHECK(test_log_has("bad", "does not match"));
+    /* mismatched: another learning rate than config.txt's, refused by name before anything is touched (2) */
+    CHECK(train("bad", "--steps 6 --recipe bf16 --resume --lr 5e-3") == 2);
+    CHECK(test_log_has("bad", "--lr 5e-3 differs"));
     /* corrupt: one byte flipped; nothing overwritten */
     REQUIRE(test_sh("cp %s/bad/metrics.jsonl %s/bad.m && printf '\\x55' | dd of=%s/bad/ckpt-00000003.bin bs=1 seek=5000 "
                     "conv=notrunc 2>/dev/null", test_tmpdir(), test_tmpdir(), test_tmpdir()) == 0);
@@ -288,7 +289,7 @@ TEST(train_device_and_head_options) {
     CHECK(strcmp(a[3], b[3]) != 0);              /* the BF16 head changes the numbers */
     for (int i = 0; i < 4; i++) CHECK(!strcmp(b[i], c[i])); /* halted + resumed = straight, bit for bit */
     CHECK(test_sh("grep -q '^head = bf16$' %s/head16/config.txt", test_tmpdir()) == 0);
-    CHECK_EQ_INT(train("head16", "--steps 6 --device cpu --recipe bf16 --head fp32 --resume"), 1);
+    CHECK_EQ_INT(train("head16", "--steps 6 --device cpu --recipe bf16 --head fp32 --resume"), 2); /* config.txt's head */
     CHECK(test_log_has("head16", "head"));
 }
 

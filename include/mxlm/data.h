@@ -52,6 +52,9 @@ int mx_docs_open(mx_docs** d, const char* const* paths, int n_paths, int format,
 int mx_docs_next(mx_docs* d, const char** text, size_t* len, const char** file, int64_t* line);
 uint64_t mx_docs_bytes_read(const mx_docs* d);   /* compressed bytes read so far (all inputs) */
 void mx_docs_close(mx_docs* d);
+/* An output pattern of prep: a plain name or one %d / %0Nd / %Nd ("%%": a '%'); anything else (%s, %n, two
+ * conversions) is refused (mx_fail). *conv_at: the index of the %d (-1: none); width, zero: its width/flag. */
+int mx_prep_pattern_check(const char* p, int* conv_at, int* width, int* zero);
 /* Count the documents (a full pass). */
 int mx_docs_count(const char* const* paths, int n_paths, int format, const char* field, int64_t* n_docs);
 

@@ -28,6 +28,7 @@ extern "C" {
 #define MX_DIVERGED 3     /* NaN/Inf loss, gradient or validation loss, or too many skipped updates */
 #define MX_NOT_CONVERGED 4 /* the step budget ran out before --target-loss was reached */
 #define MX_LIMITS 5       /* refused up front: the run does not fit the memory or the disk */
+#define MX_STOPPED 6      /* SIGINT/SIGTERM: stopped at a step boundary with a checkpoint (res->signal) */
 
 /* --on-nonfinite */
 enum { MX_NONFINITE_ABORT = 0, MX_NONFINITE_SKIP = 1 };
@@ -67,7 +68,8 @@ typedef struct {
 } mx_loader;
 
 /* Open every file matching the glob `pattern` (sorted), for windows of T+1
- * tokens. Refuses shards too short for one window. */
+ * tokens. Refuses shards too short for one window, and any token id >= vocab
+ * (one pass over every shard at open: the error names the file and offset). */
 int mx_loader_open(mx_loader* l, const char* pattern, int T, int vocab);
 void mx_loader_close(mx_loader* l);
 int64_t mx_loader_n_windows(const mx_loader* l);
@@ -93,6 +95,8 @@ typedef struct {
     int seq;              /* T tokens per sequence (<= model.seq_len) */
     int accum;            /* micro-batches per optimizer step */
     int64_t steps;
+    int64_t sched_steps;  /* the LR schedule's length (0: steps); an extended run keeps its original one, the
+                             steps past it run at the floor min_lr_frac * lr (the fingerprint's "steps") */
     uint64_t seed;
     double lr, min_lr_frac;
     int64_t warmup;
@@ -106,6 +110,7 @@ typedef struct {
     double target_loss;   /* <= 0: none */
     int64_t halt_at;      /* 0: none; else stop after this step with a checkpoint */
     int resume;
+    char ckpt[1024];      /* --resume --ckpt FILE: resume from this checkpoint ("": the latest in out) */
     int keep_ckpts;       /* checkpoints kept in the run directory (>= 1) */
     char out[1024];       /* run directory */
     int64_t debug_nan_at; /* test hook: poison a weight before this step (0: off) */
@@ -181,10 +186,15 @@ typedef struct {
     float val_loss0, val_loss;  /* first (step 0) and last evaluation */
     int64_t tokens_to_target;   /* -1: not reached */
     double seconds, tok_per_s;
+    int signal;                 /* MX_STOPPED: the signal (SIGINT, SIGTERM) */
+    char ckpt[1200];            /* MX_STOPPED: the checkpoint written */
 } mx_train_result;
 
 /* Train as configured. Returns 0 (converged, budget without a target, or
- * halted), MX_DIVERGED, MX_NOT_CONVERGED, MX_LIMITS (refused before
+ * halted; "finished": a --resume of a run whose outcome is recorded, nothing
+ * written), MX_STOPPED (SIGINT/SIGTERM: a checkpoint at the next step boundary,
+ * status "stopped"; one process only, the handlers are installed for the run's
+ * duration), MX_DIVERGED, MX_NOT_CONVERGED, MX_LIMITS (refused before
  * allocating: mx_last_error says why), or a negative mx_err (bad config,
  * data, checkpoint, I/O: nothing in the run directory is overwritten when a
  * resume is refused; a failed checkpoint write leaves the previous one). */
@@ -240,7 +250,8 @@ int64_t mx_mem_available(void);
 /* Crash points for the kill-and-resume tests. With MXLM_TEST_CRASH set to
  * "POINT@STEP[:ACTION]" (STEP a number or *), reaching POINT at STEP does
  * ACTION: kill (default: SIGKILL to itself), pause (a line on stderr, then
- * wait for a signal: the test kills it from outside), sleep=MS (slows it).
+ * wait for a signal: the test kills it from outside), sleep=MS (slows it),
+ * term / int (SIGTERM / SIGINT to itself: a graceful stop at a known moment).
  * Points: locked (STEP 0: the directory created and locked, nothing
  * written), start, step, update, metrics, eval, ckpt-open, ckpt-mid,
  * ckpt-written, ckpt-synced, ckpt-renamed, ckpt-pruned. */

@@ -82,7 +82,8 @@ int cmd_prep(int argc, char** argv) {
     int fmt = !strcmp(format, "auto") ? MX_FMT_AUTO : !strcmp(format, "jsonl") ? MX_FMT_JSONL
             : !strcmp(format, "text") ? MX_FMT_TEXT : -1;
     if (fmt < 0) { fprintf(stderr, "mxlm prep: --format must be auto, jsonl or text\n"); return 2; }
-    if (val_fraction < 0 || val_fraction >= 1 || val_docs < 0) { fprintf(stderr, "mxlm prep: bad validation split\n"); return 2; }
+    if (!(val_fraction >= 0 && val_fraction < 1)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
+    if (val_docs < 0) { fprintf(stderr, "mxlm prep: --val-docs must be >= 0\n"); return 2; }
     if (shard_tokens <= 0) { fprintf(stderr, "mxlm prep: --shard-tokens must be positive\n"); return 2; }
     static char tbuf[1100], vbuf[1100];
     if (out) {
@@ -92,6 +93,17 @@ int cmd_prep(int argc, char** argv) {
     }
     if (!trainp) { fprintf(stderr, "mxlm prep: give --out PREFIX or --train-pattern\n"); return 2; }
     if ((val_fraction > 0 || val_docs > 0) && !valp) { fprintf(stderr, "mxlm prep: a validation split needs --val-pattern\n"); return 2; }
+    if (mx_prep_pattern_check(trainp, NULL, NULL, NULL) || (valp && mx_prep_pattern_check(valp, NULL, NULL, NULL))) {
+        fprintf(stderr, "mxlm prep: %s\n", mx_last_error());
+        return 2;
+    }
+    if ((val_fraction > 0 || val_docs > 0) && !strcmp(trainp, valp)) {
+        fprintf(stderr, "mxlm prep: the training and validation outputs have the same name (%s)\n", trainp);
+        return 2;
+    }
+    if (val_fraction > 0 && val_docs > 0) { fprintf(stderr, "mxlm prep: give --val-fraction or --val-docs, not both\n"); return 2; }
+    if (!isfinite(val_fraction)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
+    if (threads < 0) { fprintf(stderr, "mxlm prep: --threads %d: must be >= 0\n", threads); return 2; }
     mx_tokenizer* t = NULL;
     if ((rc = open_tok(encoding, ranks, pattern, &t, "prep"))) return rc;
     prog pg = {now_s(), 0, quiet || !isatty(2)};

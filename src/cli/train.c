@@ -21,6 +21,7 @@
 #include "cli/using.h"
 #include "mxlm/config.h"
 #include "mxlm/engine.h"
+#include "mxlm/linear_plan.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 
@@ -70,8 +71,7 @@ static void on_event(const mx_train_event* e, void* user) {
 /* Read a config file into argv-style tokens ("--key=value", "--flag"); the
  * grammar is in include/mxlm/config.h. The keys are train_main's options
  * (tests/test_config.c checks this table against `mxlm train --help`). */
-static int load_config(const char* path, char*** out, int* nout) {
-    static const mx_config_key keys[] = {
+static const mx_config_key k_train_keys[] = {
         {"preset", 0}, {"recipe", 0}, {"steps", 0}, {"seed", 0}, {"out", 0}, {"batch", 0}, {"seq", 0},
         {"accum", 0}, {"lr", 0}, {"min-lr-frac", 0}, {"warmup", 0}, {"beta1", 0}, {"beta2", 0}, {"adam-eps", 0},
         {"weight-decay", 0}, {"clip", 0}, {"train", 0}, {"val", 0}, {"val-tokens", 0}, {"eval-every", 0},
@@ -81,8 +81,11 @@ static int load_config(const char* path, char*** out, int* nout) {
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
         {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"gpus", 0}, {"nccl", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
-        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {NULL, 0}};
-    if (mx_config_load(path, keys, out, nout)) {
+        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {"schedule-steps", 0}, {"ckpt", 0},
+        {"list-recipes", 1}, {NULL, 0}};
+static int load_config(const char* path, char*** out, int* nout, const mx_config_key** keys_out) {
+    if (keys_out) *keys_out = k_train_keys;
+    if (mx_config_load(path, k_train_keys, out, nout)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 2;
     }
@@ -90,6 +93,107 @@ static int load_config(const char* path, char*** out, int* nout) {
 }
 
 static int train_main(int argc, char** argv, const char* config_path);
+
+static int bad_num(const char* opt, double x, const char* want) {
+    fprintf(stderr, "mxlm train: --%s %.17g: %s\n", opt, x, want);
+    return 2;
+}
+
+/* Ranges of the numeric options (NaN and Inf included), before anything is created: 2 with the option named. */
+static int check_numbers(const mx_train_config* c, int threads, int log_every, int vocab, int dim, int layers,
+                         int heads, int kvh, int ffn, int context, double rope_theta, double norm_eps,
+                         int64_t eval_every_tokens, int64_t mem_limit_mib) {
+    if (!(isfinite(c->lr) && c->lr > 0 && c->lr <= 10)) return bad_num("lr", c->lr, "must be in (0, 10]");
+    if (!(c->min_lr_frac >= 0 && c->min_lr_frac <= 1)) return bad_num("min-lr-frac", c->min_lr_frac, "must be in [0, 1]");
+    if (!(c->adamw.beta1 >= 0 && c->adamw.beta1 < 1)) return bad_num("beta1", c->adamw.beta1, "must be in [0, 1)");
+    if (!(c->adamw.beta2 >= 0 && c->adamw.beta2 < 1)) return bad_num("beta2", c->adamw.beta2, "must be in [0, 1)");
+    if (!(isfinite(c->adamw.eps) && c->adamw.eps > 0 && c->adamw.eps < 1))
+        return bad_num("adam-eps", c->adamw.eps, "must be in (0, 1)");
+    if (!(isfinite(c->adamw.weight_decay) && c->adamw.weight_decay >= 0 && c->adamw.weight_decay <= 10))
+        return bad_num("weight-decay", c->adamw.weight_decay, "must be in [0, 10]");
+    if (!(isfinite(c->clip) && c->clip >= 0)) return bad_num("clip", c->clip, "must be >= 0 (0: off)");
+    if (!(isfinite(c->target_loss) && c->target_loss >= 0)) return bad_num("target-loss", c->target_loss, "must be >= 0");
+    if (!(isfinite(c->spike_z) && c->spike_z > 0)) return bad_num("spike-z", c->spike_z, "must be > 0");
+    if (!(isfinite(rope_theta) && rope_theta >= 0)) return bad_num("rope-theta", rope_theta, "must be > 0");
+    if (!(isfinite(norm_eps) && norm_eps >= 0 && norm_eps < 1)) return bad_num("norm-eps", norm_eps, "must be in (0, 1)");
+    const struct { const char* name; int64_t v, lo, hi; } in[] = {
+        {"steps", c->steps, 1, INT64_MAX / 2},
+        {"schedule-steps", c->sched_steps, 0, INT64_MAX / 2},
+        {"batch", c->batch, 1, 1 << 20},
+        {"seq", c->seq, 0, 1 << 24},
+        {"accum", c->accum, 1, 1 << 20},
+        {"val-tokens", c->val_tokens, 1, INT64_MAX / 2},
+        {"eval-every", c->eval_every, 0, INT64_MAX / 2},
+        {"eval-every-tokens", eval_every_tokens, 0, INT64_MAX / 2},
+        {"ckpt-every", c->ckpt_every, 0, INT64_MAX / 2},
+        {"keep-ckpts", c->keep_ckpts, 1, 1000},
+        {"telemetry-every", c->telemetry_every, 0, INT64_MAX / 2},
+        {"halt-at", c->halt_at, 0, INT64_MAX / 2},
+        {"bf16-first", c->bf16_first, 0, 1 << 16},
+        {"bf16-last", c->bf16_last, 0, 1 << 16},
+        {"max-skips", c->max_skips, 0, INT64_MAX / 2},
+        {"spike-window", c->spike_window, 0, MX_SPIKE_WINDOW_MAX},
+        {"sample-every", c->sample_every, 0, INT64_MAX / 2},
+        {"threads", threads, 0, 4096},
+        {"log-every", log_every, 0, INT32_MAX},
+        {"vocab", vocab, 0, 1 << 24},
+        {"dim", dim, 0, 1 << 20},
+        {"layers", layers, 0, 4096},
+        {"heads", heads, 0, 1 << 16},
+        {"kv-heads", kvh, 0, 1 << 16},
+        {"ffn", ffn, 0, 1 << 22},
+        {"context", context, 0, 1 << 24},
+        {"mem-limit-mib", mem_limit_mib, 0, INT64_MAX / (1 << 21)},
+        {"debug-nan-at", c->debug_nan_at, 0, INT64_MAX / 2},
+        {"debug-nan-grad-at", c->debug_nan_grad_at, 0, INT64_MAX / 2},
+        {"debug-spike-at", c->debug_spike_at, 0, INT64_MAX / 2},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        if (in[i].v < in[i].lo || in[i].v > in[i].hi) {
+            fprintf(stderr, "mxlm train: --%s %lld: must be in [%lld, %lld]%s\n", in[i].name, (long long)in[i].v,
+                    (long long)in[i].lo, (long long)in[i].hi, in[i].lo == 0 ? " (0: off / the default)" : "");
+            return 2;
+        }
+    if (c->spike_window == 1) { fprintf(stderr, "mxlm train: --spike-window 1: 0 (off) or 2..%d\n", MX_SPIKE_WINDOW_MAX); return 2; }
+    return 0;
+}
+
+/* The model against the run's shape and the recipe: the context, the kept BF16 blocks against the layers,
+ * and every GEMM of every linear layer under the recipe (block multiples of 32 for MXFP4 including the
+ * tokens of a micro-batch, the rotation size), before anything is created. */
+static int check_shapes(const mx_train_config* c, const mx_recipe* r) {
+    const mx_model_config* m = &c->model;
+    if (c->seq > m->seq_len) {
+        fprintf(stderr, "mxlm train: --seq %d exceeds the model's context %d (--context)\n", c->seq, m->seq_len);
+        return 2;
+    }
+    if (c->bf16_first + c->bf16_last > m->n_layers) {
+        fprintf(stderr, "mxlm train: --bf16-first %d + --bf16-last %d exceed the model's %d layers\n", c->bf16_first,
+                c->bf16_last, m->n_layers);
+        return 2;
+    }
+    if (c->halt_at > c->steps) {
+        fprintf(stderr, "mxlm train: --halt-at %lld is past --steps %lld\n", (long long)c->halt_at, (long long)c->steps);
+        return 2;
+    }
+    if (c->bf16_first + c->bf16_last == m->n_layers) return 0; /* every block in BF16 */
+    const int kvd = m->dim / m->n_heads * m->n_kv_heads;
+    const int64_t BT = (int64_t)c->batch * c->seq;
+    const struct { const char* name; int in, out; } lin[] = {
+        {"wq", m->dim, m->dim}, {"wk", m->dim, kvd}, {"wo", m->dim, m->dim}, {"w1", m->dim, m->ffn}, {"w2", m->ffn, m->dim}};
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        const int Ma[3] = {(int)BT, (int)BT, lin[i].out}, Nb[3] = {lin[i].out, lin[i].in, lin[i].in},
+                  R[3] = {lin[i].in, lin[i].out, (int)BT};
+        for (int g = 0; g < 3; g++)
+            if (mx_gemm_check_dims((mx_gemm_id)g, &r->g[g], Ma[g], Nb[g], R[g])) {
+                fprintf(stderr, "mxlm train: --recipe %s with this model (dim %d, ffn %d, kv dim %d) and --batch %d x "
+                                "--seq %d (%lld tokens per micro-batch), layer %s: %s\n", c->recipe, m->dim, m->ffn,
+                        kvd, c->batch, c->seq, (long long)BT, lin[i].name, mx_last_error());
+                return 2;
+            }
+    }
+    return 0;
+}
 
 /* Notes of the data-parallel launcher (engine.h): progress on stdout, a rank's failure on stderr. */
 static void launch_note(const char* line, int is_error, void* user) {
@@ -113,28 +217,160 @@ static int choice(const char* opt, const char* val, const char* const* names, in
     return 2;
 }
 
-/* --config first, then the command line over it */
+/* One option of a token list: its key (without dashes, into key[n]) and value ("1" for a flag); returns the
+ * tokens used (0: not an option). */
+static int token_opt(char** t, int n, int i, const mx_config_key* keys, char* key, size_t kn, const char** val) {
+    if (strncmp(t[i], "--", 2) || !t[i][2]) return 0;
+    const char* a = t[i] + 2;
+    const char* eq = strchr(a, '=');
+    size_t kl = eq ? (size_t)(eq - a) : strlen(a);
+    snprintf(key, kn, "%.*s", (int)kl, a);
+    if (eq) { *val = eq + 1; return 1; }
+    for (const mx_config_key* k = keys; k->name; k++)
+        if (!strcmp(k->name, key)) {
+            if (k->flag) { *val = "1"; return 1; }
+            if (i + 1 < n) { *val = t[i + 1]; return 2; }
+            break;
+        }
+    *val = "";
+    return 1;
+}
+
+/* Keys a resumed run may change (they change no number of the trajectory, or --steps: an extension). */
+static int resume_may_change(const char* k) {
+    static const char* const ok[] = {"steps", "device", "gemm", "recompute", "attn", "eval-every", "ckpt-every",
+                                     "telemetry-every", "target-loss", "keep-ckpts", "on-nonfinite", "max-skips",
+                                     "spike-window", "spike-z", "skip-spikes", NULL};
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(ok[i], k)) return 1;
+    return 0;
+}
+
+static int same_value(const char* a, const char* b) {
+    char *ea = NULL, *eb = NULL;
+    double x = strtod(a, &ea), y = strtod(b, &eb);
+    if (ea != a && !*ea && eb != b && !*eb) return x == y || (x != x && y != y);
+    return !strcmp(a, b);
+}
+
+/* --resume: the run's own config.txt is the base of the options (docs/training.md). When the run has a
+ * checkpoint, an option given with --resume must agree with it (the ones of resume_may_change excepted):
+ * refused by name (2). --steps other than the run's keeps the run's schedule (--schedule-steps). */
+static int resume_base(char** u, int nu, char*** base, int* nbase) {
+    const mx_config_key* keys = k_train_keys;
+    const char* out = "runs/tiny";
+    const char* ckpt = NULL;
+    char key[64];
+    const char* val;
+    for (int i = 0; i < nu;) {
+        int k = token_opt(u, nu, i, keys, key, sizeof key, &val);
+        if (!k) { i++; continue; }
+        if (!strcmp(key, "out")) out = val;
+        if (!strcmp(key, "ckpt")) ckpt = val;
+        i += k;
+    }
+    char cpath[1200], latest[1200];
+    snprintf(cpath, sizeof cpath, "%s/config.txt", out);
+    struct stat st;
+    if (stat(cpath, &st) != 0) return 0; /* nothing recorded: the trainer decides (restart, or no run) */
+    char** t = NULL;
+    int nt = 0;
+    int rc = load_config(cpath, &t, &nt, NULL);
+    if (rc) return rc;
+    const int has_ckpt = ckpt || mx_ckpt_latest(out, latest, sizeof latest);
+    const char* run_steps = NULL;
+    const char* run_sched = NULL;
+    for (int i = 0; i < nt; i++) {
+        if (!strncmp(t[i], "--steps=", 8)) run_steps = t[i] + 8;
+        if (!strncmp(t[i], "--schedule-steps=", 17)) run_sched = t[i] + 17;
+    }
+    /* the schedule stays the run's: inject --schedule-steps (a no-op when --steps stays the same) */
+    char** b = malloc(sizeof(char*) * (size_t)(nt + 1));
+    if (!b) return 1;
+    for (int i = 0; i < nt; i++) b[i] = t[i];
+    free(t);
+    if (!run_sched && run_steps) {
+        char inj[64];
+        snprintf(inj, sizeof inj, "--schedule-steps=%s", run_steps);
+        b[nt++] = strdup(inj);
+    }
+    *base = b;
+    *nbase = nt;
+    if (!has_ckpt) return 0; /* the run never checkpointed: the command's options are the corrected ones */
+    for (int i = 0; i < nu;) {
+        int k = token_opt(u, nu, i, keys, key, sizeof key, &val);
+        if (!k) { i++; continue; }
+        i += k;
+        if (resume_may_change(key)) continue;
+        int later = 0; /* only the value that counts: the last one given */
+        for (int j = i; j < nu && !later;) {
+            char k2[64];
+            const char* v2;
+            int kk = token_opt(u, nu, j, keys, k2, sizeof k2, &v2);
+            if (!kk) { j++; continue; }
+            later = !strcmp(k2, key);
+            j += kk;
+        }
+        if (later) continue;
+        char want[80];
+        snprintf(want, sizeof want, "--%s=", key);
+        for (int j = 0; j < nt; j++) {
+            const char* rv = NULL;
+            if (!strncmp(b[j], want, strlen(want))) rv = b[j] + strlen(want);
+            else if (!strcmp(b[j] + 2, key) && !strncmp(b[j], "--", 2)) rv = "1";
+            if (rv && !same_value(rv, val)) {
+                fprintf(stderr, "mxlm train: --resume: --%s %s differs from the run's %s = %s (%s); a resumed run "
+                                "keeps its configuration (drop --%s, or train into another --out)\n",
+                        key, val, key, rv, cpath, key);
+                return 2;
+            }
+        }
+    }
+    return 0;
+}
+
+/* --config first, then the command line over it; with --resume the run's config.txt below both */
 int cmd_train(int argc, char** argv) {
     const char* config = NULL;
+    int resume = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
         else if (!strncmp(argv[i], "--config=", 9)) config = argv[i] + 9;
+        if (!strcmp(argv[i], "--resume")) resume = 1;
     }
-    if (!config) return train_main(argc, argv, NULL);
     char** cf = NULL;
     int ncf = 0;
-    int rc = load_config(config, &cf, &ncf);
+    int rc = config ? load_config(config, &cf, &ncf, NULL) : 0;
     if (rc) return rc;
+    for (int i = 0; i < ncf; i++) resume |= !strcmp(cf[i], "--resume");
     char** all = malloc(sizeof(char*) * (size_t)(ncf + argc + 1));
-    if (!all) return 2;
+    if (!all) return 1;
     int nall = 0;
-    all[nall++] = argv[0];
     for (int i = 0; i < ncf; i++) all[nall++] = cf[i];
     for (int i = 1; i < argc; i++) all[nall++] = argv[i];
-    rc = train_main(nall, all, config);
+    char** base = NULL;
+    int nbase = 0;
+    if (resume && (rc = resume_base(all, nall, &base, &nbase))) {
+        for (int i = 0; i < nbase; i++) free(base[i]);
+        free(base);
+        free(all);
+        for (int i = 0; i < ncf; i++) free(cf[i]);
+        free(cf);
+        return rc;
+    }
+    char** full = malloc(sizeof(char*) * (size_t)(nbase + nall + 2));
+    if (!full) return 1;
+    int nfull = 0;
+    full[nfull++] = argv[0];
+    for (int i = 0; i < nbase; i++) full[nfull++] = base[i];
+    for (int i = 0; i < nall; i++) full[nfull++] = all[i];
+    rc = train_main(nfull, full, config);
     for (int i = 0; i < ncf; i++) free(cf[i]);
+    for (int i = 0; i < nbase; i++) free(base[i]);
     free(cf);
+    free(base);
     free(all);
+    free(full);
     return rc;
 }
 
@@ -153,6 +389,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
     double rope_theta = 0, norm_eps = 0;
     int64_t eval_every_tokens = 0;
     int gpus = 0, nccl = 0;
+    const char* ckpt = NULL;
+    int list_recipes = 0;
+    c.warmup = INT64_MIN; /* not given: steps / 20 */
     const cli_opt opts[] = {
         {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
         {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
@@ -182,7 +421,13 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"telemetry-every", OPT_I64, &c.telemetry_every, "per-GEMM quantization telemetry every N steps (0 = off)"},
         {"target-loss", OPT_DOUBLE, &c.target_loss, "record tokens-to-target at the first eval <= X"},
         {"halt-at", OPT_I64, &c.halt_at, "stop after step K with a checkpoint (a pre-empted job)"},
-        {"resume", OPT_FLAG, &c.resume, "continue from the latest checkpoint in --out"},
+        {"resume", OPT_FLAG, &c.resume, "continue the run in --out from its latest checkpoint, with its config.txt "
+                                        "(options given must agree, except --steps, which extends a run, and the "
+                                        "device and policy options)"},
+        {"ckpt", OPT_STR, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
+        {"schedule-steps", OPT_I64, &c.sched_steps, "the LR schedule's length (default --steps; steps past it run at "
+                                                   "the floor; set by --resume when --steps extends a run)"},
+        {"list-recipes", OPT_FLAG, &list_recipes, "print the named recipes, one per line with a description, and exit"},
         {"bf16-first", OPT_INT, &c.bf16_first, "keep the first K blocks in bf16"},
         {"bf16-last", OPT_INT, &c.bf16_last, "keep the last K blocks in bf16"},
         {"vocab", OPT_INT, &vocab, "override the preset's vocabulary size"},
@@ -237,6 +482,25 @@ static int train_main(int argc, char** argv, const char* config_path) {
 
     int rc = cli_parse(argc, argv, "train", usage, opts, nopts, NULL, NULL);
     if (rc) return rc == 1 ? 0 : rc;
+    if (list_recipes) {
+        for (const char* const* n = mx_recipe_names(); *n; n++) {
+            mx_recipe lr;
+            char rd[1024] = "";
+            if (!mx_recipe_parse(*n, &lr)) mx_recipe_describe(&lr, rd, sizeof rd);
+            printf("%-20s %s\n", *n, rd);
+        }
+        return 0;
+    }
+    if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
+    if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
+    if (c.warmup == INT64_MIN) c.warmup = -1;
+    else if (c.warmup < -1) {
+        fprintf(stderr, "mxlm train: --warmup %lld: must be >= 0 (or -1: steps / 20)\n", (long long)c.warmup);
+        return 2;
+    }
+    if (check_numbers(&c, threads, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
+                      eval_every_tokens, mem_limit_mib))
+        return 2;
 
     if (mx_model_preset(preset, &c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
     if (vocab) c.model.vocab = vocab;
@@ -270,7 +534,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         c.eval_every = (eval_every_tokens + per - 1) / per;
     }
     mx_recipe r;
-    if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
+    if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: --recipe: %s\n", mx_last_error()); return 2; }
+    if (check_shapes(&c, &r)) return 2;
     if (device && !strcmp(device, "gpu")) device = "cuda";
     if ((on_nonfinite && choice("on-nonfinite", on_nonfinite, mx_nonfinite_names, &c.on_nonfinite)) ||
         (device && choice("device", device, mx_device_names, &c.device)) ||
@@ -339,6 +604,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 5;
     }
+    if (rc == MX_STOPPED) { /* 128 + the signal, as a shell reports a process that signal ended */
+        fprintf(stderr, "mxlm train: stopped by %s after step %lld of %lld: checkpoint %s written; continue with: "
+                        "mxlm train --out %s --resume\n", res.reason, (long long)res.step, (long long)c.steps,
+                res.ckpt, c.out);
+        return 128 + res.signal;
+    }
     if (rc == MX_DIVERGED) {
         fprintf(stderr, "mxlm train: diverged at step %lld (%s); status in %s/metrics.jsonl\n", (long long)res.step,
                 res.reason, c.out);
@@ -352,5 +623,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         printf(", %lld spikes, %lld updates skipped (%lld non-finite)", (long long)res.spikes,
                (long long)(res.skipped_nonfinite + res.skipped_spikes), (long long)res.skipped_nonfinite);
     printf("\nrun directory: %s\n", c.out);
+    if (rc == MX_NOT_CONVERGED) /* every non-zero exit says why on stderr */
+        fprintf(stderr, "mxlm train: --target-loss %g not reached in %lld steps (last val loss %.4f)\n", c.target_loss,
+                (long long)res.step, (double)res.val_loss);
     return rc == MX_NOT_CONVERGED ? 4 : 0;
 }

@@ -10,6 +10,7 @@
 
 #include "mxlm/data.h"
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 #include "mxlm/shard.h"
 #include "mxlm/tokenizer.h"
 
@@ -112,8 +113,53 @@ typedef struct {
     const char* tok_record;              /* the tokenizer record written in every shard's header (tokrec.h) */
 } sink;
 
+/* An output pattern: a plain name, or one %d / %0Nd / %Nd (and %% for a '%'); anything else (%s, %n, two
+ * conversions) is refused: the pattern is never handed to printf. *conv = where the %d starts (-1: none). */
+int mx_prep_pattern_check(const char* p, int* conv_at, int* width, int* zero) {
+    int at = -1, w = 0, z = 0;
+    for (int i = 0; p[i]; i++) {
+        if (p[i] != '%') continue;
+        if (p[i + 1] == '%') { i++; continue; }
+        int j = i + 1, zz = 0, ww = 0;
+        if (p[j] == '0') { zz = 1; j++; }
+        while (p[j] >= '0' && p[j] <= '9' && ww < 100) ww = ww * 10 + (p[j++] - '0');
+        if (p[j] != 'd' || at >= 0 || ww > 20)
+            return mx_fail(MX_EINVAL, "output pattern '%s': only one %%d (or %%06d) may appear, and %%%% for a '%%'", p);
+        at = i; w = ww; z = zz;
+        i = j;
+    }
+    if (conv_at) *conv_at = at;
+    if (width) *width = w;
+    if (zero) *zero = z;
+    return MX_OK;
+}
+
+/* The pattern with idx in place of its %d and %% as '%'. */
+static void pattern_format(const char* p, int idx, char* out, size_t sz) {
+    size_t k = 0;
+    for (int i = 0; p[i] && k + 1 < sz; i++) {
+        if (p[i] == '%' && p[i + 1] == '%') { out[k++] = '%'; i++; continue; }
+        if (p[i] == '%') {
+            int j = i + 1, z = 0, w = 0;
+            if (p[j] == '0') { z = 1; j++; }
+            while (p[j] >= '0' && p[j] <= '9') w = w * 10 + (p[j++] - '0');
+            char num[48];
+            if (z) snprintf(num, sizeof num, "%0*d", w, idx);
+            else snprintf(num, sizeof num, "%*d", w, idx);
+            for (const char* c = num; *c && k + 1 < sz; c++) out[k++] = *c;
+            i = j;
+            continue;
+        }
+        out[k++] = p[i];
+    }
+    out[k] = 0;
+}
+
 static int sink_name(const sink* s, int idx, char* out, size_t sz) {
-    if (strchr(s->pattern, '%')) snprintf(out, sz, s->pattern, idx);
+    int at = -1;
+    int rc = mx_prep_pattern_check(s->pattern, &at, NULL, NULL);
+    if (rc) return rc;
+    if (at >= 0) pattern_format(s->pattern, idx, out, sz);
     else {
         if (idx > 0)
             return mx_fail(MX_EINVAL, "%s: more than one shard is needed: put %%d (or %%06d) in the output pattern",
@@ -200,7 +246,25 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         n_val = o->val_docs > 0 ? o->val_docs : (int64_t)(o->val_fraction * (double)n_all + 0.999999);
         if (n_val > n_all) n_val = n_all;
     }
+    if (n_all >= 0 && n_val >= n_all)
+        return mx_fail(MX_EINVAL, "prep: the validation split (%s %lld documents) leaves no training document: the "
+                                  "input has %lld", o->val_docs > 0 ? "--val-docs" : "--val-fraction:", (long long)n_val,
+                       (long long)n_all);
     int64_t n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    /* the output folders (a pattern's directory part) */
+    for (int s2 = 0; s2 < 2; s2++) {
+        const char* pat = s2 ? o->val_pattern : o->train_pattern;
+        if (!pat) continue;
+        int rc = mx_prep_pattern_check(pat, NULL, NULL, NULL);
+        if (rc) return rc;
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s", pat);
+        char* sl = strrchr(dir, '/');
+        if (sl && sl != dir) {
+            *sl = 0;
+            if ((rc = mx_mkdirs(dir))) return rc;
+        }
+    }
     if (o->threads > 0) omp_set_num_threads(o->threads);
     sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0, o->tok_record},
                    {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0, o->tok_record}};
@@ -276,7 +340,9 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     mx_docs_close(d);
     if (!rc && sk[0].n) rc = sink_flush(&sk[0], sk[0].n, version);
     if (!rc && sk[1].n) rc = sink_flush(&sk[1], sk[1].n, version);
-    if (!rc && sk[0].n_names == 0) rc = sink_flush(&sk[0], 0, version); /* an empty corpus still gives a shard */
+    if (!rc && sk[0].tokens == 0) /* nothing to train on: no shard */
+        rc = mx_fail(MX_EINVAL, "prep: the training split is empty (no document in the input%s)",
+                     n_val > 0 ? " before the validation split" : "");
     if (!rc) rc = sink_commit(&sk[0]);
     if (!rc) rc = sink_commit(&sk[1]);
     st->train_tokens = sk[0].tokens; st->val_tokens = sk[1].tokens;

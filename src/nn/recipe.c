@@ -17,7 +17,8 @@ static const char* k_round_long[] = {"round-to-nearest-even", "stochastic roundi
 static const char* const k_names[] = {
     "fp32",           "bf16",           "fp8",           "fp8-delayed",    "mxfp4-f",        "mxfp4-fd",
     "mxfp4-fdw",      "mxfp4-f-sr",     "mxfp4-fd-sr",   "mxfp4-fdw-sr",   "mxfp4-f-rh16",   "mxfp4-fd-rh16",
-    "mxfp4-fdw-rh16", "mxfp4-fdw-h16",  "mxfp4-fdw-h32", "mxfp4-fdw-h16-2d", "mxfp4-fdw-h16-even", NULL};
+    "mxfp4-fdw-rh16", "mxfp4-fdw-h16",  "mxfp4-fdw-h32", "mxfp4-fdw-h16-2d", "mxfp4-fdw-h16-even", "mxfp8",
+    "nvfp4",          NULL};
 
 const char* const* mx_recipe_names(void) { return k_names; }
 
@@ -45,7 +46,16 @@ static int parse_name(const char* name, mx_recipe* r) {
         return 0;
     }
     if (!strcmp(name, "nvfp4")) { set_all(r, MX_FMT_NVFP4); return 0; }
-    if (strncmp(name, "mxfp4-", 6) != 0) return mx_fail(MX_EINVAL, "unknown recipe '%s'", name);
+    if (strncmp(name, "mxfp4-", 6) != 0) {
+        char list[1024];
+        size_t off = 0;
+        list[0] = 0;
+        for (int i = 0; k_names[i] && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", k_names[i]);
+        return mx_fail(MX_EINVAL, "unknown recipe '%s' (the named recipes: %s; also mxfp4-{f,fd,fdw}[-sr][-hN|-rhN]"
+                                  "[-2d][-floor|-even|-ceil] and +GEMMS:key=val overrides; mxlm train --list-recipes)",
+                       name, list);
+    }
     char buf[128];
     if (strlen(name) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe name too long");
     strcpy(buf, name + 6);
@@ -173,10 +183,57 @@ static int validate(mx_recipe* r) {
     return 0;
 }
 
+/* The grammar's structure before its meaning: no empty part ("a++b", a trailing '+', ";;", ",,", "w:"),
+ * and no key set twice for the same GEMM (w:had=h16+w:had=h32, rh=.. twice). */
+static int grammar_check(const char* s) {
+    size_t n = strlen(s);
+    if (s[0] == '+' || s[n - 1] == '+' || strstr(s, "++") || strstr(s, ";;") || strstr(s, ",,") || strstr(s, "+;") ||
+        strstr(s, ";+") || strstr(s, ":,") || strstr(s, ",+") || strstr(s, ",;") || s[n - 1] == ';' || s[n - 1] == ',' ||
+        s[n - 1] == ':' || strstr(s, ":+") || strstr(s, ":;"))
+        return mx_fail(MX_EINVAL, "recipe '%s': an empty part (between '+', ';' or ',')", s);
+    char seen[64][24];
+    int ns = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    char* save = NULL;
+    for (char* part = strtok_r(buf, "+;", &save); part; part = strtok_r(NULL, "+;", &save)) {
+        char* colon = strchr(part, ':');
+        char gem[4] = "";
+        char* kvs = part;
+        if (colon) {
+            *colon = 0;
+            if (!strcmp(part, "all")) snprintf(gem, sizeof gem, "fdw");
+            else snprintf(gem, sizeof gem, "%.3s", part);
+            kvs = colon + 1;
+        } else if (!strchr(part, '=')) {
+            continue; /* the name */
+        } else {
+            snprintf(gem, sizeof gem, "*");
+        }
+        char* s2 = NULL;
+        for (char* kv = strtok_r(kvs, ",", &s2); kv; kv = strtok_r(NULL, ",", &s2)) {
+            char* eq = strchr(kv, '=');
+            size_t kl = eq ? (size_t)(eq - kv) : strlen(kv);
+            for (const char* g = gem; *g; g++) {
+                char key[24];
+                snprintf(key, sizeof key, "%c/%.*s", *g, (int)(kl < 20 ? kl : 20), kv);
+                for (int i = 0; i < ns; i++)
+                    if (!strcmp(seen[i], key))
+                        return mx_fail(MX_EINVAL, "recipe '%s': '%.*s' set twice%s%c", s, (int)kl, kv,
+                                       *g == '*' ? "" : " for GEMM ", *g == '*' ? ' ' : *g);
+                if (ns < 64) snprintf(seen[ns++], sizeof seen[0], "%s", key);
+            }
+        }
+    }
+    return MX_OK;
+}
+
 int mx_recipe_parse(const char* s, mx_recipe* r) {
     if (!s || !*s) return mx_fail(MX_EINVAL, "empty recipe");
     char buf[512];
     if (strlen(s) >= sizeof buf) return mx_fail(MX_EINVAL, "recipe string too long");
+    int grc = grammar_check(s);
+    if (grc) return grc;
     strcpy(buf, s);
     char* save = NULL;
     char* part = strtok_r(buf, "+", &save);

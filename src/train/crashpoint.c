@@ -29,7 +29,13 @@ void mx_crash_point(const char* point, int64_t step) {
         int k = snprintf(msg, sizeof msg, "mxlm: test crash point %s@%lld reached (pid %d), paused\n", point,
                          (long long)step, (int)getpid());
         if (k > 0 && write(2, msg, (size_t)k) < 0) { /* nothing to do */ }
+        signal(SIGTERM, SIG_DFL); /* paused: a signal from outside ends it, as the tests expect (not the */
+        signal(SIGINT, SIG_DFL);  /* trainer's graceful stop, which waits for a step boundary) */
         for (;;) pause();
+    } else if (!strcmp(rest, ":term")) {
+        raise(SIGTERM); /* a graceful stop at a known moment (the trainer's handler sets its flag) */
+    } else if (!strcmp(rest, ":int")) {
+        raise(SIGINT);
     } else if (!strncmp(rest, ":sleep=", 7)) {
         long ms = strtol(rest + 7, NULL, 10);
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

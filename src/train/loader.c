@@ -7,6 +7,35 @@
 
 #include "mxlm/train.h"
 
+/* Every token id of shard s below vocab (one pass at open: an out-of-vocabulary id is an error now, naming
+ * the file and offset, not at the step that would read it). */
+static int check_vocab(const mx_shard* s, int vocab) {
+    if (vocab <= 0 || (s->version == 1 && vocab >= 65536)) return MX_OK;
+    uint32_t mx = 0;
+    const int64_t n = s->n_tokens;
+    if (s->version == 1) {
+        const uint8_t* p = s->tokens;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = (uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 8);
+            mx = t > mx ? t : mx;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = mx_shard_token(s, i);
+            mx = t > mx ? t : mx;
+        }
+    }
+    if (mx < (uint32_t)vocab) return MX_OK;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t id = mx_shard_token(s, i);
+        if (id >= (uint32_t)vocab)
+            return mx_fail(MX_EFORMAT, "%s: token id %u at token offset %lld (byte %lld) is outside the model's "
+                                       "vocabulary (%d)", s->path, id, (long long)i,
+                           (long long)(1024 + i * (s->version == 1 ? 2 : 4)), vocab);
+    }
+    return MX_OK;
+}
+
 int mx_loader_open(mx_loader* l, const char* pattern, int T, int vocab) {
     memset(l, 0, sizeof *l);
     l->T = T;
@@ -27,6 +56,8 @@ int mx_loader_open(mx_loader* l, const char* pattern, int T, int vocab) {
     for (int i = 0; i < l->n && !rc; i++) {
         rc = mx_shard_open(&l->shards[i], g.gl_pathv[i]); /* sorted by glob */
         if (rc) { l->n = i; break; }
+        rc = check_vocab(&l->shards[i], vocab);
+        if (rc) { l->n = i + 1; break; }
         int64_t starts = l->shards[i].n_tokens - T; /* windows of T+1 tokens */
         if (starts < 1)
             rc = mx_fail(MX_EFORMAT, "%s: %lld tokens, too few for one window of %d", g.gl_pathv[i],

@@ -14,7 +14,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,8 +91,11 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
         m->n_layers, m->n_heads, m->n_kv_heads, m->ffn, m->seq_len);
     ADD("rope-theta = %.9g\nnorm-eps = %.9g\n", (double)m->rope_theta, (double)m->norm_eps);
     ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", c->recipe, c->bf16_first, c->bf16_last);
+    /* the fingerprint's "steps" is the schedule's length: an extended run (a larger --steps) keeps its own */
+    const int64_t sched = c->sched_steps > 0 ? c->sched_steps : c->steps;
     ADD("batch = %d\nseq = %d\naccum = %d\nsteps = %lld\nseed = %llu\n", c->batch, c->seq, c->accum,
-        (long long)c->steps, (unsigned long long)c->seed);
+        (long long)(trajectory_only ? sched : c->steps), (unsigned long long)c->seed);
+    if (!trajectory_only && sched != c->steps) ADD("schedule-steps = %lld\n", (long long)sched);
     char d[7][32];
     ADD("lr = %s\nmin-lr-frac = %s\nwarmup = %lld\n", dbl(d[0], c->lr), dbl(d[1], c->min_lr_frac), (long long)c->warmup);
     ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
@@ -163,6 +168,55 @@ static float last_val_loss(const char* path) {
     fclose(f);
     return v;
 }
+
+/* Does a metrics file hold a training step's line (a run that started training)? */
+static int metrics_has_steps(const char* path) {
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int yes = 0;
+    while (!yes && fgets(line, sizeof line, f)) yes = strstr(line, "\"loss\":") && !strstr(line, "\"event\"");
+    fclose(f);
+    return yes;
+}
+
+/* Did the run record its outcome at `step` (summary.json: "budget" or "converged" at that step)? */
+static int summary_final_at(const char* dir, int64_t step) {
+    char p[1200], b[4096], want[64];
+    snprintf(p, sizeof p, "%s/summary.json", dir);
+    FILE* f = fopen(p, "r");
+    if (!f) return 0;
+    size_t k = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[k] = 0;
+    snprintf(want, sizeof want, "\"step\":%lld,", (long long)step);
+    return strstr(b, want) && (strstr(b, "\"status\":\"budget\"") || strstr(b, "\"status\":\"converged\""));
+}
+
+/* --resume --ckpt of an older checkpoint: the newer ones are moved aside (NAME.superseded), not deleted,
+ * so that pruning keeps the new branch's checkpoints. Returns how many. */
+static int supersede_newer(const char* dir, int64_t step) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "ckpt-", 5)) continue;
+        char* end = NULL;
+        long long s = strtoll(e->d_name + 5, &end, 10);
+        if (end == e->d_name + 5 || strcmp(end, ".bin") || s <= step) continue;
+        char a[1400], b[1500];
+        snprintf(a, sizeof a, "%s/%s", dir, e->d_name);
+        snprintf(b, sizeof b, "%s.superseded", a);
+        if (rename(a, b) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* SIGINT / SIGTERM: a flag the loop reads at each step boundary. */
+static volatile sig_atomic_t g_stop_signal;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 static void prune_ckpts(const char* dir, int keep) {
     if (keep < 1) keep = 1;
@@ -275,6 +329,9 @@ typedef struct {
     FILE* metrics;
     int lock_fd;
     int resume, restart;  /* continuing from `latest`; --resume of a run without a checkpoint yet */
+    int finished;         /* --resume of a run whose outcome is recorded: nothing to do, nothing written */
+    int64_t ckpt_step;    /* the step of the newest checkpoint written or loaded (-1: none) */
+    char ckpt_path[1200]; /* and its file */
     char latest[1200], mpath[1200], cpath[1200];
     char fingerprint[8192];
     mx_mem_estimate est;
@@ -528,15 +585,24 @@ static int open_run_dir(run_state* r) {
 
     /* refuse before touching anything in the run directory */
     int have_ckpt = mx_ckpt_latest(c->out, r->latest, sizeof r->latest);
+    if (c->ckpt[0]) { /* --resume --ckpt FILE */
+        if (!c->resume) return mx_fail(MX_EINVAL, "train: --ckpt %s needs --resume", c->ckpt);
+        if (!file_exists(c->ckpt)) return mx_fail(MX_EINVAL, "train: --ckpt %s: no such file", c->ckpt);
+        snprintf(r->latest, sizeof r->latest, "%s", c->ckpt);
+        have_ckpt = 1;
+    }
     /* restart: --resume of a run killed before its first checkpoint (or before any file) */
     if (c->resume && !have_ckpt) {
         if (!file_exists(r->mpath) && !file_exists(r->cpath) && !had_lock)
             return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
         r->restart = 1;
     }
-    if (!c->resume && (have_ckpt || file_exists(r->mpath)))
+    /* a run that never completed a step (it failed at the step-0 evaluation, say) does not block the
+     * corrected command: it starts over */
+    if (!c->resume && (have_ckpt || metrics_has_steps(r->mpath)))
         return mx_fail(MX_EINVAL, "train: %s already holds a run (use --resume to continue it, or another --out)",
                        c->out);
+    if (!c->resume && file_exists(r->mpath)) r->restart = 1;
     r->resume = c->resume && !r->restart;
 
     /* disk: room for one checkpoint at least */
@@ -560,11 +626,30 @@ static int open_run_dir(run_state* r) {
 
 /* ---- the state: model, data, moments; from the checkpoint, HF weights or the seed; the engine ---- */
 
+/* Bytes of the files a shard glob matches (0: none). */
+static int64_t shard_bytes(const char* pattern) {
+    glob_t g;
+    int64_t n = 0;
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct stat st;
+        if (stat(g.gl_pathv[i], &st) == 0) n += (int64_t)st.st_size;
+    }
+    globfree(&g);
+    return n;
+}
+
 static int load_state(run_state* r, mx_train_result* res) {
     const mx_train_config* c = &r->c;
     const int B = c->batch, T = c->seq;
     int rc = mx_llama_create(&r->model, &c->model, &r->recipe, c->bf16_first, c->bf16_last, c->seed);
     r->model.head_bf16 = c->head == MX_HEAD_BF16;
+    const int64_t big = shard_bytes(c->train) + shard_bytes(c->val);
+    if (big > ((int64_t)1 << 30)) { /* one pass over the ids at open: say so when it takes a while */
+        snprintf(r->msg, sizeof r->msg, "checking the token ids of %.1f GiB of shards against the vocabulary (%d)",
+                 (double)big / (double)((int64_t)1 << 30), c->model.vocab);
+        say(r);
+    }
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
     if (rc) return rc;
@@ -591,6 +676,13 @@ static int load_state(run_state* r, mx_train_result* res) {
     if (r->resume) {
         rc = mx_ckpt_load(r->latest, &r->model, r->m, r->v, &meta, r->fingerprint);
         if (rc) return rc;
+        if (meta.step > c->steps)
+            return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
+                           (long long)c->steps, (long long)meta.step, r->latest);
+        r->ckpt_step = meta.step;
+        snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
+        r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
+        if (r->finished) return MX_OK; /* nothing is written: no engine */
         res->tokens_to_target = meta.tokens_to_target;
         res->val_loss0 = meta.val_loss0;
     } else if (c->init_from[0]) {
@@ -609,6 +701,14 @@ static int write_run_files(run_state* r, mx_train_result* res, int* stale) {
     const mx_train_config* c = &r->c;
     int rc = MX_OK;
     *stale = r->io ? remove_stale_temps(c->out) : 0;
+    if (r->resume && r->io && c->ckpt[0]) {
+        int ns = supersede_newer(c->out, r->meta->step);
+        if (ns) {
+            snprintf(r->msg, sizeof r->msg, "--ckpt: %d newer checkpoint%s moved aside (ckpt-N.bin.superseded)", ns,
+                     ns > 1 ? "s" : "");
+            say(r);
+        }
+    }
     if (r->resume && r->io) rc = truncate_metrics(r->mpath, r->meta->step);
     if (r->resume && !rc) res->val_loss = last_val_loss(r->mpath); /* a run resumed at its end reports it */
     else if (r->restart && r->io) rc = truncate_metrics(r->mpath, -1);
@@ -731,7 +831,8 @@ static int train_step(run_state* r, int64_t k, step_out* s) {
     if (rc) return rc;
     s->loss = (float)(lsum / ((double)c->accum * r->world));
     s->gn = sqrt(ss);
-    s->lr = mx_lr_at(k - 1, c->steps, c->warmup, c->lr, c->min_lr_frac);
+    /* past the schedule's length (an extended run): the floor */
+    s->lr = mx_lr_at(k - 1, c->sched_steps > 0 ? c->sched_steps : c->steps, c->warmup, c->lr, c->min_lr_frac);
     judge(r, s);
     if (!s->bad && !s->skipped) {
         float gscale = (c->clip > 0 && s->gn > c->clip) ? (float)(c->clip / s->gn) : 1.0f;
@@ -798,6 +899,8 @@ static int checkpoint(run_state* r, int64_t k, const mx_train_result* res) {
     int rc = r->eng->ops->save(r->eng, path, r->meta, r->fingerprint);
     if (rc) return rc;
     if (r->io) prune_ckpts(r->c.out, r->c.keep_ckpts);
+    r->ckpt_step = k;
+    snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", path);
     mx_crash_point("ckpt-pruned", k);
     return MX_OK;
 }
@@ -827,11 +930,14 @@ static int finish(run_state* r, mx_train_result* res, const char* status, int rc
 
 /* ---- the training run: set up, evaluate, step until the budget, the outcome ----------------- */
 
+static int run_loop(run_state* r, mx_train_result* res);
+
 int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb cb, void* user) {
     run_state R;
     memset(&R, 0, sizeof R);
     run_state* r = &R;
     r->lock_fd = -1;
+    r->ckpt_step = -1;
     r->c = *cfg;
     r->cb = cb;
     r->user = user;
@@ -849,9 +955,47 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     int stale = 0;
     rc = open_run_dir(r);
     if (!rc) rc = load_state(r, res);
+    if (!rc && r->finished) { /* a resume of a finished run: nothing to do, nothing written */
+        res->status = "finished";
+        res->step = r->meta->step;
+        res->tokens = r->meta->tokens;
+        res->val_loss0 = r->meta->val_loss0;
+        res->val_loss = last_val_loss(r->mpath);
+        snprintf(r->msg, sizeof r->msg, "%s: the run is finished (step %lld of %lld); nothing written. A larger "
+                 "--steps extends it (the steps past %lld at the schedule's floor)", c->out,
+                 (long long)r->meta->step, (long long)c->steps, (long long)c->steps);
+        say(r);
+        run_free(r);
+        return MX_OK;
+    }
     if (!rc) rc = write_run_files(r, res, &stale);
     if (rc) { run_free(r); return rc; }
     announce(r, stale);
+
+    /* SIGINT / SIGTERM: a checkpoint at the next step boundary, then MX_STOPPED (one process only: the
+     * ranks of a data-parallel run would stop at different steps; they keep the default action) */
+    struct sigaction sa_new, sa_int, sa_term;
+    const int handle_signals = r->world == 1;
+    if (handle_signals) {
+        memset(&sa_new, 0, sizeof sa_new);
+        sa_new.sa_handler = on_stop_signal;
+        sa_new.sa_flags = SA_RESTART;
+        sigemptyset(&sa_new.sa_mask);
+        g_stop_signal = 0;
+        sigaction(SIGINT, &sa_new, &sa_int);
+        sigaction(SIGTERM, &sa_new, &sa_term);
+    }
+    rc = run_loop(r, res);
+    if (handle_signals) {
+        sigaction(SIGINT, &sa_int, NULL);
+        sigaction(SIGTERM, &sa_term, NULL);
+    }
+    return rc;
+}
+
+static int run_loop(run_state* r, mx_train_result* res) {
+    const mx_train_config* c = &r->c;
+    int rc = MX_OK;
 
     mx_ckpt_meta* meta = r->meta;
     r->t0 = now_s();
@@ -869,6 +1013,17 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     }
     mx_crash_point("start", meta->step);
     while (meta->step < c->steps) {
+        if (g_stop_signal) { /* a step boundary: the checkpoint of this step (unless just written), then stop */
+            const int sig = g_stop_signal;
+            if (r->ckpt_step != meta->step) {
+                rc = checkpoint(r, meta->step, res);
+                if (rc) return finish(r, res, "error", rc);
+            }
+            res->signal = sig;
+            snprintf(res->ckpt, sizeof res->ckpt, "%s", r->ckpt_path);
+            res->reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
+            return finish(r, res, "stopped", MX_STOPPED);
+        }
         const int64_t k = meta->step + 1; /* this update */
         step_out s;
         rc = train_step(r, k, &s);
