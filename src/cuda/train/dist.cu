@@ -2,7 +2,7 @@
  * dist.cu: the NCCL communicator of data-parallel training (one process per
  * GPU). No CPU twin: the CPU trainer is one process; the CPU side of data
  * parallelism is the shard plan (mx_shard_plan, src/nn/llama.c) and the
- * process launcher (src/cli/train.c). NCCL is loaded at run time (dlopen of libnccl.so.2, or the file named
+ * process launcher (src/train/launch.c). NCCL is loaded at run time (dlopen of libnccl.so.2, or the file named
  * by MXLM_NCCL) with the few prototypes below, so the CUDA build needs no NCCL
  * headers or library to compile and link, and a single-GPU run never needs
  * NCCL. The prototypes and constants are NCCL's stable ABI (nccl.h 2.x:
