@@ -13,57 +13,21 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/using.h"
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 
-/* "key = value" lines (config.txt, a checkpoint fingerprint): the model
- * shape and the validation glob. Returns 0, or -1 with *missing the first
- * model key not found. */
+/* "key = value" lines (config.txt, a checkpoint fingerprint): the model shape, the preset name and the
+ * validation glob. Returns 0, or -1 with *missing the first model key not found. */
 static int parse_kv(const char* text, mx_model_config* c, char* val, size_t vn, const char** missing) {
-    static const char* keys[] = {"vocab", "dim", "layers", "heads", "kv-heads", "ffn", "context", "rope-theta",
-                                 "norm-eps"};
-    int seen[9] = {0};
-    memset(c, 0, sizeof *c);
-    snprintf(c->name, sizeof c->name, "custom");
-    if (val && vn) val[0] = 0;
-    const char* p = text;
-    while (*p) {
-        const char* e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        char line[2048];
-        if (len < sizeof line) {
-            memcpy(line, p, len);
-            line[len] = 0;
-            char* eq = strstr(line, " = ");
-            if (eq) {
-                *eq = 0;
-                const char *k = line, *v = eq + 3;
-                if (!strcmp(k, "preset")) snprintf(c->name, sizeof c->name, "%s", v);
-                else if (!strcmp(k, "val") && val) snprintf(val, vn, "%s", v);
-                for (int i = 0; i < 9; i++) {
-                    if (strcmp(k, keys[i])) continue;
-                    seen[i] = 1;
-                    double x = strtod(v, NULL);
-                    switch (i) {
-                    case 0: c->vocab = (int)x; break;
-                    case 1: c->dim = (int)x; break;
-                    case 2: c->n_layers = (int)x; break;
-                    case 3: c->n_heads = (int)x; break;
-                    case 4: c->n_kv_heads = (int)x; break;
-                    case 5: c->ffn = (int)x; break;
-                    case 6: c->seq_len = (int)x; break;
-                    case 7: c->rope_theta = (float)x; break;
-                    case 8: c->norm_eps = (float)x; break;
-                    }
-                }
-            }
-        }
-        p += len + (e ? 1 : 0);
+    if (val && vn) {
+        val[0] = 0;
+        cli_kv_get(text, "val", val, vn);
     }
-    for (int i = 0; i < 9; i++)
-        if (!seen[i]) { *missing = keys[i]; return -1; }
+    if (cli_model_from_kv(text, c, missing)) return -1;
+    cli_kv_get(text, "preset", c->name, sizeof c->name);
     return 0;
 }
 

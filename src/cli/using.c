@@ -21,7 +21,7 @@
 #include "mxlm/util.h"
 
 /* The value of "key = value" in text (the first such line) into out; 1 found, 0 not. */
-static int kv_get(const char* text, const char* key, char* out, size_t n) {
+int cli_kv_get(const char* text, const char* key, char* out, size_t n) {
     size_t kl = strlen(key);
     for (const char* p = text; p && *p;) {
         const char* e = strchr(p, '\n');
@@ -40,7 +40,7 @@ static int kv_get(const char* text, const char* key, char* out, size_t n) {
 
 static int kv_int(const char* text, const char* key, long long* v) {
     char b[64], *end = NULL;
-    if (!kv_get(text, key, b, sizeof b)) return 0;
+    if (!cli_kv_get(text, key, b, sizeof b)) return 0;
     errno = 0;
     *v = strtoll(b, &end, 10);
     return !errno && end != b && !*end;
@@ -68,14 +68,14 @@ static char* ckpt_fingerprint(const char* path) {
 }
 
 /* The model shape from "key = value" lines; the first missing key into *missing. */
-static int model_from_kv(const char* text, mx_model_config* c, const char** missing) {
+int cli_model_from_kv(const char* text, mx_model_config* c, const char** missing) {
     static const char* keys[] = {"vocab", "dim", "layers", "heads", "kv-heads", "ffn", "context", "rope-theta",
                                  "norm-eps"};
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "custom");
     for (int i = 0; i < 9; i++) {
         char b[64];
-        if (!kv_get(text, keys[i], b, sizeof b)) { *missing = keys[i]; return -1; }
+        if (!cli_kv_get(text, keys[i], b, sizeof b)) { *missing = keys[i]; return -1; }
         double x = strtod(b, NULL);
         switch (i) {
         case 0: c->vocab = (int)x; break;
@@ -134,10 +134,10 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     long long x;
     char b[256];
     int rc = 0;
-    if (model_from_kv(fp, &cfg, &missing)) {
+    if (cli_model_from_kv(fp, &cfg, &missing)) {
         fprintf(stderr, "mxlm %s: %s: the checkpoint's configuration has no '%s' line\n", cmd, cm->source, missing);
         rc = 1;
-    } else if (!kv_get(fp, "recipe", cm->run_recipe, sizeof cm->run_recipe)) {
+    } else if (!cli_kv_get(fp, "recipe", cm->run_recipe, sizeof cm->run_recipe)) {
         fprintf(stderr, "mxlm %s: %s: the checkpoint's configuration has no 'recipe' line\n", cmd, cm->source);
         rc = 1;
     }
@@ -148,8 +148,8 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
         cm->seq = kv_int(fp, "seq", &x) ? (int)x : 0;
         cm->accum = kv_int(fp, "accum", &x) ? (int)x : 1;
         cm->gpus = kv_int(fp, "gpus", &x) ? (int)x : 1;
-        cm->seed = kv_get(fp, "seed", b, sizeof b) ? strtoull(b, NULL, 10) : 0;
-        cm->head_bf16 = kv_get(fp, "head", b, sizeof b) && !strcmp(b, "bf16");
+        cm->seed = cli_kv_get(fp, "seed", b, sizeof b) ? strtoull(b, NULL, 10) : 0;
+        cm->head_bf16 = cli_kv_get(fp, "head", b, sizeof b) && !strcmp(b, "bf16");
         snprintf(cm->recipe, sizeof cm->recipe, "%s", recipe ? recipe : cm->run_recipe);
         if (!recipe && mx_recipe_parse(cm->run_recipe, &rec)) {
             fprintf(stderr, "mxlm %s: %s: recipe: %s\n", cmd, cm->source, mx_last_error());
@@ -161,11 +161,11 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     snprintf(cpath, sizeof cpath, "%s/config.txt", cm->run);
     char* ctext = rc ? NULL : mx_read_text(cpath);
     if (ctext) {
-        kv_get(ctext, "preset", cfg.name, sizeof cfg.name);
-        kv_get(ctext, "val", cm->val, sizeof cm->val);
+        cli_kv_get(ctext, "preset", cfg.name, sizeof cfg.name);
+        cli_kv_get(ctext, "val", cm->val, sizeof cm->val);
         if (kv_int(ctext, "val-tokens", &x)) cm->val_tokens = x;
-        kv_get(ctext, "gemm", cm->gemm, sizeof cm->gemm);
-        kv_get(ctext, "attn", cm->attn, sizeof cm->attn);
+        cli_kv_get(ctext, "gemm", cm->gemm, sizeof cm->gemm);
+        cli_kv_get(ctext, "attn", cm->attn, sizeof cm->attn);
         free(ctext);
     }
     if (!rc && (mx_llama_create(&cm->m, &cfg, &rec, cm->bf16_first, cm->bf16_last, cm->seed) ||

@@ -32,6 +32,11 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
                    const char* recipe);
 void cli_model_free(cli_model* cm);
 
+/* "key = value" text (config.txt, a checkpoint fingerprint): the value of key into out (n bytes; 1 if found),
+ * and the model shape (name "custom"; -1 with *missing the first model key not found). */
+int cli_kv_get(const char* text, const char* key, char* out, size_t n);
+int cli_model_from_kv(const char* text, mx_model_config* c, const char** missing);
+
 /* The tokenizer: --encoding NAME or --ranks FILE --pattern P when given, else RUN/tokenizer.txt, else the
  * record in the header of the first shard matching `glob` (NULL: none). *t NULL and 0 returned when none
  * is known; `what` (n bytes) says where it came from. Returns the exit status on an error (printed). */
