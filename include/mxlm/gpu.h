@@ -39,6 +39,9 @@ typedef struct {
     int had_random;       /* rhN: sign mx_rh_sign(had_seed, rot_id, j) first */
     uint64_t had_seed;
     uint32_t rot_id;
+    int sr_tn;            /* column-direction outputs: the SR index of element (r, c) is c*rows + r instead,
+                             its index in x^T [cols, rows]: a 32x1 output of x with sr_tn is bit for bit the
+                             1x32 output of x^T (what src/nn/linear.c quantizes after transposing) */
 } mxg_qspec;
 
 /* E4M3 scale-tensor layouts of the folded form. */

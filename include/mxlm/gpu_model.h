@@ -150,6 +150,10 @@ int mxg_xent_backward(float* probs, const int32_t* targets, int N, int V, float 
 /* Both in one kernel: logits [N, V] -> dlogits = (softmax - onehot) * scale
  * in place, losses [N]. */
 int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale, void* stream);
+/* The same, dlogits rounded to BF16 (RNE) into dlogits16 [N, V]; logits are left unchanged:
+ * dlogits16[i] == mx_bf16_from_f32(what mxg_xent_fused writes), bit for bit. */
+int mxg_xent_fused_bf16(const float* logits, uint16_t* dlogits16, float* losses, const int32_t* targets, int N, int V,
+                        float scale, void* stream);
 /* Mean of x [n] summed in FP64 in a fixed order (one block), to *out
  * (device float). */
 int mxg_mean(const float* x, int n, float* out, void* stream);
@@ -222,6 +226,9 @@ typedef struct {
     mxg_linws* ws;
     mxg_opstats* tele;    /* device [3][2] ([gemm][operand a, b]): telemetry of this linear's quantized
                              operands added to it, as mx_linear_ctx.telemetry into state->op (NULL: off) */
+    const uint16_t* x16;  /* NULL, or X (the layer input) rounded to BF16 as stored, made once by the caller for
+                             the linears that read the same X: Fprop's operand a and Wgrad's b use it where
+                             their format is BF16 instead of converting X again (the same values) */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
@@ -235,6 +242,10 @@ int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, 
                        void* stream);
 int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX, float* dW,
                         int M, int K, int N, void* stream);
+/* The same with dX = (not +=) its product when dx_acc is 0 (the first of the linears that read one
+ * input: no zeroed buffer needed). */
+int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX,
+                            float* dW, int M, int K, int N, int dx_acc, void* stream);
 
 /* ---- the whole model on the GPU (src/cuda/nn/llama.cu): the twin of mx_llama ---- */
 

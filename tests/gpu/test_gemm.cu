@@ -59,7 +59,7 @@ void gemm_case(int M, int N, int K, int had, int oow_row, const char* filter) {
     double eps32 = ldexp(1.0, -24);
 
     /* MXFP4 operands (1x32 along K, rotation hN) with E4M3 folded (VEC128) */
-    mxg_qspec s = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, had, 1, 0, 0, 0};
+    mxg_qspec s = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, had, 1, 0, 0, 0, 0};
     mxg_fp4 tA = {M, K, MX_LAYOUT_1x32, dalloc<uint8_t>((size_t)M * K / 2), dalloc<uint8_t>((size_t)M * K / 32)};
     mxg_fp4 tB = {N, K, MX_LAYOUT_1x32, dalloc<uint8_t>((size_t)N * K / 2), dalloc<uint8_t>((size_t)N * K / 32)};
     uint8_t *ea = dalloc<uint8_t>((size_t)M * K), *eb = dalloc<uint8_t>((size_t)N * K);

@@ -37,8 +37,21 @@ void test_xent(int N, int V) {
         fused[r] = downf(dz, z.size());
     }
     compare("fused dlogits", fused[0], dl_c, NORM, 2e-6);
-    compare("fused losses", downf(dloss, N), loss_c, NORM, 1e-6);
+    const vecf loss_g = downf(dloss, N);
+    compare("fused losses", loss_g, loss_c, NORM, 1e-6);
     same_bytes("fused dlogits", fused[0].data(), fused[1].data(), z.size() * 4);
+    /* the BF16 form (the LM head's): the logits untouched, every dlogit the RNE rounding of the
+     * FP32 one above, bit for bit, and the same losses */
+    Dev d16(z.size() * 2);
+    up(dz, z);
+    MXC(mxg_xent_fused_bf16(dz.f(), d16.h(), dloss.f(), dt.i(), N, V, scale, NULL));
+    compare("bf16: logits kept", downf(dz, z.size()), z, EXACT, 0);
+    std::vector<uint16_t> h16 = down<uint16_t>(d16, z.size());
+    size_t bad16 = 0;
+    for (size_t i = 0; i < z.size(); i++) bad16 += h16[i] != mx_bf16_from_f32(fused[0][i]);
+    if (bad16) fail("bf16 dlogits: %zu of %zu differ from the rounded FP32 dlogits", bad16, z.size());
+    else printf("    %-22s %zu/%zu equal to BF16(fused FP32 dlogits)\n", "bf16 dlogits", z.size(), z.size());
+    same_bytes("bf16: losses", downf(dloss, N).data(), loss_g.data(), N * 4);
     end();
 }
 

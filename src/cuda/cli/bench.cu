@@ -170,7 +170,7 @@ extern "C" int mxg_bench_hadamard(int rows, int cols, int iters) {
     const int hs[] = {0, 16, 32, 64, 128};
     double t[5];
     for (int i = 0; i < 5; i++) {
-        mxg_qspec a = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, hs[i], 1, 0, 0, 0};
+        mxg_qspec a = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, hs[i], 1, 0, 0, 0, 0};
         mxg_qspec b = a;
         b.layout = MX_LAYOUT_32x1;
         mxg_qout oa = {c0, s0, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL}, ob = {c1, s1, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL};
@@ -205,7 +205,7 @@ extern "C" int mxg_bench_gemm(int M, int N, int K, int iters) {
     CU_TRY(cudaMalloc(&fa, na / 128 * 4)); CU_TRY(cudaMalloc(&fb, nb / 128 * 4));
     CU_TRY(cudaMalloc(&oa, M * 4)); CU_TRY(cudaMalloc(&ob, N * 4)); CU_TRY(cudaMalloc(&sc, 64)); CU_TRY(cudaMalloc(&cnt, 64));
     CU_TRY(cudaMemset(cnt, 0, 64));
-    mxg_qspec qs = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, 16, 1, 0, 0, 0};
+    mxg_qspec qs = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 1, 1, 16, 1, 0, 0, 0, 0};
     mxg_qout qoa = {NULL, NULL, ea, fa, cnt, MXG_FOLD_VEC128, NULL}, qob = {NULL, NULL, eb, fb, cnt + 2, MXG_FOLD_VEC128, NULL};
     mxg_qout qpa = {ca, sa, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL}, qpb = {cb, sb, NULL, NULL, NULL, MXG_FOLD_VEC128, NULL};
     mxg_fp4 tA = {M, K, MX_LAYOUT_1x32, ca, sa}, tB = {N, K, MX_LAYOUT_1x32, cb, sb};

@@ -19,14 +19,49 @@
 
 namespace {
 
-template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits) {
+/* Loads of 16 bytes where the input allows (n a multiple of the vector, the pointer aligned). */
+template <typename T> struct Vec;
+template <> struct Vec<float> { static constexpr int N = 4; typedef float4 V; };
+template <> struct Vec<uint16_t> { static constexpr int N = 8; typedef uint4 V; };
+template <typename T> __device__ __forceinline__ void unpack(const typename Vec<T>::V& v, float (&f)[Vec<T>::N]);
+template <> __device__ __forceinline__ void unpack<float>(const float4& v, float (&f)[4]) {
+    f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;
+}
+template <> __device__ __forceinline__ void unpack<uint16_t>(const uint4& v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4; k++) { f[2 * k] = mx_bf16_to_f32((uint16_t)w[k]); f[2 * k + 1] = mx_bf16_to_f32((uint16_t)(w[k] >> 16)); }
+}
+template <typename T> bool vec_ok(const void* p, size_t n) { return !((uintptr_t)p & 15) && n % Vec<T>::N == 0; }
+
+/* The largest |x| bits (an integer max: the order of the reads does not matter), one atomicMax
+ * per block (per warp had 8k atomics on one word contend at the L2). */
+template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits, int vec) {
     unsigned m = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned b = mx_f2u(to_f<T>(x[i])) & 0x7fffffffu;  // |x| bits: order of uint = order of magnitude; NaN above Inf
-        m = max(m, b);
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    if (vec) {
+        constexpr int VN = Vec<T>::N;
+        const typename Vec<T>::V* xv = (const typename Vec<T>::V*)x;
+        for (size_t i = tid; i < n / VN; i += nt) {
+            float f[VN];
+            unpack<T>(__ldg(xv + i), f);
+#pragma unroll
+            for (int k = 0; k < VN; k++) m = max(m, mx_f2u(f[k]) & 0x7fffffffu);
+        }
+    } else {
+        for (size_t i = tid; i < n; i += nt) {
+            unsigned b = mx_f2u(to_f<T>(x[i])) & 0x7fffffffu;  // |x| bits: order of uint = order of magnitude; NaN above Inf
+            m = max(m, b);
+        }
     }
     m = warp_max(m);
-    if ((threadIdx.x & 31) == 0 && m) atomicMax(amax_bits, m);
+    __shared__ unsigned wm[32];
+    if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < (blockDim.x >> 5) ? wm[threadIdx.x] : 0u;
+        m = warp_max(m);
+        if (threadIdx.x == 0 && m) atomicMax(amax_bits, m);
+    }
 }
 
 __global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv) {
@@ -47,10 +82,30 @@ __global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* gi
     if (inv) *inv = 1.0f / s;
 }
 
-template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given, uint8_t* codes) {
-    float scale = given ? *given : *scale_p;
-    size_t i0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4;
-    for (size_t i = i0; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given,
+                                                 uint8_t* codes, int vec) {
+    const float scale = given ? *given : *scale_p;
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
+        constexpr int VN = Vec<T>::N;
+        const typename Vec<T>::V* xv = (const typename Vec<T>::V*)x;
+        for (size_t i = tid; i < n / VN; i += nt) {
+            float f[VN];
+            unpack<T>(__ldg(xv + i), f);
+            uint32_t w[2] = {0, 0};
+#pragma unroll
+            for (int k = 0; k < VN; k++) {
+                const float v = f[k] * scale;
+                const uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
+                w[k >> 2] |= (uint32_t)c << (8 * (k & 3));
+            }
+            if (VN == 4) ((uint32_t*)codes)[i] = w[0];
+            else ((uint2*)codes)[i] = make_uint2(w[0], w[1]);
+        }
+        return;
+    }
+    size_t i0 = tid * 4;
+    for (size_t i = i0; i < n; i += nt * 4) {
         uint32_t w = 0;
         int m = n - i < 4 ? (int)(n - i) : 4;
         for (int k = 0; k < m; k++) {
@@ -63,9 +118,17 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
     }
 }
 
-__global__ void k_to_bf16(const float* x, size_t n, uint16_t* out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = mx_bf16_from_f32(x[i]);
+__global__ void k_to_bf16(const float* x, size_t n, uint16_t* out, int vec) {
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    if (vec) { /* 4 per thread and step: a 16-byte load, an 8-byte store */
+        for (size_t i = tid; i < n / 4; i += nt) {
+            const float4 v = __ldg((const float4*)x + i);
+            ((uint2*)out)[i] = make_uint2((uint32_t)mx_bf16_from_f32(v.x) | ((uint32_t)mx_bf16_from_f32(v.y) << 16),
+                                          (uint32_t)mx_bf16_from_f32(v.z) | ((uint32_t)mx_bf16_from_f32(v.w) << 16));
+        }
+        return;
+    }
+    for (size_t i = tid; i < n; i += nt) out[i] = mx_bf16_from_f32(x[i]);
 }
 
 }  // namespace
@@ -84,22 +147,26 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
     if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
     cudaStream_t st = MXG_STREAM(stream);
     CU_TRY(cudaMemsetAsync(d_bits, 0, sizeof(unsigned), st));
-    int grid = 132 * 8;
-    if (dt == MXG_BF16) k_amax<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, d_bits);
-    else k_amax<float><<<grid, 256, 0, st>>>((const float*)x, n, d_bits);
+    const int grid = 132 * 8;
+    const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
+    const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
+    if (dt == MXG_BF16) k_amax<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, d_bits, vec);
+    else k_amax<float><<<grid, 256, 0, st>>>((const float*)x, n, d_bits, vec);
     CU_LAUNCHED();
     k_fp8_scale<<<1, 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale);
     CU_LAUNCHED();
     if (codes) {
-        if (dt == MXG_BF16) k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, codes);
-        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes);
+        if (dt == MXG_BF16)
+            k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, codes, vc);
+        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes, vc);
         CU_LAUNCHED();
     }
     return MX_OK;
 }
 
 extern "C" int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream) {
-    k_to_bf16<<<132 * 8, 256, 0, MXG_STREAM(stream)>>>(x, n, out);
+    const int vec = !((uintptr_t)x & 15) && !((uintptr_t)out & 7) && n % 4 == 0;
+    k_to_bf16<<<132 * 8, 256, 0, MXG_STREAM(stream)>>>(x, n, out, vec);
     CU_LAUNCHED();
     return MX_OK;
 }

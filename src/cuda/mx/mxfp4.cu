@@ -35,7 +35,7 @@ constexpr int NT = 256;  // threads per CTA
 
 struct Slot {
     int active, l32;           // l32: 32x32 layout
-    int rule, sr;
+    int rule, sr, sr_tn;       // sr_tn: SR index in the transposed operand's coordinates (mxg_qspec)
     uint64_t seed;
     uint32_t tid;
     int had_n, rnd;
@@ -172,8 +172,12 @@ __device__ __forceinline__ void quant_pass(const Slot& s, float* xs, uint8_t* sc
         }
         fwht_rt(v, rn);
         int clip;
-        uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid, (uint64_t)gr * cols + gc, DIR ? (uint64_t)cols : 1,
-                             pk[k], clip);
+        /* SR index of element (gr + i, gc) (DIR 1) or (gr, gc + i): in x's coordinates, or with sr_tn
+         * in those of x^T [cols, rows], the TN operand linear.c quantizes after its transpose */
+        const bool tn = DIR && s.sr_tn;
+        uint8_t sb = quant32(v, s.rule, s.l32, s.sr, s.seed, s.tid,
+                             tn ? (uint64_t)gc * rows + gr : (uint64_t)gr * cols + gc,
+                             (DIR && !tn) ? (uint64_t)cols : 1, pk[k], clip);
         sbk[k] = sb;
         scl[li * NB + bi] = sb;
         if (valid && clip && (!s.l32 || lane == 0)) atomicAdd(&cnt[2 * DIR], 1u);
@@ -488,6 +492,7 @@ int make_slot(const mxg_qspec* sp, const mxg_qout* o, int dir, int rows, int col
     s->l32 = sp->layout == MX_LAYOUT_32x32;
     s->rule = sp->scale;
     s->sr = sp->round == MX_ROUND_SR;
+    s->sr_tn = dir == 1 && sp->sr_tn;
     s->seed = sp->seed;
     s->tid = sp->tensor_id;
     s->had_n = sp->had_n;

@@ -8,7 +8,8 @@
  *
  * TN GEMMs (mxg_gemm_tn, mxg_gemm_tn_acc: the linear layer): C[M,N] =
  * A[M,K] B[N,K]^T, both operands row-major with K contiguous (what cuBLASLt's
- * FP8 kernels require on Hopper). In cuBLASLt's column-major terms that is
+ * FP8 kernels require on Hopper); mxg_gemm_lin, the linear layer's entry, also
+ * takes BF16 operands stored transposed (A [K,M], B [K,N]: no transpose pass). In cuBLASLt's column-major terms that is
  * D^T[N,M] = op(B)[N,K] op(A)[K,M] with transa = T on our B and transb = N
  * on our A. Paths: BF16 x BF16 (baseline and the exact emulation of MXFP4
  * once the operands are dequantized: mxg_gemm_mxfp4_exact); FP8 with
@@ -41,9 +42,11 @@ cudaDataType_t cuda_type(int t) {
 /* ---- TN plans (the linear layer) ---- */
 int make_plan(lt_plan* p, cublasLtHandle_t lt) {
     const int mode = p->key.mode, at = p->key.at, bt = p->key.bt, ct = p->key.ct, M = p->key.M, N = p->key.N,
-              K = p->key.K;
+              K = p->key.K, a_tr = p->key.ta, b_tr = p->key.tb;
     LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    /* our B stored [N,K] (col-major K x N: op T) or, b_tr, [K,N] (N x K: op N); our A stored [M,K]
+     * (K x M: op N) or, a_tr, [K,M] (M x K: op T) */
+    cublasOperation_t ta = b_tr ? CUBLAS_OP_N : CUBLAS_OP_T, tb = a_tr ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (mode != MXG_SCALE_NONE) {
@@ -62,8 +65,10 @@ int make_plan(lt_plan* p, cublasLtHandle_t lt) {
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy));
     }
     /* cuBLASLt A = our B (K x N col-major, ld K), B = our A (K x M, ld K), D = N x M (ld N) */
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->la, cuda_type(bt), K, N, K));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, cuda_type(at), K, M, K));
+    if (b_tr) LT_TRY(cublasLtMatrixLayoutCreate(&p->la, cuda_type(bt), N, K, N));
+    else LT_TRY(cublasLtMatrixLayoutCreate(&p->la, cuda_type(bt), K, N, K));
+    if (a_tr) LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, cuda_type(at), M, K, M));
+    else LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, cuda_type(at), K, M, K));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, cuda_type(ct), N, M, N));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -139,6 +144,12 @@ extern "C" int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type,
 extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale,
                                const void* B, mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M,
                                int N, int K, int accumulate, void* stream) {
+    return mxg_gemm_lin(mode, A, a_type, 0, a_scale, B, b_type, 0, b_scale, C, c_type, M, N, K, accumulate, stream);
+}
+
+int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr, const float* a_scale, const void* B,
+                 mxg_dtype b_type, int b_tr, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K,
+                 int accumulate, void* stream) {
     cublasLtHandle_t lt;
     int rc = lt_get(&lt, NULL); /* the handle first, as always */
     if (rc) return rc;
@@ -150,8 +161,11 @@ extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_t
     if (mode != MXG_SCALE_NONE && (((uintptr_t)a_scale | (uintptr_t)b_scale) & 15))
         return mx_fail(MX_EINVAL, "mxg_gemm_tn: scale pointers must be 16-byte aligned (cuBLASLt)");
     if (mode == MXG_SCALE_VEC128 && K % 128) return mx_fail(MX_EINVAL, "mxg_gemm_tn: VEC128 needs K %% 128 == 0");
+    if (mode != MXG_SCALE_NONE && (a_tr || b_tr))
+        return mx_fail(MX_EINVAL, "mxg_gemm_tn: FP8 operands must be K-contiguous (TN) on Hopper");
     lt_key k = lt_key_zero(LT_TN);
     k.mode = mode; k.at = a_type; k.bt = b_type; k.ct = c_type; k.M = M; k.N = N; k.K = K;
+    k.ta = a_tr != 0; k.tb = b_tr != 0;
     lt_plan* p;
     rc = lt_plan_get(&p, &k, make_plan);
     if (rc) return rc;

@@ -2,11 +2,18 @@
  * linear.cu: the quantized linear layer on the GPU, the twin of src/nn/linear.c.
  *
  * Same recipe, same operands, same random streams as the CPU: for GEMM g the
- * two TN operands ([rows, R], R the reduction dim contiguous) are made
- * (transposed in a scratch buffer where the GEMM needs it: W for Dgrad, dY and
- * X for Wgrad, exactly as linear.c does), rotated and quantized by the
+ * two TN operands ([rows, R], R the reduction dim contiguous; linear.c
+ * transposes W for Dgrad, dY and X for Wgrad) are rotated and quantized by the
  * bit-exact quantizers of ../mx/mxfp4.cu with linear.c's seeds, stream ids and
- * element indices, then multiplied with FP32 accumulation:
+ * element indices, then multiplied with FP32 accumulation. The GPU makes the
+ * same operands without transposing FP32 tensors: BF16 operands are converted
+ * as stored and the GEMM reads them transposed; FP8 codes (an elementwise cast
+ * under a per-tensor scale) are made as stored and transposed as bytes; MXFP4
+ * 1x32 operands of a transposed tensor come from the column-direction (32x1)
+ * quantizer with the SR index of the transposed operand (mxg_qspec.sr_tn): the
+ * same bits as linear.c's transpose-then-quantize (only 32x32 weight tiles
+ * are still transposed in FP32 first). The backward converts or casts dY once
+ * for Dgrad and Wgrad where the two take the same operand (BF16, FP8):
  *   fp32   FP32 GEMM (no TF32) straight on the untransposed tensors
  *   bf16   both operands rounded to BF16 (RNE), BF16 GEMM
  *   fp8    per-tensor current scaling, E4M3 (E5M2 for dY), FP8 GEMM with the
@@ -24,6 +31,7 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/nn/gemm.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 #include "mxlm/linear_plan.h"
@@ -44,9 +52,10 @@ struct mxg_linws {
 
 namespace {
 
-/* dst[cols, rows] = src[rows, cols]^T in 32x32 tiles through shared memory. */
-__global__ void k_transpose(float* __restrict__ dst, const float* __restrict__ src, int rows, int cols) {
-    __shared__ float tile[32][33];
+/* dst[cols, rows] = src[rows, cols]^T in 32x32 tiles through shared memory (FP32 values, FP8 codes). */
+template <typename T>
+__global__ void k_transpose(T* __restrict__ dst, const T* __restrict__ src, int rows, int cols) {
+    __shared__ T tile[32][33];
     int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
     for (int i = threadIdx.y; i < 32; i += 8) {
         int r = r0 + i, c = c0 + threadIdx.x;
@@ -59,9 +68,9 @@ __global__ void k_transpose(float* __restrict__ dst, const float* __restrict__ s
     }
 }
 
-int transpose(float* dst, const float* src, int rows, int cols, cudaStream_t st) {
+template <typename T> int transpose(T* dst, const T* src, int rows, int cols, cudaStream_t st) {
     dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
-    k_transpose<<<grid, block, 0, st>>>(dst, src, rows, cols);
+    k_transpose<T><<<grid, block, 0, st>>>(dst, src, rows, cols);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -124,10 +133,11 @@ int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
     }
 }
 
-int gemm_timed(mxg_scale_mode mode, const void* A, mxg_dtype at, const float* as, const void* B, mxg_dtype bt,
-               const float* bs, void* C, mxg_dtype ct, int M, int N, int K, int acc, void* stream) {
+int gemm_timed(mxg_scale_mode mode, const void* A, mxg_dtype at, int a_tr, const float* as, const void* B,
+               mxg_dtype bt, int b_tr, const float* bs, void* C, mxg_dtype ct, int M, int N, int K, int acc,
+               void* stream) {
     PROF_B(PROF_GEMM, MXG_STREAM(stream));
-    int rc = mxg_gemm_tn_acc(mode, A, at, as, B, bt, bs, C, ct, M, N, K, acc, stream);
+    int rc = mxg_gemm_lin(mode, A, at, a_tr, as, B, bt, b_tr, bs, C, ct, M, N, K, acc, stream);
     PROF_E(PROF_GEMM, MXG_STREAM(stream));
     return rc;
 }
@@ -198,8 +208,14 @@ extern "C" int mxg_linws_counters(const mxg_linws* w, unsigned long long out[2])
     return MX_OK;
 }
 
-extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
-                                  int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {
+namespace {
+
+/* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
+ * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
+ * made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
+ * scale in sc[0..7]; the caller checks that the two GEMMs take the same operand). */
+int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
+                int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
     const mx_gemm_recipe* q = &c->recipe->g[g];
     int rc = check_dims(g, c->recipe, Ma, Nb, R);
     if (rc) return rc;
@@ -218,35 +234,41 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
                        mx_gemm_name(g), Ma, R, Nb, R, w->cap);
     PROF_B(PROF_QUANT, st);
-    /* the TN operands [rows, R] */
-    const float* op[2] = {A, B};
+    const float* op[2] = {A, B}; /* as stored: [rows, R], or [R, rows] where tr */
     const int rows[2] = {Ma, Nb}, tr[2] = {a_t, b_t};
-    for (int o = 0; o < 2; o++)
-        if (tr[o]) {
-            rc = transpose(w->t[o], op[o], R, rows[o], st); /* stored [R, rows] -> [rows, R] */
-            if (rc) return rc;
-            op[o] = w->t[o];
-        }
     switch (f->scale) {
-    case MX_SCALE_NONE: /* BF16 elements */
+    case MX_SCALE_NONE: /* BF16 elements, converted as stored; the GEMM reads a transposed one as such */
+    {
+        const uint16_t* h[2] = {w->h[0], w->h[1]};
         for (int o = 0; o < 2 && !rc; o++) {
-            rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
-            if (!rc && tele[o]) rc = opstats(op[o], (size_t)rows[o] * R, 0, w->h[o], NULL, NULL, tele[o], st);
+            const int is_x = (g == MX_FPROP && o == 0) || (g == MX_WGRAD && o == 1); /* the layer input X */
+            if (is_x && c->x16) h[o] = c->x16;
+            else if (!(o == 0 && a_ready)) rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
+            if (!rc && tele[o]) rc = opstats(op[o], (size_t)rows[o] * R, 0, h[o], NULL, NULL, tele[o], st);
         }
         PROF_E(PROF_QUANT, st);
         if (!rc)
-            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
-                                 R, accumulate, stream);
+            rc = gemm_timed(MXG_SCALE_NONE, h[0], MXG_BF16, tr[0], NULL, h[1], MXG_BF16, tr[1], NULL, C, MXG_F32, Ma,
+                            Nb, R, accumulate, stream);
         return rc;
-    case MX_SCALE_TENSOR: { /* FP8, per-tensor scale */
+    }
+    case MX_SCALE_TENSOR: { /* FP8, per-tensor scale: codes cast as stored, transposed as bytes */
         mxg_dtype kt[2];
+        const uint8_t* tn[2];
         for (int o = 0; o < 2 && !rc; o++) {
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
             float* s = w->sc + 8 * o; /* amax, scale, _, _, inv_scale (16-byte aligned) */
-            rc = mxg_fp8_quantize(op[o], MXG_F32, (size_t)rows[o] * R, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
-            if (!rc && tele[o])
-                rc = opstats(op[o], (size_t)rows[o] * R, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
+            const size_t n = (size_t)rows[o] * R;
+            if (!(o == 0 && a_ready))
+                rc = mxg_fp8_quantize(op[o], MXG_F32, n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+            if (!rc && tele[o]) rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
+            tn[o] = w->q8[o];
+            if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
+                uint8_t* d = (uint8_t*)w->t[o];
+                rc = transpose<uint8_t>(d, w->q8[o], R, rows[o], st);
+                tn[o] = d;
+            }
         }
         if (rc) return rc;
         if (R % 128 == 0) {
@@ -261,12 +283,12 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
                 CU_LAUNCHED();
             }
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], kt[0], w->fs[0], w->q8[1], kt[1], w->fs[1], C,
-                                   MXG_F32, Ma, Nb, R, accumulate, stream);
+            return gemm_timed(MXG_SCALE_VEC128, tn[0], kt[0], 0, w->fs[0], tn[1], kt[1], 0, w->fs[1], C, MXG_F32, Ma,
+                              Nb, R, accumulate, stream);
         }
         PROF_E(PROF_QUANT, st);
-        return gemm_timed(MXG_SCALE_TENSOR, w->q8[0], kt[0], w->sc + 4, w->q8[1], kt[1], w->sc + 12, C,
-                               MXG_F32, Ma, Nb, R, accumulate, stream);
+        return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, w->sc + 4, tn[1], kt[1], 0, w->sc + 12, C, MXG_F32, Ma,
+                          Nb, R, accumulate, stream);
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks */
         const int fast = !c->exact && R % 128 == 0;
@@ -284,6 +306,20 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
             s.had_random = q->had_random;
             s.had_seed = mx_rh_seed(c->recipe, c->seed, c->step);
             s.rot_id = mx_rot_id(c->layer_id, g);
+            const float* x = op[o];
+            int xr = rows[o], xc = R; /* the tensor quantized, [xr, xc] */
+            if (tr[o] && s.layout == MX_LAYOUT_1x32) {
+                /* x^T's 1x32 blocks are x's 32x1 ones: the column-direction pass on x as stored, the SR
+                 * index taken in x^T's coordinates; the outputs land in x^T's (the TN) layout */
+                s.layout = MX_LAYOUT_32x1;
+                s.sr_tn = 1;
+                xr = R;
+                xc = rows[o];
+            } else if (tr[o]) { /* 32x32 weight tiles: transposed in FP32 first */
+                rc = transpose<float>(w->t[o], op[o], R, rows[o], st); /* stored [R, rows] -> [rows, R] */
+                if (rc) return rc;
+                x = w->t[o];
+            }
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
@@ -296,15 +332,17 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
                 qo.codes = w->codes[o];
                 qo.scales = w->scales[o];
                 w->last_rows[o] = rows[o];
-                w->last_layout[o] = s.layout;
+                w->last_layout[o] = qp.layout; /* 32x1 codes of x are the 1x32 codes of x^T, byte for byte */
             }
-            rc = mxg_quantize(op[o], MXG_F32, rows[o], R, &s, &qo, NULL, NULL, stream);
+            rc = mxg_quantize(x, MXG_F32, xr, xc, s.layout == MX_LAYOUT_32x1 ? NULL : &s,
+                              s.layout == MX_LAYOUT_32x1 ? NULL : &qo, s.layout == MX_LAYOUT_32x1 ? &s : NULL,
+                              s.layout == MX_LAYOUT_32x1 ? &qo : NULL, stream);
         }
         if (rc) return rc;
         if (fast) {
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], MXG_E4M3, w->fs[0], w->q8[1], MXG_E4M3, w->fs[1], C,
-                                   MXG_F32, Ma, Nb, R, accumulate, stream);
+            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], MXG_E4M3, 0, w->fs[0], w->q8[1], MXG_E4M3, 0, w->fs[1], C,
+                              MXG_F32, Ma, Nb, R, accumulate, stream);
         }
         w->last_R = R;
         for (int o = 0; o < 2 && !rc; o++) {
@@ -313,12 +351,28 @@ extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const f
         }
         PROF_E(PROF_QUANT, st);
         if (!rc)
-            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, NULL, w->h[1], MXG_BF16, NULL, C, MXG_F32, Ma, Nb,
-                                 R, accumulate, stream);
+            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, C, MXG_F32, Ma, Nb,
+                            R, accumulate, stream);
         return rc;
     }
     default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", mx_gemm_name(g), (int)q->fmt);
     }
+}
+
+/* Dgrad's operand a (dY as stored) serves Wgrad's (dY^T) unchanged: the same BF16 values, or the same
+ * FP8 codes and scale (E5M2 under dY's per-tensor amax in both), transposed as bytes. */
+int dy_shared(const mx_recipe* r) {
+    const mx_gemm_recipe *d = &r->g[MX_DGRAD], *w = &r->g[MX_WGRAD];
+    const mx_format_info* f = mx_format_get(d->fmt);
+    return f && d->fmt == w->fmt && (f->scale == MX_SCALE_NONE || f->scale == MX_SCALE_TENSOR) && !d->had_n &&
+           !w->had_n && f->elem != MX_ELEM_FP32;
+}
+
+}  // namespace
+
+extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
+                                  int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {
+    return recipe_gemm(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, 0, stream);
 }
 
 extern "C" int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, float* Y, int M, int K,
@@ -328,8 +382,15 @@ extern "C" int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const
 
 extern "C" int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY, float* dX,
                                    float* dW, int M, int K, int N, void* stream) {
+    return mxg_linear_backward_acc(c, X, W, dY, dX, dW, M, K, N, 1, stream);
+}
+
+extern "C" int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY,
+                                       float* dX, float* dW, int M, int K, int N, int dx_acc, void* stream) {
     int rc = MX_OK;
-    if (dX) rc = mxg_gemm_recipe_tn(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, 1, stream); /* dX[M,K] += dY[M,N] (W^T)[K,N]^T */
-    if (!rc && dW) rc = mxg_gemm_recipe_tn(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, stream); /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
+    /* dX[M,K] (+)= dY[M,N] (W^T)[K,N]^T */
+    if (dX) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, 0, stream);
+    /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
+    if (!rc && dW) rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, dX && dy_shared(c->recipe), stream);
     return rc;
 }

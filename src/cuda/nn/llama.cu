@@ -60,6 +60,7 @@ struct mxg_llama {
     int head_bf16;                  /* LM head GEMMs on BF16 operands (tensor cores) */
     int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
     uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
+    uint16_t* x16;                  // [N, D]: a block input rounded to BF16 once for the linears sharing it
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 6] telemetry per block linear, [gemm][operand]
     int tele_on;
@@ -178,10 +179,16 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
 }
 
 int choose_nc(const mx_model_config* c, int N) {
-    /* a logits chunk of about 64 Mi floats at most, a multiple of 8 rows */
-    long nc = (64l << 20) / c->vocab;
-    if (nc > N) nc = N;
-    nc = nc / 8 * 8;
+    /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32 + 0.5 GiB of BF16 dlogits), the
+     * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
+     * and written once per chunk, and the dxnf GEMM ([nc, D] outputs, K = V, no split-K) needs nc
+     * large to fill the GPU (64 Mi logits per chunk had made the head 28% of a 1b step). */
+    long cap = (256l << 20) / c->vocab;
+    if (cap < 8) cap = 8;
+    long chunks = (N + cap - 1) / cap;
+    long nc = (N + chunks - 1) / chunks;
+    nc = (nc + 7) / 8 * 8;
+    if (nc > cap) nc = cap / 8 * 8;
     if (nc < 8) nc = 8;
     return (int)nc;
 }
@@ -213,7 +220,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int
     Part parts[64];
     int n = act_parts(&g, parts, B, T);
     for (int i = 0; i < n; i++) e->acts += (int64_t)up16(parts[i].n) * 4;
-    e->acts += ((int64_t)B * T * cfg->dim + (int64_t)g.Nc * cfg->vocab) * 2; /* BF16 head operands */
+    e->acts += (2 * (int64_t)B * T * cfg->dim + (int64_t)g.Nc * cfg->vocab) * 2; /* BF16 head operands, x16 */
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     const int N = B * T;
     e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
@@ -324,6 +331,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
+    DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -361,7 +369,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     if (!g) return;
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
-    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->tele);
+    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->x16); cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
     if (g->st) cudaStreamDestroy(g->st);
@@ -440,19 +448,36 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.exact = g->exact;
     c.ws = g->lin;
     c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * 6 : NULL;
+    c.x16 = NULL;
     return c;
 }
 
+/* X (the input of the linears q/k/v or gate/up of block l) rounded to BF16 once into g->x16 when the
+ * block's recipe gives GEMM `gm` (Fprop or Wgrad) BF16 operands; NULL otherwise (each linear then
+ * converts or quantizes X itself). */
+static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const float* X, size_t n, int* rc) {
+    const mx_format_info* f = mx_format_get(block_recipe(g, l)->g[gm].fmt);
+    *rc = MX_OK;
+    if (!f || f->scale != MX_SCALE_NONE || f->elem == MX_ELEM_FP32) return NULL;
+    PROF_B(PROF_QUANT, g->st);
+    *rc = mxg_to_bf16(X, n, g->x16, g->st);
+    PROF_E(PROF_QUANT, g->st);
+    return *rc ? NULL : g->x16;
+}
+
 static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, float* Y, int M, int K,
-                   int N) {
+                   int N, const uint16_t* x16 = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    c.x16 = x16;
     return mxg_linear_forward(&c, X, W, Y, M, K, N, g->st);
 }
 
+/* dx_acc 0: dX = its product (the first linear reading that input), 1: dX += (the others). */
 static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
-                   float* dX, float* dW, int M, int K, int N) {
+                   float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
-    return mxg_linear_backward(&c, X, W, dY, dX, dW, M, K, N, g->st);
+    c.x16 = x16;
+    return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
 }
 
 /* Embedding and blocks: x[L] (the final residual stream) from tokens already on the device. */
@@ -484,9 +509,12 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_forward(xn1, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
         PROF_E(PROF_ELEM, st);
-        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD));
-        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, k, N, D, KD));
-        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, v, N, D, KD));
+        int rc16;
+        const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, ND, &rc16);
+        CHK(rc16);
+        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD, x16));
+        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, k, N, D, KD, x16));
+        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, v, N, D, KD, x16));
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rope_forward(q, g->rope_cos, g->rope_sin, B, T, H, hd, st));
         CHK(mxg_rope_forward(k, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
@@ -502,8 +530,10 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(mxg_add(xmid, x, g->tmp, ND, st));
         CHK(mxg_rmsnorm_forward(xn2, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
         PROF_E(PROF_ELEM, st);
-        CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F));
-        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F));
+        x16 = shared_x16(g, l, MX_FPROP, xn2, ND, &rc16);
+        CHK(rc16);
+        CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16));
+        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16));
         PROF_B(PROF_ELEM, st);
         CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
         PROF_E(PROF_ELEM, st);
@@ -585,28 +615,28 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
             CHK(mxg_rmsnorm_forward(xn2, g->tmp, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
             CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
         }
-        CU_TRY(cudaMemsetAsync(g->dhid, 0, (size_t)N * F * 4, st));
         PROF_E(PROF_ELEM, st);
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, g->dhid,
-                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D));
+                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0));
         PROF_B(PROF_ELEM, st);
         CHK(mxg_swiglu_backward(g->dgate, g->dup, g->dhid, gate, up, (size_t)N * F, st));
-        CU_TRY(cudaMemsetAsync(g->dxn, 0, ND * 4, st));
         PROF_E(PROF_ELEM, st);
+        int rc16;
+        const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, ND, &rc16);
+        CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, g->dgate, g->dxn,
-                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F));
+                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16));
         CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, g->dup, g->dxn,
-                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F));
+                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FFN_NORM) + (size_t)l * D, g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
                                  g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
         if (g->recompute)
             CHK(mxg_rmsnorm_forward(xn1, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
-        CU_TRY(cudaMemsetAsync(g->dao, 0, (size_t)N * QD * 4, st));
         PROF_E(PROF_ELEM, st);
         CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
-                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D));
+                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D, 0));
         PROF_B(PROF_ATTN, st);
         if (g->attn == MXG_ATTN_FLASH)
             CHK(mxg_attention_backward_flash(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
@@ -618,14 +648,15 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rope_backward(g->dq, g->rope_cos, g->rope_sin, B, T, H, hd, st));
         CHK(mxg_rope_backward(g->dk, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
-        CU_TRY(cudaMemsetAsync(g->dxn, 0, ND * 4, st));
         PROF_E(PROF_ELEM, st);
+        x16 = shared_x16(g, l, MX_WGRAD, xn1, ND, &rc16);
+        CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, g->dq, g->dxn,
-                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD));
+                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD, 0, x16));
         CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, g->dk, g->dxn,
-                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD));
+                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD, 1, x16));
         CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, g->dv, g->dxn,
-                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD));
+                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD, 1, x16));
         /* dx becomes the gradient of the block input x[l] */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_ATTN_NORM) + (size_t)l * D, g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,

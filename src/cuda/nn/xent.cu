@@ -25,9 +25,11 @@ namespace {
 
 #define XENT_THREADS 1024
 
-/* mode 0: probabilities in place (mx_xent_forward); 1: dlogits = (p - onehot) * scale. */
+/* mode 0: probabilities in place (mx_xent_forward); 1: dlogits = (p - onehot) * scale, in place or,
+ * with out16, rounded to BF16 (RNE) into out16 [rows, V] and the logits left as they were (the
+ * head's backward GEMMs read BF16: one pass instead of an FP32 write and a conversion). */
 __global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* losses, const int32_t* targets, int V,
-                                                       float scale, int mode) {
+                                                       float scale, int mode, uint16_t* out16) {
     float* z = logits + (size_t)blockIdx.x * V;
     const int tgt = targets[blockIdx.x];
     float mx = -INFINITY;
@@ -40,7 +42,9 @@ __global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* los
     const float inv = (float)(1.0 / sum);
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
         const float p = expf(z[i] - mx) * inv;
-        z[i] = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
+        const float d = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
+        if (out16) out16[(size_t)blockIdx.x * V + i] = mx_bf16_from_f32(d);
+        else z[i] = d;
     }
     if (threadIdx.x == 0) losses[blockIdx.x] = (float)(log(sum) - (double)zt);
 }
@@ -62,7 +66,7 @@ __global__ void k_mean(float* out, const float* x, int n) {
 
 extern "C" int mxg_xent_forward(float* logits, float* losses, const int32_t* targets, int N, int V, void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_forward: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0, NULL);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -77,7 +81,15 @@ extern "C" int mxg_xent_backward(float* probs, const int32_t* targets, int N, in
 extern "C" int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale,
                               void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1, NULL);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_xent_fused_bf16(const float* logits, uint16_t* dlogits, float* losses, const int32_t* targets,
+                                   int N, int V, float scale, void* stream) {
+    ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused_bf16: bad shape N %d V %d", N, V);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>((float*)logits, losses, targets, V, scale, 1, dlogits);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -97,11 +109,12 @@ static int head_chunks(const void* xnf, const void* head, int bf16, const int32_
         const int nc = N - n0 < Nc ? N - n0 : Nc;
         const void* xc = (const char*)xnf + (size_t)n0 * D * es; /* [nc, D] */
         int rc = mxg_gemm_f32acc(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, bf16, stream); /* logits [nc, V] */
-        if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
-        const void* dl = chunk; /* dlogits [nc, V] */
+        const void* dl = chunk; /* dlogits [nc, V]: FP32 in place, or BF16 in chunk16 */
         if (!rc && dxnf && bf16) {
-            rc = mxg_to_bf16(chunk, (size_t)nc * V, chunk16, stream);
+            rc = mxg_xent_fused_bf16(chunk, chunk16, losses + n0, targets + n0, nc, V, scale, stream);
             dl = chunk16;
+        } else if (!rc) {
+            rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
         }
         if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, dl, V, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
         if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, dl, V, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */

@@ -1,0 +1,87 @@
+#!/bin/bash
+# bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
+# tests, the trainer's speed with its time split, optionally the PyTorch peer and an nsys kernel
+# summary, a short table last. Not a test. Run from the repository root on the GPU machine:
+#   OUT=$OUT PARTS="tests speed nsys peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#     bash bench/device_round.sh
+# Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
+#   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
+#   tar cf - -C <dir> . | xz -9 > .device-carry/bins.tar.xz), else build/cuda/* as they are.
+set -u
+# Everything is written under W; only r.tgz (all of it) and summary.txt go to $OUT (the device tool
+# brings back a few files per call).
+RET=${OUT:-/tmp/round}; mkdir -p "$RET"
+OUT=${WORK:-/tmp/round-work}; rm -rf "$OUT"; mkdir -p "$OUT"
+PARTS=${PARTS:-tests speed}
+CONFIGS=${CONFIGS:-125m:16:1024 350m:8:2048 1b:4:2048}
+RECIPES=${RECIPES:-bf16 fp8 mxfp4-fdw-h16}
+STEPS=${STEPS:-8}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+export PATH=/usr/local/cuda/bin:$PATH
+V=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH=$V/nccl/lib:${LD_LIBRARY_PATH:-} NCCL_INC=$V/nccl/include NCCL_LIB=$V/nccl/lib NCCL_NVLS_ENABLE=0
+export OMP_WAIT_POLICY=passive
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader > "$OUT/gpu.txt"
+if [ -f .device-carry/bins.tar.xz ]; then
+  mkdir -p /tmp/bins build/cuda/tests/gpu && xz -dc .device-carry/bins.tar.xz | tar xf - -C /tmp/bins
+  cp /tmp/bins/mxlm build/cuda/mxlm
+  for b in run layers attn; do cp /tmp/bins/$b build/cuda/tests/gpu/$b; done
+fi
+[ -f build/data/tiny_train.bin ] || make build/data/tiny_train.bin > /dev/null
+t0=$(date +%s)
+if has tests; then
+  LOGS=$OUT/t bash tests/gpu/run_all.sh > "$OUT/tests.txt" 2>&1
+  echo "tests: $(tail -1 "$OUT/tests.txt") ($(( $(date +%s) - t0 )) s)"
+fi
+if has speed; then
+  MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
+  echo "speed done ($(( $(date +%s) - t0 )) s)"
+fi
+if has nsys && command -v nsys > /dev/null; then
+  for pc in ${NSYS_CONFIGS:-125m:16:1024:bf16}; do
+    IFS=: read -r p b t r <<< "$pc"
+    nsys profile -o "$OUT/ns-$p-$r" --force-overwrite true -t cuda --stats=false \
+      build/cuda/mxlm train --device cuda --preset "$p" --recipe "$r" --batch "$b" --seq "$t" --steps 4 --warmup 1 \
+      --eval-every 0 --val-tokens $((b * t)) --out "$OUT/nsrun-$p-$r" --log-every 1 --final-ckpt 0 > "$OUT/ns-$p-$r.log" 2>&1
+    nsys stats -q --report cuda_gpu_kern_sum --format csv "$OUT/ns-$p-$r.nsys-rep" > "$OUT/kern-$p-$r.csv" 2>/dev/null
+    rm -f "$OUT/ns-$p-$r.nsys-rep" "$OUT/ns-$p-$r.sqlite"; rm -rf "$OUT/nsrun-$p-$r"
+    python3 - "$OUT/kern-$p-$r.csv" <<'EOF' > "$OUT/kern-$p-$r.txt"
+import csv, sys
+rows = list(csv.DictReader(l for l in open(sys.argv[1]) if l.count(",") > 3))
+tot = sum(float(r["Total Time (ns)"]) for r in rows) or 1
+for r in rows[:25]:
+    print("%5.1f%% %8.2f ms %6s  %s" % (100 * float(r["Total Time (ns)"]) / tot, float(r["Total Time (ns)"]) / 1e6,
+                                       r["Instances"], r["Name"][:110]))
+EOF
+  done
+  echo "nsys done ($(( $(date +%s) - t0 )) s)"
+fi
+if has peer; then
+  for pc in $CONFIGS; do
+    IFS=: read -r p b t <<< "$pc"
+    /opt/torch/.venv/bin/python bench/torch_peer.py --preset "$p" --batch "$b" --seq "$t" --steps 20 --json \
+      > "$OUT/peer-$p.json" 2> "$OUT/peer-$p.err" || echo "peer $p: failed ($(tail -1 "$OUT/peer-$p.err"))"
+  done
+  cat "$OUT"/peer-*.json > "$OUT/peer.txt" 2>/dev/null
+  echo "peer done ($(( $(date +%s) - t0 )) s)"
+fi
+if has attn; then
+  timeout 200 build/cuda/tests/gpu/attn --bench > "$OUT/attn-bench.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 200 /opt/torch/.venv/bin/python bench/attn_peer.py > "$OUT/attn-peer.txt" 2>&1
+  echo "attention done ($(( $(date +%s) - t0 )) s)"
+fi
+if has layers; then
+  timeout 120 build/cuda/tests/gpu/layers --bench > "$OUT/layers-bench.txt" 2>&1
+  echo "layers bench done ($(( $(date +%s) - t0 )) s)"
+fi
+{
+cat "$OUT/gpu.txt"
+has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
+has speed && grep -E "^\|" "$OUT/speed.txt"
+has peer && cat "$OUT/peer.txt"
+for f in "$OUT"/kern-*.txt; do [ -f "$f" ] && { echo "== $f"; head -25 "$f"; }; done
+} > "$OUT/summary.txt"
+(cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*-fast' --exclude='*-exact' --exclude='*.bin' .)
+cp "$OUT/summary.txt" "$RET/summary.txt"
+cat "$OUT/summary.txt"
+exit 0
