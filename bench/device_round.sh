@@ -81,7 +81,7 @@ has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 for f in "$OUT"/kern-*.txt; do [ -f "$f" ] && { echo "== $f"; head -25 "$f"; }; done
 } > "$OUT/summary.txt"
-(cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*-fast' --exclude='*-exact' --exclude='*.bin' .)
+(cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*.bin' --exclude='*.ckpt' --exclude='.lock' .)
 cp "$OUT/summary.txt" "$RET/summary.txt"
 cat "$OUT/summary.txt"
 exit 0
