@@ -56,6 +56,10 @@ int mxg_embedding_backward(float* dtable, const float* dout, const int32_t* toke
 
 int mxg_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
                         void* stream);
+/* The same with out rounded to BF16 (RNE): out[i] == mx_bf16_from_f32(what mxg_rmsnorm_forward
+ * writes), bit for bit (the GPU model's storage of a norm output that only BF16 GEMMs read). */
+int mxg_rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
+                             void* stream);
 /* Floats of workspace for mxg_rmsnorm_backward: ceil(N/64) * D. */
 size_t mxg_rmsnorm_backward_workspace(int N, int D);
 /* dx += ..., dw += ... (dw: partial sums over the CPU's 64-token chunks,
@@ -136,8 +140,13 @@ int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_m
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 
 int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream);
+/* The same with h rounded to BF16 (RNE), bit for bit the rounding of mxg_swiglu_forward's h. */
+int mxg_swiglu_forward_bf16(uint16_t* h, const float* gate, const float* up, size_t n, void* stream);
 int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up, size_t n,
                         void* stream);
+/* The same with dgate, dup rounded to BF16 (RNE), bit for bit the rounding of mxg_swiglu_backward's. */
+int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const float* dh, const float* gate, const float* up,
+                             size_t n, void* stream);
 /* y = a + b (y may alias a or b). */
 int mxg_add(float* y, const float* a, const float* b, size_t n, void* stream);
 
@@ -229,6 +238,8 @@ typedef struct {
     const uint16_t* x16;  /* NULL, or X (the layer input) rounded to BF16 as stored, made once by the caller for
                              the linears that read the same X: Fprop's operand a and Wgrad's b use it where
                              their format is BF16 instead of converting X again (the same values) */
+    const uint16_t* dy16; /* NULL, or dY rounded to BF16 as stored (the backward): Dgrad's and Wgrad's operand a
+                             where their format is BF16 */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
@@ -257,13 +268,17 @@ typedef struct {
 /* Device memory the model needs for micro-batches of B x T. recompute: the
  * RMSNorm outputs and the SwiGLU product are recomputed in the backward
  * instead of being kept per layer. */
-void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, int attn, mxg_mem_estimate* e);
+void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute, int act16,
+                        int attn, mxg_mem_estimate* e);
 /* Attention implementations of the GPU model. */
 enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH = 3 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
- * out-of-memory error names the allocation, its size and the preset. */
+ * out-of-memory error names the allocation, its size and the preset.
+ * act16: where the recipe's Fprop and Wgrad take BF16 operands (bf16), keep the activations that only
+ * those GEMMs read (the RMSNorm outputs, the SwiGLU product) in BF16 only: the same values, half the
+ * memory, no conversions; the model then refuses telemetry (it needs the FP32 values). */
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
-                     int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn);
+                     int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16, int attn);
 void mxg_llama_free(mxg_llama* g);
 /* Host <-> device copies of the FP32 master weights ([n_params], the layout
  * of mx_param_layout) and the AdamW moments ([mxg_llama_shard_size]: n_params
@@ -354,7 +369,7 @@ int mxg_comm_group(mxg_comm* c, int begin);
 int mxg_adamw_pieces(const mx_piece* p, int n_pieces, float* params, const float* grads, float* m, float* v,
                      const mx_adamw_config* c, double lr, float gscale, int64_t t, void* stream);
 int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
-                          int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn,
+                          int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16, int attn,
                           mxg_comm* comm);
 size_t mxg_llama_shard_size(const mxg_llama* g);
 /* Rank `rank`'s owned parts of a full [n_params] host array <-> its packed

@@ -185,6 +185,13 @@ inline void compare(const char* what, const vecf& g, const vecf& c, int mode, do
         fail("%s: %zu of %zu elements out of tolerance%s (worst at %zu: gpu %.9g cpu %.9g)", what, bad, n,
              nan ? " (NaN)" : "", worst_i, (double)g[worst_i], (double)c[worst_i]);
 }
+/* A BF16 output against the RNE rounding of the FP32 output of the same kernel, bit for bit. */
+inline void same_as_bf16(const char* what, const std::vector<uint16_t>& h, const vecf& f) {
+    size_t bad = 0;
+    for (size_t i = 0; i < f.size(); i++) bad += h[i] != mx_bf16_from_f32(f[i]);
+    if (bad) fail("%s: %zu of %zu differ from the BF16 rounding of the FP32 output", what, bad, f.size());
+    else printf("    %-22s %zu/%zu equal to BF16(the FP32 output)\n", what, f.size(), f.size());
+}
 inline void same_bytes(const char* what, const void* a, const void* b, size_t bytes) {
     if (memcmp(a, b, bytes)) fail("%s: two GPU runs differ (not deterministic)", what);
     else printf("    %-22s deterministic (two runs, identical bytes)\n", what);

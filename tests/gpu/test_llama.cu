@@ -216,11 +216,13 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
         return;
     }
     vecf losses_c(m.losses, m.losses + N);
-    vecf grads[3], losses[3];
-    float loss_g[3] = {0, 0, 0};
-    for (int r = 0; r < 3; r++) { /* run 0 and 1: the same model twice; run 2: recompute */
+    vecf grads[5], losses[5];
+    float loss_g[5] = {0, 0, 0, 0, 0};
+    /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage of what only BF16 GEMMs read
+     * (act16: a no-op but for bf16 recipes); 4: both */
+    for (int r = 0; r < 5; r++) {
         mxg_llama* g = NULL;
-        MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2, attn));
+        MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r >= 3, attn));
         MXC(mxg_llama_upload(g, m.params, NULL, NULL));
         MXC(mxg_llama_set_head_bf16(g, head16)); /* the CPU model's head precision */
         for (int rep = 0; rep < (r == 1 ? 2 : 1); rep++) {
@@ -263,6 +265,9 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
     same_bytes("gradients (recompute)", grads[0].data(), grads[2].data(), m.n_params * 4);
     same_bytes("loss (2 runs)", &loss_g[0], &loss_g[1], 4);
     same_bytes("token losses", losses[0].data(), losses[2].data(), (size_t)N * 4);
+    same_bytes("gradients (act16)", grads[0].data(), grads[3].data(), m.n_params * 4);
+    same_bytes("gradients (act16 + recompute)", grads[0].data(), grads[4].data(), m.n_params * 4);
+    same_bytes("token losses (act16)", losses[0].data(), losses[3].data(), (size_t)N * 4);
     mx_llama_free(&m);
     end();
 }
@@ -315,7 +320,7 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
     std::vector<mx_linear_state> gl(nl);
     memset(gl.data(), 0, nl * sizeof(mx_linear_state));
     mxg_llama* g = NULL;
-    MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, 0, 0));
+    MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, 0, 0, 0));
     if (g) {
         MXC(mxg_llama_upload(g, m.params, NULL, NULL));
         MXC(mxg_llama_set_head_bf16(g, 0));

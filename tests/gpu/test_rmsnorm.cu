@@ -25,6 +25,12 @@ void test_rmsnorm(int N, int D) {
     vecf rstd_g = downf(drstd, N);
     compare("forward rstd", rstd_g, rstd_c, ELEM, 1e-6);
     compare("forward out", downf(dout_f, x.size()), out_c, ELEM, 1e-6);
+    {
+        Dev d16(x.size() * 2), dr16(N * 4);
+        MXC(mxg_rmsnorm_forward_bf16(d16.h(), dr16.f(), dxin.f(), dwt.f(), N, D, eps, NULL));
+        same_as_bf16("forward out (bf16)", down<uint16_t>(d16, x.size()), downf(dout_f, x.size()));
+        same_bytes("forward rstd (bf16)", downf(dr16, N).data(), rstd_g.data(), (size_t)N * 4);
+    }
     /* the backward from the CPU's rstd, so that dw can be checked bit for bit */
     up(drstd, rstd_c);
     vecf rdx[2], rdw[2];

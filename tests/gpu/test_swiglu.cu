@@ -19,6 +19,15 @@ void test_swiglu(size_t n) {
     /* CUDA's expf is within 2 ulp of the CPU's: elementwise 1e-5; dgate normwise (1 + g (1 - s)
      * cancels near silu' = 0, where an ulp of s is large relative to the result) */
     compare("forward h", downf(dhh, n), h_c, ELEM, 1e-5);
+    {
+        Dev d16(n * 2);
+        MXC(mxg_swiglu_forward_bf16(d16.h(), dg.f(), du.f(), n, NULL));
+        same_as_bf16("forward h (bf16)", down<uint16_t>(d16, n), downf(dhh, n));
+        Dev g16(n * 2), u16(n * 2);
+        MXC(mxg_swiglu_backward_bf16(g16.h(), u16.h(), ddh.f(), dg.f(), du.f(), n, NULL));
+        same_as_bf16("backward dgate (bf16)", down<uint16_t>(g16, n), downf(ddg, n));
+        same_as_bf16("backward dup (bf16)", down<uint16_t>(u16, n), downf(ddu, n));
+    }
     compare("backward dgate", downf(ddg, n), dg_c, NORM, 1e-6);
     compare("backward dup", downf(ddu, n), du_c, ELEM, 1e-5);
     Dev dsum(n * 4);

@@ -223,6 +223,12 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     cudaStream_t st = MXG_STREAM(stream);
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
+    /* an operand may be absent (NULL) only where its BF16 copy serves: a BF16 GEMM without telemetry */
+    const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : NULL}; /* BF16 copies */
+    const int bf16 = f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32;
+    for (int o = 0; o < 2; o++)
+        if (!(o ? B : A) && !(bf16 && given[o] && !tele[o]))
+            return mx_fail(MX_EINVAL, "linear %s: operand %c is missing", mx_gemm_name(g), o ? 'b' : 'a');
     if (f->elem == MX_ELEM_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
         PROF_B(PROF_GEMM, st);
         rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, C, Nb, accumulate, stream);
@@ -241,8 +247,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     {
         const uint16_t* h[2] = {w->h[0], w->h[1]};
         for (int o = 0; o < 2 && !rc; o++) {
-            const int is_x = (g == MX_FPROP && o == 0) || (g == MX_WGRAD && o == 1); /* the layer input X */
-            if (is_x && c->x16) h[o] = c->x16;
+            if (given[o]) h[o] = given[o]; /* X or dY, rounded by the caller */
             else if (!(o == 0 && a_ready)) rc = mxg_to_bf16(op[o], (size_t)rows[o] * R, w->h[o], stream);
             if (!rc && tele[o]) rc = opstats(op[o], (size_t)rows[o] * R, 0, h[o], NULL, NULL, tele[o], st);
         }

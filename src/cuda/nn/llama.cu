@@ -10,7 +10,9 @@
  *     probabilities (flash-style);
  *   - with `recompute` the RMSNorm outputs and the SwiGLU product are not
  *     kept per layer: the backward recomputes them (the same bits).
- * Activations are FP32; the block linears follow the recipe (linear.cu).
+ * Activations are FP32; the block linears follow the recipe (linear.cu). With
+ * act16 (bf16 recipes) the RMSNorm outputs and the SwiGLU product, which only
+ * BF16 GEMMs read, are stored in BF16 only (the values those GEMMs read either way).
  * No floating-point atomics (except the telemetry sums, mxg_opstats, which the
  * training does not read): two runs give the same bytes.
  * Built with --fmad=false (mk/cuda.mk) for its one kernel, the residual add
@@ -31,6 +33,7 @@ struct mxg_llama {
     size_t n_params;
     mx_recipe recipe, recipe_bf16;
     int bf16_first, bf16_last, exact, recompute, attn;
+    int act16;                      /* xn1, xn2, hid stored in BF16 only (mxg_llama_create's act16) */
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -38,12 +41,12 @@ struct mxg_llama {
     float *params, *grads, *m, *v;  // [n_params] each
     float* acts;                    // one allocation, carved below
     float *x;                       // [L+1, N, D]
-    float *xn1, *rstd1;             // [L or 1, N, D], [L, N]
+    float *xn1, *rstd1;             // [L or 1, N, D] (BF16 with act16), [L, N]
     float *q, *k, *v_;              // [L, N, QD], [L, N, KD] x2 (after RoPE)
     float *lse;                     // [L, B, H, T]
     float *ao;                      // [L, N, QD]
-    float *xmid, *xn2, *rstd2;      // [L, N, D], [L or 1, N, D], [L, N]
-    float *gate, *up, *hid;         // [L, N, F] x2, [L or 1, N, F]
+    float *xmid, *xn2, *rstd2;      // [L, N, D], [L or 1, N, D] (BF16 with act16), [L, N]
+    float *gate, *up, *hid;         // [L, N, F] x2, [L or 1, N, F] (BF16 with act16)
     float *xnf, *rstdf, *losses;    // [N, D], [N], [N]
     float *rope_cos, *rope_sin;     // [T, hd/2]
     float *dx, *dxn, *dq, *dk, *dv, *dao, *dgate, *dup, *dhid, *tmp; // [N, *]
@@ -151,6 +154,14 @@ struct Part {
 
 size_t up16(size_t n) { return (n + 63) / 64 * 64; }
 
+/* GEMM gm of recipe r takes BF16 operands (and no rotation): its X operand may come in BF16 */
+int bf16_operands(const mx_recipe* r, mx_gemm_id gm) {
+    const mx_format_info* f = r ? mx_format_get(r->g[gm].fmt) : NULL;
+    return f && f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32 && !r->g[gm].had_n;
+}
+/* act16 applies: every GEMM that reads xn1, xn2 or hid (Fprop, Wgrad) takes BF16 operands */
+int act16_applies(const mx_recipe* r) { return bf16_operands(r, MX_FPROP) && bf16_operands(r, MX_WGRAD); }
+
 /* the attention implementations that keep one sequence's [H, T, T] scores in attws */
 int uses_attws(int attn) { return attn == MXG_ATTN_GEMM || attn == MXG_ATTN_TF32; }
 
@@ -161,12 +172,13 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
     const size_t N = (size_t)B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
     const size_t hd = D / H, QD = H * hd, KD = c->n_kv_heads * hd, V = c->vocab;
     const size_t Lr = g->recompute ? 1 : L;
+    const size_t h = g->act16 ? 2 : 1; /* BF16-only tensors take half the floats */
     const size_t W = F > QD ? (F > D ? F : D) : (QD > D ? QD : D);
     Part p[] = {
-        {&g->x, (L + 1) * N * D}, {&g->xn1, Lr * N * D}, {&g->rstd1, L * N}, {&g->q, L * N * QD},
+        {&g->x, (L + 1) * N * D}, {&g->xn1, (Lr * N * D + h - 1) / h}, {&g->rstd1, L * N}, {&g->q, L * N * QD},
         {&g->k, L * N * KD}, {&g->v_, L * N * KD}, {&g->lse, L * B * H * T}, {&g->ao, L * N * QD},
-        {&g->xmid, L * N * D}, {&g->xn2, Lr * N * D}, {&g->rstd2, L * N}, {&g->gate, L * N * F},
-        {&g->up, L * N * F}, {&g->hid, Lr * N * F}, {&g->xnf, N * D}, {&g->rstdf, N}, {&g->losses, N},
+        {&g->xmid, L * N * D}, {&g->xn2, (Lr * N * D + h - 1) / h}, {&g->rstd2, L * N}, {&g->gate, L * N * F},
+        {&g->up, L * N * F}, {&g->hid, (Lr * N * F + h - 1) / h}, {&g->xnf, N * D}, {&g->rstdf, N}, {&g->losses, N},
         {&g->rope_cos, (size_t)T * hd / 2}, {&g->rope_sin, (size_t)T * hd / 2},
         {&g->dx, N * D}, {&g->dxn, N * D}, {&g->dq, N * QD}, {&g->dk, N * KD}, {&g->dv, N * KD},
         {&g->dao, N * QD}, {&g->dgate, N * F}, {&g->dup, N * F}, {&g->dhid, N * F}, {&g->tmp, N * W},
@@ -203,13 +215,14 @@ size_t max_operand(const mx_model_config* c, int N) {
 
 }  // namespace
 
-extern "C" void mxg_llama_estimate(const mx_model_config* cfg, int B, int T, int recompute, int attn,
-                                   mxg_mem_estimate* e) {
+extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute,
+                                   int act16, int attn, mxg_mem_estimate* e) {
     memset(e, 0, sizeof *e);
     mxg_llama g;
     memset(&g, 0, sizeof g);
     g.cfg = *cfg;
     g.recompute = recompute;
+    g.act16 = act16 && act16_applies(recipe);
     g.attn = attn;
     g.Nc = choose_nc(cfg, B * T);
     mx_param_info info[MX_P_COUNT];
@@ -256,13 +269,15 @@ static int make_pieces(mxg_llama* g) {
 }
 
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
-                                int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int attn) {
-    return mxg_llama_create_dist(out, cfg, recipe, bf16_first, bf16_last, seed, B, T, exact, recompute, attn, NULL);
+                                int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16,
+                                int attn) {
+    return mxg_llama_create_dist(out, cfg, recipe, bf16_first, bf16_last, seed, B, T, exact, recompute, act16, attn,
+                                 NULL);
 }
 
 extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe,
                                      int bf16_first, int bf16_last, uint64_t seed, int B, int T, int exact,
-                                     int recompute, int attn, mxg_comm* comm) {
+                                     int recompute, int act16, int attn, mxg_comm* comm) {
     *out = NULL;
     int rc = mx_model_config_check(cfg);
     if (rc) return rc;
@@ -284,6 +299,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->seed = seed;
     g->exact = exact;
     g->recompute = recompute;
+    g->act16 = act16 && act16_applies(recipe);
     g->attn = attn;
     g->B = B;
     g->T = T;
@@ -449,16 +465,18 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.ws = g->lin;
     c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * 6 : NULL;
     c.x16 = NULL;
+    c.dy16 = NULL;
     return c;
 }
 
 /* X (the input of the linears q/k/v or gate/up of block l) rounded to BF16 once into g->x16 when the
  * block's recipe gives GEMM `gm` (Fprop or Wgrad) BF16 operands; NULL otherwise (each linear then
- * converts or quantizes X itself). */
-static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const float* X, size_t n, int* rc) {
-    const mx_format_info* f = mx_format_get(block_recipe(g, l)->g[gm].fmt);
+ * converts or quantizes X itself). With act16, X16 (X as stored, in BF16). */
+static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const float* X, const uint16_t* X16, size_t n,
+                                  int* rc) {
     *rc = MX_OK;
-    if (!f || f->scale != MX_SCALE_NONE || f->elem == MX_ELEM_FP32) return NULL;
+    if (g->act16) return X16; /* stored in BF16 already */
+    if (!bf16_operands(block_recipe(g, l), gm)) return NULL;
     PROF_B(PROF_QUANT, g->st);
     *rc = mxg_to_bf16(X, n, g->x16, g->st);
     PROF_E(PROF_QUANT, g->st);
@@ -474,10 +492,23 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
 
 /* dx_acc 0: dX = its product (the first linear reading that input), 1: dX += (the others). */
 static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
-                   float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL) {
+                   float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL,
+                   const uint16_t* dy16 = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
+    c.dy16 = dy16;
     return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
+}
+
+/* A block's norm output (FP32 o32, or with act16 BF16 o16) and SwiGLU product (h32 / h16). */
+static int norm_out(mxg_llama* g, float* o32, uint16_t* o16, float* rstd, const float* x, const float* w) {
+    const int N = g->B * g->T, D = g->cfg.dim;
+    if (g->act16) return mxg_rmsnorm_forward_bf16(o16, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
+    return mxg_rmsnorm_forward(o32, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
+}
+static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate, const float* up) {
+    const size_t n = (size_t)g->B * g->T * g->cfg.ffn;
+    return g->act16 ? mxg_swiglu_forward_bf16(h16, gate, up, n, g->st) : mxg_swiglu_forward(h32, gate, up, n, g->st);
 }
 
 /* Embedding and blocks: x[L] (the final residual stream) from tokens already on the device. */
@@ -493,24 +524,27 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     for (int l = 0; l < L; l++) {
         const size_t lr = g->recompute ? 0 : (size_t)l;
         float* x = g->x + (size_t)l * ND;                  /* [N, D] block input */
-        float* xn1 = g->xn1 + lr * ND;                     /* [N, D] */
+        float* xn1 = g->act16 ? NULL : g->xn1 + lr * ND;   /* [N, D] */
+        uint16_t* xn1h = g->act16 ? (uint16_t*)g->xn1 + lr * ND : NULL;
         float* q = g->q + (size_t)l * N * QD;              /* [N, QD] */
         float* k = g->k + (size_t)l * N * KD;              /* [N, KD] */
         float* v = g->v_ + (size_t)l * N * KD;             /* [N, KD] */
         float* lse = g->lse + (size_t)l * B * H * T;       /* [B, H, T] */
         float* ao = g->ao + (size_t)l * N * QD;            /* [N, QD] */
         float* xmid = g->xmid + (size_t)l * ND;            /* [N, D] */
-        float* xn2 = g->xn2 + lr * ND;                     /* [N, D] */
+        float* xn2 = g->act16 ? NULL : g->xn2 + lr * ND;   /* [N, D] */
+        uint16_t* xn2h = g->act16 ? (uint16_t*)g->xn2 + lr * ND : NULL;
         float* gate = g->gate + (size_t)l * N * F;         /* [N, F] */
         float* up = g->up + (size_t)l * N * F;             /* [N, F] */
-        float* hid = g->hid + lr * N * F;                  /* [N, F] */
+        float* hid = g->act16 ? NULL : g->hid + lr * N * F; /* [N, F] */
+        uint16_t* hidh = g->act16 ? (uint16_t*)g->hid + lr * N * F : NULL;
         float* xout = g->x + (size_t)(l + 1) * ND;         /* [N, D] */
 
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_forward(xn1, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+        CHK(norm_out(g, xn1, xn1h, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
         int rc16;
-        const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, ND, &rc16);
+        const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD, x16));
         CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, k, N, D, KD, x16));
@@ -528,16 +562,16 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(lin_fwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->tmp, N, QD, D));
         PROF_B(PROF_ELEM, st);
         CHK(mxg_add(xmid, x, g->tmp, ND, st));
-        CHK(mxg_rmsnorm_forward(xn2, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+        CHK(norm_out(g, xn2, xn2h, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
-        x16 = shared_x16(g, l, MX_FPROP, xn2, ND, &rc16);
+        x16 = shared_x16(g, l, MX_FPROP, xn2, xn2h, ND, &rc16);
         CHK(rc16);
         CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16));
         CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16));
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
+        CHK(swiglu_out(g, hid, hidh, gate, up));
         PROF_E(PROF_ELEM, st);
-        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->tmp, N, F, D));
+        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->tmp, N, F, D, hidh));
         PROF_B(PROF_ELEM, st);
         CHK(mxg_add(xout, xmid, g->tmp, ND, st));
         PROF_E(PROF_ELEM, st);
@@ -599,41 +633,50 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         /* g->dx [N, D]: gradient of the block output x[l+1] = xmid + down(hid) */
         const size_t lr = g->recompute ? 0 : (size_t)l;
         float* x = g->x + (size_t)l * ND;
-        float* xn1 = g->xn1 + lr * ND;
+        float* xn1 = g->act16 ? NULL : g->xn1 + lr * ND;
+        uint16_t* xn1h = g->act16 ? (uint16_t*)g->xn1 + lr * ND : NULL;
         float* q = g->q + (size_t)l * N * QD;
         float* k = g->k + (size_t)l * N * KD;
         float* v = g->v_ + (size_t)l * N * KD;
         float* lse = g->lse + (size_t)l * B * H * T;
         float* ao = g->ao + (size_t)l * N * QD;
         float* xmid = g->xmid + (size_t)l * ND;
-        float* xn2 = g->xn2 + lr * ND;
+        float* xn2 = g->act16 ? NULL : g->xn2 + lr * ND;
+        uint16_t* xn2h = g->act16 ? (uint16_t*)g->xn2 + lr * ND : NULL;
         float* gate = g->gate + (size_t)l * N * F;
         float* up = g->up + (size_t)l * N * F;
-        float* hid = g->hid + lr * N * F;
+        float* hid = g->act16 ? NULL : g->hid + lr * N * F;
+        uint16_t* hidh = g->act16 ? (uint16_t*)g->hid + lr * N * F : NULL;
         PROF_B(PROF_ELEM, st);
         if (g->recompute) { /* the same kernels on the same inputs: the same bits as the forward's */
-            CHK(mxg_rmsnorm_forward(xn2, g->tmp, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
-            CHK(mxg_swiglu_forward(hid, gate, up, (size_t)N * F, st));
+            CHK(norm_out(g, xn2, xn2h, g->tmp, xmid, P(MX_P_FFN_NORM) + (size_t)l * D));
+            CHK(swiglu_out(g, hid, hidh, gate, up));
         }
         PROF_E(PROF_ELEM, st);
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, g->dhid,
-                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0));
+                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0, hidh));
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_swiglu_backward(g->dgate, g->dup, g->dhid, gate, up, (size_t)N * F, st));
+        /* with act16 dgate, dup only feed BF16 GEMMs: BF16 only (in the first half of their buffers) */
+        uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
+        uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
+        float* dgate = g->act16 ? NULL : g->dgate;
+        float* dup = g->act16 ? NULL : g->dup;
+        if (g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, g->dhid, gate, up, (size_t)N * F, st));
+        else CHK(mxg_swiglu_backward(dgate, dup, g->dhid, gate, up, (size_t)N * F, st));
         PROF_E(PROF_ELEM, st);
         int rc16;
-        const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, ND, &rc16);
+        const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, xn2h, ND, &rc16);
         CHK(rc16);
-        CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, g->dgate, g->dxn,
-                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16));
-        CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, g->dup, g->dxn,
-                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16));
+        CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, dgate, g->dxn,
+                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16, dgateh));
+        CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, dup, g->dxn,
+                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16, duph));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FFN_NORM) + (size_t)l * D, g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
                                  g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
         if (g->recompute)
-            CHK(mxg_rmsnorm_forward(xn1, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps, st));
+            CHK(norm_out(g, xn1, xn1h, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
         CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
                     G(MX_P_WO) + (size_t)l * D * QD, N, QD, D, 0));
@@ -649,7 +692,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         CHK(mxg_rope_backward(g->dq, g->rope_cos, g->rope_sin, B, T, H, hd, st));
         CHK(mxg_rope_backward(g->dk, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
         PROF_E(PROF_ELEM, st);
-        x16 = shared_x16(g, l, MX_WGRAD, xn1, ND, &rc16);
+        x16 = shared_x16(g, l, MX_WGRAD, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, g->dq, g->dxn,
                     G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD, 0, x16));
@@ -708,6 +751,9 @@ static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
 }
 
 extern "C" int mxg_llama_set_telemetry(mxg_llama* g, int on) {
+    if (on && g->act16)
+        return mx_fail(MX_EINVAL, "GPU model: telemetry measures the FP32 operands; this model keeps BF16-only "
+                                  "activations (made with act16: create it with act16 0)");
     if (on) CU_TRY(cudaMemsetAsync(g->tele, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), g->st));
     g->tele_on = on != 0;
     return MX_OK;

@@ -23,15 +23,19 @@ namespace {
 #define RMS_THREADS 256
 #define RMS_CHUNK 64 /* tokens per partial dw sum: the CPU's chunk (rmsnorm.c) */
 
-__global__ void k_rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int D, float eps) {
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
+
+template <typename TO>
+__global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float* w, int D, float eps) {
     const float* xr = x + (size_t)blockIdx.x * D;
-    float* o = out + (size_t)blockIdx.x * D;
+    TO* o = out + (size_t)blockIdx.x * D;
     double ss = 0.0;
     for (int i = threadIdx.x; i < D; i += blockDim.x) ss += (double)xr[i] * xr[i];
     ss = block_sum_warps_d(ss);
     float r = (float)(1.0 / sqrt(ss / D + (double)eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) o[i] = (xr[i] * r) * w[i];
+    for (int i = threadIdx.x; i < D; i += blockDim.x) put(o + i, (xr[i] * r) * w[i]);
 }
 
 /* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. */
@@ -73,7 +77,15 @@ __global__ void k_rmsnorm_bwd_dw_sum(float* dw, const float* part, int nch, int 
 extern "C" int mxg_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
                                    void* stream) {
     ARG_CHECK(N > 0 && D > 0, "mxg_rmsnorm_forward: bad shape N %d D %d", N, D);
-    k_rmsnorm_fwd<<<N, RMS_THREADS, 0, MXG_STREAM(stream)>>>(out, rstd, x, w, D, eps);
+    k_rmsnorm_fwd<float><<<N, RMS_THREADS, 0, MXG_STREAM(stream)>>>(out, rstd, x, w, D, eps);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D,
+                                        float eps, void* stream) {
+    ARG_CHECK(N > 0 && D > 0, "mxg_rmsnorm_forward_bf16: bad shape N %d D %d", N, D);
+    k_rmsnorm_fwd<uint16_t><<<N, RMS_THREADS, 0, MXG_STREAM(stream)>>>(out, rstd, x, w, D, eps);
     CU_LAUNCHED();
     return MX_OK;
 }

@@ -20,26 +20,37 @@ namespace {
 
 /* ---- SwiGLU ---------------------------------------------------------------------- */
 
-__global__ void k_swiglu_fwd(float* h, const float* gate, const float* up, size_t n) {
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
+
+template <typename TO> __global__ void k_swiglu_fwd(TO* h, const float* gate, const float* up, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
-    h[i] = g * sg * up[i];
+    put(h + i, g * sg * up[i]);
 }
 
-__global__ void k_swiglu_bwd(float* dgate, float* dup, const float* dh, const float* gate, const float* up, size_t n) {
+template <typename TO>
+__global__ void k_swiglu_bwd(TO* dgate, TO* dup, const float* dh, const float* gate, const float* up, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
-    dup[i] = dh[i] * silu;
-    dgate[i] = dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+    put(dup + i, dh[i] * silu);
+    put(dgate + i, dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg)));
 }
 
 }  // namespace
 
 extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_forward: empty");
-    k_swiglu_fwd<<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
+    k_swiglu_fwd<float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const float* gate, const float* up, size_t n, void* stream) {
+    ARG_CHECK(n > 0, "mxg_swiglu_forward_bf16: empty");
+    k_swiglu_fwd<uint16_t><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -47,7 +58,15 @@ extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, 
 extern "C" int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
                                    size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_backward: empty");
-    k_swiglu_bwd<<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
+    k_swiglu_bwd<float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const float* dh, const float* gate,
+                                        const float* up, size_t n, void* stream) {
+    ARG_CHECK(n > 0, "mxg_swiglu_backward_bf16: empty");
+    k_swiglu_bwd<uint16_t><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
