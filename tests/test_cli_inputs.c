@@ -1,7 +1,8 @@
 /* test_cli_inputs.c: inputs checked before anything is created (docs/using.md "Usage errors"): prep's
  * outputs (an empty training split, a validation split of the whole input, one name for both splits,
  * output patterns with %s / %n never used as printf formats, the output folder created), file names
- * with '%' in them handled, and the seeded, time-bounded CLI fuzz test (tests/cli_fuzz.sh). */
+ * with '%' in them handled, a shard glob that matches nothing refused before the run directory exists,
+ * and the seeded, time-bounded CLI fuzz test (tests/cli_fuzz.sh). */
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +65,19 @@ TEST(prep_refuses_untrainable_outputs) {
     CHECK(test_sh("printf 'garbage' > '%s/ci_%%s%%n.bin'; %s train --steps 1 --train '%s/ci_%%s%%n.bin' --out %s/ci_pnrun "
                   "> %s/ci_pnt.log 2>&1; test $? -eq 1", t, test_mxlm_bin(), t, t, t) == 0);
     CHECK(test_log_has("ci_pnt", "ci_%s%n.bin"));
+}
+
+/* A training or validation glob that matches nothing: refused (1) before the run directory is made. */
+TEST(train_refuses_missing_shards_before_the_run_dir) {
+    const char* t = test_tmpdir();
+    static const char* const which[] = {"train", "val"};
+    for (int i = 0; i < 2; i++) {
+        CHECKF(test_sh("rm -rf %s/ci_noshard; %s train --steps 1 --%s '%s/ci_nowhere/x_*.bin' --out %s/ci_noshard "
+                       "> %s/ci_noshard.log 2>&1; test $? -eq 1", t, test_mxlm_bin(), which[i], t, t, t) == 0,
+               "--%s", which[i]);
+        CHECKF(test_log_has("ci_noshard", "no shard matches (nothing was created)"), "--%s", which[i]);
+        CHECKF(test_sh("test ! -e %s/ci_noshard", t) == 0, "--%s: the run directory was made", which[i]);
+    }
 }
 
 /* The seeded CLI fuzz test (10 s of commands, seed 19: the same commands every time). */

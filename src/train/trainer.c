@@ -472,6 +472,17 @@ static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, 
 
 /* ---- before anything is created: the config, the engine, the limits ---------------------- */
 
+/* A shard glob that matches nothing is refused here, before the run directory is made (the loader
+ * would find it only after). */
+static int shards_match(const char* what, const char* pattern) {
+    glob_t g;
+    const int gr = glob(pattern, 0, NULL, &g);
+    if (gr == 0) globfree(&g);
+    if (gr == GLOB_NOMATCH) return mx_fail(MX_EIO, "train: --%s %s: no shard matches (nothing was created)", what, pattern);
+    if (gr != 0) return mx_fail(MX_EIO, "train: --%s %s: cannot expand the pattern", what, pattern);
+    return MX_OK;
+}
+
 static int check_config(run_state* r) {
     mx_train_config* c = &r->c;
     mx_engine_ranks(c, &r->rank, &r->world);
@@ -495,6 +506,8 @@ static int check_config(run_state* r) {
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
     int rc = mx_recipe_parse(c->recipe, &r->recipe);
+    if (!rc) rc = shards_match("train", c->train);
+    if (!rc) rc = shards_match("val", c->val);
     if (rc) return rc;
     return mx_model_config_check(&c->model);
 }
