@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli_fuzz.sh MXLM WORKDIR [SEED] [SECONDS]: random option values and random bad files for
-# mxlm train / prep / export / eval / sample, reproducible from SEED (bash's RANDOM), bounded by
+# mxlm train / prep / export / eval / sample / quant, reproducible from SEED (bash's RANDOM), bounded by
 # SECONDS (default 20) of wall time. Each run must end with a documented exit status (train: 0 1 2 3
 # 4 5, docs/using.md; the others 0 1 2), a message on stderr when it is not 0, and, on a usage error
 # (2), nothing in the output folder it was given; no sanitizer report (the ASan build). Prints the
@@ -21,6 +21,7 @@ cp "$F/rand.bin" "$F/pct%s%n.bin"
 $M train --steps 2 --batch 2 --seq 32 --val-tokens 64 --eval-every 0 --recipe bf16 --out "$F/run" --threads 1 \
     > "$W/base.log" 2>&1 || { echo "cli_fuzz: the base run failed"; cat "$W/base.log"; exit 1; }
 head -c 2000 build/data/tiny_val.bin > "$F/trunc.bin"
+head -c 8192 /dev/urandom > "$F/x.f32" 2>/dev/null || printf 'x%.0s' $(seq 8192) > "$F/x.f32" # 32 x 64 floats
 FILES=("$F/rand.bin" "$F/empty.bin" "$F/adir" "$F/nothing.bin" "$F/pct%s%n.bin" "$F/trunc.bin" "$F/bad.jsonl"
        "$F/two.jsonl" "build/data/tiny_val.bin" "$F/badrun" "$F/run" "$F/run/ckpt-00000002.bin" "")
 VALS=(-1 0 1 2 3 16 32 0.5 1.5 nan inf -inf 1e308 -0 abc "" "%s%n" 99999999999999999999 0x10 1e-9)
@@ -37,12 +38,16 @@ P_OPTS=(val-fraction val-docs shard-tokens threads format field encoding)
 E_OPTS=(val-tokens seq batch recipe threads device format field)
 S_OPTS=(tokens temperature top-k top-p seed threads recipe prompt)
 RECIPES=(bf16 fp32 mxfp4-fdw-h16 "bf16++" "mxfp4-fdw+w:had=h16+w:had=h32" nosuch "" "%s")
+Q_OPTS=(rows cols scale round hadamard seed tensor-id rot-id tensor-scale)
+Q_FMT=(mxfp4 nvfp4 mxfp8 e4m3 e5m2 bf16 nosuch "" "%s")
+Q_LAYOUT=(1x32 32x1 32x32 1x16 16x1 16x16 2x2 "" abc)
+Q_HAD=(none h16 rh32 h256 h3 h512 rh "" h16x)
 
 fail=0; n=0; declare -A codes
 end=$((SECONDS + SECS))
 while [ $SECONDS -lt $end ]; do
     n=$((n + 1)); out="$W/o$n"; args=(); ok_codes="0 1 2"
-    case $((RANDOM % 5)) in
+    case $((RANDOM % 6)) in
     0) cmd=train; ok_codes="0 1 2 3 4 5"
        args=(--steps 2 --batch 2 --seq 32 --val-tokens 64 --eval-every 0 --threads 1 --recipe bf16 --out "$out")
        for _ in $(seq $((1 + RANDOM % 3))); do
@@ -78,6 +83,17 @@ while [ $SECONDS -lt $end ]; do
     4) cmd=sample
        args=(--run "$(pick FILES)" --tokens 4)
        for _ in $(seq $((RANDOM % 3))); do args+=("--$(pick S_OPTS)" "$(pick VALS)"); done ;;
+    5) cmd=quant; mkdir -p "$out" # the output's folder exists: a usage error must leave it empty
+       args=(--rows 32 --cols 64 --in "$F/x.f32" --out "$out/y.f32")
+       for _ in $(seq $((1 + RANDOM % 3))); do
+           case $((RANDOM % 5)) in
+           0) args+=(--format "$(pick Q_FMT)") ;;
+           1) args+=(--layout "$(pick Q_LAYOUT)") ;;
+           2) args+=(--hadamard "$(pick Q_HAD)") ;;
+           3) args+=("--$(pick Q_OPTS)" "$(pick VALS)") ;;
+           4) args+=(--in "$(pick FILES)") ;;
+           esac
+       done ;;
     esac
     timeout 60 "$M" $cmd "${args[@]}" > "$W/out.log" 2> "$W/err.log"
     rc=$?
