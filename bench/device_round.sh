@@ -1,8 +1,8 @@
 #!/bin/bash
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
-# tests, the trainer's speed with its time split, optionally the PyTorch peer and an nsys kernel
-# summary, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="tests speed nsys peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+# tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
+# attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
+#   OUT=$OUT PARTS="tests speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -37,32 +37,8 @@ if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
 fi
-if has nsys && command -v nsys > /dev/null; then
-  for pc in ${NSYS_CONFIGS:-125m:16:1024:bf16}; do
-    IFS=: read -r p b t r <<< "$pc"
-    nsys profile -o "$OUT/ns-$p-$r" --force-overwrite true -t cuda --stats=false \
-      build/cuda/mxlm train --device cuda --preset "$p" --recipe "$r" --batch "$b" --seq "$t" --steps 4 --warmup 1 \
-      --eval-every 0 --val-tokens $((b * t)) --out "$OUT/nsrun-$p-$r" --log-every 1 --final-ckpt 0 > "$OUT/ns-$p-$r.log" 2>&1
-    nsys stats -q --report cuda_gpu_kern_sum --format csv "$OUT/ns-$p-$r.nsys-rep" > "$OUT/kern-$p-$r.csv" 2>/dev/null
-    rm -f "$OUT/ns-$p-$r.nsys-rep" "$OUT/ns-$p-$r.sqlite"; rm -rf "$OUT/nsrun-$p-$r"
-    python3 - "$OUT/kern-$p-$r.csv" <<'EOF' > "$OUT/kern-$p-$r.txt"
-import csv, sys
-rows = list(csv.DictReader(l for l in open(sys.argv[1]) if l.count(",") > 3))
-tot = sum(float(r["Total Time (ns)"]) for r in rows) or 1
-for r in rows[:25]:
-    print("%5.1f%% %8.2f ms %6s  %s" % (100 * float(r["Total Time (ns)"]) / tot, float(r["Total Time (ns)"]) / 1e6,
-                                       r["Instances"], r["Name"][:110]))
-EOF
-  done
-  echo "nsys done ($(( $(date +%s) - t0 )) s)"
-fi
 if has peer; then
-  for pc in $CONFIGS; do
-    IFS=: read -r p b t <<< "$pc"
-    /opt/torch/.venv/bin/python bench/torch_peer.py --preset "$p" --batch "$b" --seq "$t" --steps 20 --json \
-      > "$OUT/peer-$p.json" 2> "$OUT/peer-$p.err" || echo "peer $p: failed ($(tail -1 "$OUT/peer-$p.err"))"
-  done
-  cat "$OUT"/peer-*.json > "$OUT/peer.txt" 2>/dev/null
+  PY=/opt/torch/.venv/bin/python PEER_ARGS=--json TAIL=2 sh bench/peer.sh "$CONFIGS" 20 > "$OUT/peer.txt"
   echo "peer done ($(( $(date +%s) - t0 )) s)"
 fi
 if has attn; then
@@ -79,7 +55,6 @@ cat "$OUT/gpu.txt"
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
-for f in "$OUT"/kern-*.txt; do [ -f "$f" ] && { echo "== $f"; head -25 "$f"; }; done
 } > "$OUT/summary.txt"
 (cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*.bin' --exclude='*.ckpt' --exclude='.lock' .)
 cp "$OUT/summary.txt" "$RET/summary.txt"

@@ -83,6 +83,13 @@ static inline int mx_gemm_check_dims(mx_gemm_id g, const mx_gemm_recipe* q, int 
     return MX_OK;
 }
 
+/* GEMM g of the recipe takes plain BF16 operands (no block scale, no rotation): an operand may then
+ * come as a BF16 copy made by the caller (the GPU model's shared and BF16-only activations). */
+static inline int mx_gemm_bf16_operands(const mx_recipe* r, mx_gemm_id g) {
+    const mx_format_info* f = r ? mx_format_get(r->g[g].fmt) : NULL;
+    return f && f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32 && !r->g[g].had_n;
+}
+
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
  * per-tensor scaling it does not do. */

@@ -225,7 +225,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
     /* an operand may be absent (NULL) only where its BF16 copy serves: a BF16 GEMM without telemetry */
     const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : NULL}; /* BF16 copies */
-    const int bf16 = f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32;
+    const int bf16 = mx_gemm_bf16_operands(c->recipe, g);
     for (int o = 0; o < 2; o++)
         if (!(o ? B : A) && !(bf16 && given[o] && !tele[o]))
             return mx_fail(MX_EINVAL, "linear %s: operand %c is missing", mx_gemm_name(g), o ? 'b' : 'a');
@@ -313,7 +313,8 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             s.rot_id = mx_rot_id(c->layer_id, g);
             const float* x = op[o];
             int xr = rows[o], xc = R; /* the tensor quantized, [xr, xc] */
-            if (tr[o] && s.layout == MX_LAYOUT_1x32) {
+            const int col = tr[o] && s.layout == MX_LAYOUT_1x32; /* a column-direction output */
+            if (col) {
                 /* x^T's 1x32 blocks are x's 32x1 ones: the column-direction pass on x as stored, the SR
                  * index taken in x^T's coordinates; the outputs land in x^T's (the TN) layout */
                 s.layout = MX_LAYOUT_32x1;
@@ -339,9 +340,8 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
                 w->last_rows[o] = rows[o];
                 w->last_layout[o] = qp.layout; /* 32x1 codes of x are the 1x32 codes of x^T, byte for byte */
             }
-            rc = mxg_quantize(x, MXG_F32, xr, xc, s.layout == MX_LAYOUT_32x1 ? NULL : &s,
-                              s.layout == MX_LAYOUT_32x1 ? NULL : &qo, s.layout == MX_LAYOUT_32x1 ? &s : NULL,
-                              s.layout == MX_LAYOUT_32x1 ? &qo : NULL, stream);
+            rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
+                              stream);
         }
         if (rc) return rc;
         if (fast) {

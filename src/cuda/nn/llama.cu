@@ -26,6 +26,7 @@
 
 #include "cuda/common.cuh"
 #include "mxlm/gpu_model.h"
+#include "mxlm/linear_plan.h"
 
 struct mxg_llama {
     mx_model_config cfg;
@@ -154,13 +155,8 @@ struct Part {
 
 size_t up16(size_t n) { return (n + 63) / 64 * 64; }
 
-/* GEMM gm of recipe r takes BF16 operands (and no rotation): its X operand may come in BF16 */
-int bf16_operands(const mx_recipe* r, mx_gemm_id gm) {
-    const mx_format_info* f = r ? mx_format_get(r->g[gm].fmt) : NULL;
-    return f && f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32 && !r->g[gm].had_n;
-}
 /* act16 applies: every GEMM that reads xn1, xn2 or hid (Fprop, Wgrad) takes BF16 operands */
-int act16_applies(const mx_recipe* r) { return bf16_operands(r, MX_FPROP) && bf16_operands(r, MX_WGRAD); }
+int act16_applies(const mx_recipe* r) { return mx_gemm_bf16_operands(r, MX_FPROP) && mx_gemm_bf16_operands(r, MX_WGRAD); }
 
 /* the attention implementations that keep one sequence's [H, T, T] scores in attws */
 int uses_attws(int attn) { return attn == MXG_ATTN_GEMM || attn == MXG_ATTN_TF32; }
@@ -476,7 +472,7 @@ static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const floa
                                   int* rc) {
     *rc = MX_OK;
     if (g->act16) return X16; /* stored in BF16 already */
-    if (!bf16_operands(block_recipe(g, l), gm)) return NULL;
+    if (!mx_gemm_bf16_operands(block_recipe(g, l), gm)) return NULL;
     PROF_B(PROF_QUANT, g->st);
     *rc = mxg_to_bf16(X, n, g->x16, g->st);
     PROF_E(PROF_QUANT, g->st);
