@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="tests speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="tests ab speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -33,6 +33,19 @@ if has tests; then
   LOGS=$OUT/t bash tests/gpu/run_all.sh > "$OUT/tests.txt" 2>&1
   echo "tests: $(tail -1 "$OUT/tests.txt") ($(( $(date +%s) - t0 )) s)"
 fi
+if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device-carry/old.tar.xz) against the new
+  mkdir -p /tmp/old "$OUT/ab" && xz -dc .device-carry/old.tar.xz | tar xf - -C /tmp/old
+  for r in ${AB_RECIPES:-fp8 mxfp4-fdw-h16}; do
+    for side in old new; do
+      bin=build/cuda/mxlm; [ $side = old ] && bin=/tmp/old/mxlm
+      $bin train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 --final-ckpt 0 \
+        --out "$OUT/ab/tiny-$r-$side" --log-every 10 > "$OUT/ab/tiny-$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
+    done
+    printf 'ab %-16s tiny 20 steps, old vs new: ' "$r"
+    python3 tools/compare_runs.py "$OUT/ab/tiny-$r-old" "$OUT/ab/tiny-$r-new" --identical 2>&1 | tail -1
+  done > "$OUT/ab.txt"
+  echo "ab done ($(( $(date +%s) - t0 )) s)"
+fi
 if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
@@ -53,6 +66,7 @@ fi
 {
 cat "$OUT/gpu.txt"
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
+has ab && cat "$OUT/ab.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"

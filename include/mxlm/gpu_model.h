@@ -71,6 +71,11 @@ int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x
 
 int mxg_rope_forward(float* x, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd, void* stream);
 int mxg_rope_backward(float* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd, void* stream);
+/* BF16 tensors in place: bit for bit the FP32 forms on the widened values, rounded (RNE). */
+int mxg_rope_forward_bf16(uint16_t* x, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
+                          void* stream);
+int mxg_rope_backward_bf16(uint16_t* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
+                           void* stream);
 
 /* ---- causal GQA attention (flash-style: T x T scores never stored) ------- */
 
@@ -140,13 +145,13 @@ int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_m
 /* ---- SwiGLU, residual ----------------------------------------------------- */
 
 int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream);
-/* The same with h rounded to BF16 (RNE), bit for bit the rounding of mxg_swiglu_forward's h. */
-int mxg_swiglu_forward_bf16(uint16_t* h, const float* gate, const float* up, size_t n, void* stream);
+/* BF16 gate, up in, h out: bit for bit mxg_swiglu_forward on the widened inputs, h rounded (RNE). */
+int mxg_swiglu_forward_bf16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, void* stream);
 int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up, size_t n,
                         void* stream);
-/* The same with dgate, dup rounded to BF16 (RNE), bit for bit the rounding of mxg_swiglu_backward's. */
-int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const float* dh, const float* gate, const float* up,
-                             size_t n, void* stream);
+/* BF16 dh, gate, up in, dgate, dup out: bit for bit mxg_swiglu_backward on the widened inputs, rounded (RNE). */
+int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
+                             const uint16_t* up, size_t n, void* stream);
 /* y = a + b (y may alias a or b). */
 int mxg_add(float* y, const float* a, const float* b, size_t n, void* stream);
 
@@ -214,11 +219,13 @@ void mxg_layers_shutdown(void);
 /* ---- the quantized linear layer (src/cuda/nn/linear.cu): the twin of linear.h ---- */
 
 /* Scratch of the linear layers (transposed operands, codes, scales), sized
- * for operands of up to max_elems elements; one per model. */
+ * for operands of up to max_elems elements; one per model. bf16_only: only the
+ * BF16 operand buffers (a model whose every GEMM takes BF16 operands, as
+ * mx_act16_applies); a GEMM of another format is then refused. */
 typedef struct mxg_linws mxg_linws;
-int mxg_linws_create(mxg_linws** ws, size_t max_elems);
+int mxg_linws_create(mxg_linws** ws, size_t max_elems, int bf16_only);
 void mxg_linws_free(mxg_linws* ws);
-size_t mxg_linws_bytes(size_t max_elems);
+size_t mxg_linws_bytes(size_t max_elems, int bf16_only);
 /* Test hook: the packed MXFP4 operand (0: a, 1: b) of the last exact-path
  * MXFP4 GEMM (device pointers into the workspace; mx.h layout 1x32 or 32x32
  * of the TN operand [rows, R]). */
@@ -240,6 +247,12 @@ typedef struct {
                              their format is BF16 instead of converting X again (the same values) */
     const uint16_t* dy16; /* NULL, or dY rounded to BF16 as stored (the backward): Dgrad's and Wgrad's operand a
                              where their format is BF16 */
+    const uint16_t* w16;  /* NULL, or W rounded to BF16 as stored (made once per weight update by the caller):
+                             Fprop's and Dgrad's operand b where their format is BF16 */
+    uint16_t* out16;      /* NULL, or where the product goes in BF16 (the RNE of the FP32 result) instead of its
+                             FP32 buffer: Y in the forward, dX in the backward (dx_acc 0); BF16 GEMMs only */
+    const float* res;     /* NULL, or the forward's Y = res + X W^T in the GEMM's epilogue (res FP32 [M, N], not
+                             Y): the same single rounding as the product followed by an add */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
@@ -274,9 +287,12 @@ void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int
 enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH = 3 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
  * out-of-memory error names the allocation, its size and the preset.
- * act16: where the recipe's Fprop and Wgrad take BF16 operands (bf16), keep the activations that only
- * those GEMMs read (the RMSNorm outputs, the SwiGLU product) in BF16 only: the same values, half the
- * memory, no conversions; the model then refuses telemetry (it needs the FP32 values). */
+ * act16: where all three GEMMs take plain BF16 operands (mx_act16_applies: bf16), BF16 storage as a
+ * PyTorch autocast step keeps it: the RMSNorm outputs, the SwiGLU product and gradients (which only
+ * BF16 GEMMs read: the same values), the GEMM outputs gate, up, dhid and, with the flash attention,
+ * q, k, v, ao, dao, dq, dk, dv (rounded to BF16: the CPU model's mx_llama.act16 rounds at the same
+ * points), the linears' weights once per update; the residual stream, the norms' statistics and every
+ * accumulation stay FP32. The model then refuses telemetry (it needs the FP32 values). */
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                      int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16, int attn);
 void mxg_llama_free(mxg_llama* g);

@@ -90,6 +90,14 @@ static inline int mx_gemm_bf16_operands(const mx_recipe* r, mx_gemm_id g) {
     return f && f->scale == MX_SCALE_NONE && f->elem != MX_ELEM_FP32 && !r->g[g].had_n;
 }
 
+/* The GPU model's BF16 storage (act16) applies to recipe r: all three GEMMs take plain BF16 operands, so
+ * the GEMM outputs gate, up (Fprop) and dhid (Dgrad) may be kept in BF16 and the activations only BF16
+ * GEMMs read need no FP32 copy. The CPU model (mx_llama.act16) rounds at the same points. */
+static inline int mx_act16_applies(const mx_recipe* r) {
+    return mx_gemm_bf16_operands(r, MX_FPROP) && mx_gemm_bf16_operands(r, MX_DGRAD) &&
+           mx_gemm_bf16_operands(r, MX_WGRAD);
+}
+
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
  * per-tensor scaling it does not do. */

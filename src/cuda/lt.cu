@@ -109,6 +109,17 @@ int lt_matmul(const lt_plan* p, float beta, const void* A, const void* B, void* 
     return MX_OK;
 }
 
+int lt_matmul_res(const lt_plan* p, const void* A, const void* B, const void* Cin, void* D, size_t ws_limit,
+                  cudaStream_t st) {
+    cublasLtHandle_t lt = NULL;
+    void* ws = NULL;
+    int rc = lt_get(&lt, &ws);
+    if (rc) return rc;
+    const float alpha = 1.0f, beta = 1.0f;
+    LT_TRY(cublasLtMatmul(lt, p->op, &alpha, B, p->la, A, p->lb, &beta, Cin, p->lc, D, p->lc, &p->algo, ws, ws_limit, st));
+    return MX_OK;
+}
+
 int lt_dummy_scale(float** out) {
     if (!g_dummy_scale) CU_TRY(cudaMalloc(&g_dummy_scale, 4096 * sizeof(float)));
     *out = g_dummy_scale;

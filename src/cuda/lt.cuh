@@ -64,6 +64,10 @@ cublasStatus_t lt_algo_fixed_order(lt_plan* p, cublasLtHandle_t lt, size_t ws_li
 /* D = C = 1 * op(A) op(B) + beta C with plan p, in cuBLASLt's operand order (its A is our B, its B
  * our A: row-major C^T = op(B)^T op(A)^T), the shared workspace with the kind's limit ws_limit. */
 int lt_matmul(const lt_plan* p, float beta, const void* A, const void* B, void* C, size_t ws_limit, cudaStream_t st);
+/* D = 1 * op(A) op(B) + Cin (Cin != D, the layout of D: a residual added in the epilogue, one FP32
+ * rounding of acc + Cin as a separate add would round it). */
+int lt_matmul_res(const lt_plan* p, const void* A, const void* B, const void* Cin, void* D, size_t ws_limit,
+                  cudaStream_t st);
 /* A device vector of 4096 floats, a placeholder scale pointer for the heuristic query (kept until shutdown). */
 int lt_dummy_scale(float** out);
 /* Free the plans, the placeholder, the workspace and the handle (made again on the next use). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mxlm/linear_plan.h"
 #include "mxlm/model.h"
 
 /* ---- presets --------------------------------------------------------------- */
@@ -259,6 +260,10 @@ static void transpose(float* dst, const float* src, int rows, int cols) {
             for (int c = c0; c < c0 + 32 && c < cols; c++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
 }
 
+/* The GPU model's act16 rounding points `which` (MX_ACT16_*) apply (mx_llama.act16). */
+static int act16(const mx_llama* m, int which) { return (m->act16 & which) && mx_act16_applies(&m->recipe); }
+static void round16(float* x, size_t n) { mx_bf16_fakequant(x, x, n); }
+
 #define P(m, t) ((m)->params + (m)->info[t].offset)
 #define G(m, t) ((m)->grads + (m)->info[t].offset)
 #define CHK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
@@ -292,8 +297,18 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
         CHK(lin_fwd(m, l, MX_LIN_Q, xn1, P(m, MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD));
         CHK(lin_fwd(m, l, MX_LIN_K, xn1, P(m, MX_P_WK) + (size_t)l * KD * D, k, N, D, KD));
         CHK(lin_fwd(m, l, MX_LIN_V, xn1, P(m, MX_P_WV) + (size_t)l * KD * D, v, N, D, KD));
+        const int a16 = act16(m, MX_ACT16_ATTN);
+        if (a16) { /* the GPU's BF16 outputs */
+            round16(q, (size_t)N * QD);
+            round16(k, (size_t)N * KD);
+            round16(v, (size_t)N * KD);
+        }
         mx_rope_forward(q, m->rope_cos, m->rope_sin, B, T, H, hd);
         mx_rope_forward(k, m->rope_cos, m->rope_sin, B, T, KV, hd);
+        if (a16) {
+            round16(q, (size_t)N * QD);
+            round16(k, (size_t)N * KD);
+        }
         mx_attention_forward(ao, att, q, k, v, B, T, H, KV, hd);
         CHK(lin_fwd(m, l, MX_LIN_O, ao, P(m, MX_P_WO) + (size_t)l * D * QD, m->dtmp, N, QD, D));
         for (size_t i = 0; i < (size_t)N * D; i++) xmid[i] = x[i] + m->dtmp[i];
@@ -301,6 +316,10 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
         mx_rmsnorm_forward(xn2, m->rstd2 + (size_t)l * N, xmid, P(m, MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps);
         CHK(lin_fwd(m, l, MX_LIN_GATE, xn2, P(m, MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F));
         CHK(lin_fwd(m, l, MX_LIN_UP, xn2, P(m, MX_P_WUP) + (size_t)l * F * D, up, N, D, F));
+        if (act16(m, MX_ACT16_FFN)) { /* the GPU's BF16 outputs */
+            round16(gate, (size_t)N * F);
+            round16(up, (size_t)N * F);
+        }
         mx_swiglu_forward(hid, gate, up, (size_t)N * F);
         CHK(lin_fwd(m, l, MX_LIN_DOWN, hid, P(m, MX_P_WDOWN) + (size_t)l * D * F, m->dtmp, N, F, D));
         for (size_t i = 0; i < (size_t)N * D; i++) xout[i] = xmid[i] + m->dtmp[i];
@@ -360,6 +379,7 @@ int mx_llama_backward(mx_llama* m, const int32_t* tokens, const int32_t* targets
         memset(m->dhid, 0, sizeof(float) * N * F);
         CHK(lin_bwd(m, l, MX_LIN_DOWN, hid, P(m, MX_P_WDOWN) + (size_t)l * D * F, m->dx, m->dhid,
                     G(m, MX_P_WDOWN) + (size_t)l * D * F, N, F, D));
+        if (act16(m, MX_ACT16_FFN)) round16(m->dhid, (size_t)N * F); /* the GPU's BF16 output */
         mx_swiglu_backward(m->dgate, m->dup, m->dhid, gate, up, (size_t)N * F);
         memset(m->dxn, 0, sizeof(float) * N * D);
         CHK(lin_bwd(m, l, MX_LIN_GATE, xn2, P(m, MX_P_WGATE) + (size_t)l * F * D, m->dgate, m->dxn,
@@ -373,9 +393,20 @@ int mx_llama_backward(mx_llama* m, const int32_t* tokens, const int32_t* targets
         memset(m->dao, 0, sizeof(float) * N * QD);
         CHK(lin_bwd(m, l, MX_LIN_O, ao, P(m, MX_P_WO) + (size_t)l * D * QD, m->dx, m->dao,
                     G(m, MX_P_WO) + (size_t)l * D * QD, N, QD, D));
+        const int a16 = act16(m, MX_ACT16_ATTN); /* the GPU's BF16 outputs */
+        if (a16) round16(m->dao, (size_t)N * QD);
         mx_attention_backward(m->dq, m->dk, m->dv, m->dao, att, q, k, v, B, T, H, KV, hd);
+        if (a16) {
+            round16(m->dq, (size_t)N * QD);
+            round16(m->dk, (size_t)N * KD);
+            round16(m->dv, (size_t)N * KD);
+        }
         mx_rope_backward(m->dq, m->rope_cos, m->rope_sin, B, T, H, hd);
         mx_rope_backward(m->dk, m->rope_cos, m->rope_sin, B, T, KV, hd);
+        if (a16) {
+            round16(m->dq, (size_t)N * QD);
+            round16(m->dk, (size_t)N * KD);
+        }
         memset(m->dxn, 0, sizeof(float) * N * D);
         CHK(lin_bwd(m, l, MX_LIN_Q, xn1, P(m, MX_P_WQ) + (size_t)l * QD * D, m->dq, m->dxn,
                     G(m, MX_P_WQ) + (size_t)l * QD * D, N, D, QD));

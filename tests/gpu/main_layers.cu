@@ -96,6 +96,10 @@ static void run_bench(int scale) {
             snprintf(buf, sizeof buf, "(%.0f GB/s)", bytes / (ms * 1e-3) / 1e9); return std::string(buf); }; };
         BENCH("swiglu forward", it, mxg_swiglu_forward(h.f(), g.f(), u.f(), n, NULL), bw(3.0 * n * 4));
         BENCH("swiglu backward", it, mxg_swiglu_backward(dg.f(), du.f(), h.f(), g.f(), u.f(), n, NULL), bw(5.0 * n * 4));
+        /* BF16 in and out (act16; the buffers' first halves, any values: only the bytes moved matter) */
+        BENCH("swiglu forward bf16", it, mxg_swiglu_forward_bf16(h.h(), g.h(), u.h(), n, NULL), bw(3.0 * n * 2));
+        BENCH("swiglu backward bf16", it, mxg_swiglu_backward_bf16(dg.h(), du.h(), h.h(), g.h(), u.h(), n, NULL),
+              bw(5.0 * n * 2));
     }
     {
         Dev x((size_t)N * D * 4), w((size_t)V * D * 4), dx((size_t)N * D * 4), dw((size_t)V * D * 4), l(N * 4),
@@ -165,6 +169,7 @@ int main(int argc, char** argv) {
         test_attention(1, 130, 4, 2, 96, mode);
     }
     test_swiglu((size_t)128 * 384);
+    test_swiglu(1001); /* the one-element BF16 kernels */
     test_xent(128, 1000);
     test_xent(16, 4096);
     test_lm_head(128, 64, 1000, 48);      /* chunks of 48 rows: 48, 48, 32 */
@@ -179,6 +184,10 @@ int main(int argc, char** argv) {
     test_linear_operands("mxfp4-fdw-even");
     test_linear_operands("fp8");
     test_linear_operands("bf16");
+    test_linear_epilogues("bf16");
+    test_linear_epilogues("fp8");
+    test_linear_epilogues("mxfp4-fdw-h16");
+    test_linear_epilogues("fp32");
     /* tolerances: relative to the loss, and normwise per gradient tensor (see docs/gpu.md) */
     test_gpu_model("fp32", 0, 1e-6, 1e-5);
     test_gpu_model("bf16", 0, 1e-4, 1e-2);

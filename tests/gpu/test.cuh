@@ -23,6 +23,7 @@
 
 #include "mxlm/gpu.h"
 #include "mxlm/gpu_model.h"
+#include "mxlm/linear_plan.h"
 #include "mxlm/model.h"
 #include "mxlm/mx.h"
 #include "mxlm/recipe.h"
@@ -255,6 +256,7 @@ void test_sum_squares(size_t n);                                              /*
 void test_adamw(void);                                                        /* test_adamw.cu */
 void test_model(int B, int T);                                                /* test_llama.cu */
 void test_linear_operands(const char* recipe);                                /* test_linear.cu */
+void test_linear_epilogues(const char* recipe);                               /* test_linear.cu */
 void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16 = 0,
                     int attn = 0);                                            /* test_llama.cu */
 void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr, int rows,

@@ -29,11 +29,11 @@ void test_linear_operands(const char* recipe) {
     Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dC((size_t)M * K * 4);
     up(dX, X); up(dW, W); up(ddY, dY);
     mxg_linws* ws = NULL;
-    MXC(mxg_linws_create(&ws, (size_t)M * K));
+    MXC(mxg_linws_create(&ws, (size_t)M * K, 0));
     const uint64_t seed = 11, step = 3;
     const uint32_t lid = 5;
     for (int exact = 1; exact >= 0; exact--) {
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL};
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL};
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */
@@ -105,7 +105,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
     if ((size_t)N * K > cap) cap = (size_t)N * K;
     if ((size_t)M * N > cap) cap = (size_t)M * N;
     mxg_linws* ws = NULL;
-    MXC(mxg_linws_create(&ws, cap));
+    MXC(mxg_linws_create(&ws, cap, 0));
     const uint64_t seed = 11, step = 3;
     const uint32_t lid = 9;
     vecf Yc((size_t)M * N), dXc(X.size()), dWc(W.size());
@@ -118,7 +118,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         std::fill(dXc.begin(), dXc.end(), 0.0f);
         std::fill(dWc.begin(), dWc.end(), 0.0f);
         for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
-            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL};
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL, NULL, NULL, NULL};
             mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
@@ -140,6 +140,64 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
                 if (f == MX_FMT_MXFP4 && c->blocks == 0) fail("%s: no MXFP4 blocks counted", what);
             }
         printf("    %-24s worst rel diff: sig2 %.3g err2 %.3g (tol 1e-6)\n", exact ? "exact path" : "fast path", wsig, werr);
+    }
+    mxg_linws_free(ws);
+    end();
+}
+
+/* ---- the linear layer's epilogue options (mxg_linear_ctx.res, .out16, .w16) ----
+ * res: Y = res + X W^T, the same bytes as the product followed by the FP32 add (any format); out16:
+ * the product rounded to BF16 (RNE), the same as rounding the FP32 product (BF16 GEMMs); w16: the
+ * weights given in BF16, the same bytes as converting them (BF16 GEMMs). */
+void test_linear_epilogues(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "linear epilogues %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    const int M = 256, K = 128, N = 192;
+    const size_t nx = (size_t)M * K, nw = (size_t)N * K, ny = (size_t)M * N;
+    vecf X = randn(nx, 1.0f), W = randn(nw, 0.05f), R = randn(ny, 1.0f), dY = randn(ny, 0.01f);
+    Dev dX(nx * 4), dW(nw * 4), dR(ny * 4), dYd(ny * 4), dY1(ny * 4), dY2(ny * 4), dXg(nx * 4);
+    up(dX, X); up(dW, W); up(dR, R); up(dYd, dY);
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny), mx_act16_applies(&rec)));
+    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL};
+    MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY1.f(), M, K, N, NULL));
+    vecf Y = downf(dY1, ny), Yr(ny);
+    for (size_t i = 0; i < ny; i++) Yr[i] = R[i] + Y[i];
+    c.res = dR.f();
+    MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY2.f(), M, K, N, NULL));
+    c.res = NULL;
+    compare("Y = res + X W^T", downf(dY2, ny), Yr, EXACT, 0);
+    if (mx_act16_applies(&rec)) {
+        Dev h(ny * 2), w16(nw * 2), dx16(nx * 2);
+        c.out16 = h.h();
+        MXC(mxg_linear_forward(&c, dX.f(), dW.f(), NULL, M, K, N, NULL));
+        same_as_bf16("Y in BF16", down<uint16_t>(h, ny), Y);
+        MXC(mxg_to_bf16(dW.f(), nw, w16.h(), NULL));
+        c.out16 = NULL;
+        c.w16 = w16.h();
+        MXC(mxg_linear_forward(&c, dX.f(), NULL, dY2.f(), M, K, N, NULL));
+        compare("Y with BF16 W given", downf(dY2, ny), Y, EXACT, 0);
+        /* the backward: dX = dY W (dx_acc 0) in FP32, then in BF16 */
+        MXC(mxg_linear_backward_acc(&c, dX.f(), NULL, dYd.f(), dXg.f(), NULL, M, K, N, 0, NULL));
+        vecf dXf = downf(dXg, nx);
+        c.out16 = dx16.h();
+        MXC(mxg_linear_backward_acc(&c, dX.f(), NULL, dYd.f(), NULL, NULL, M, K, N, 0, NULL));
+        same_as_bf16("dX in BF16", down<uint16_t>(dx16, nx), dXf);
+        c.w16 = NULL;
+        /* a BF16 output with accumulation is refused */
+        if (mxg_linear_backward_acc(&c, dX.f(), dW.f(), dYd.f(), NULL, NULL, M, K, N, 1, NULL) == MX_OK)
+            fail("a BF16 dX with dx_acc 1 was accepted");
+        c.out16 = NULL;
+    } else {
+        Dev h(ny * 2);
+        c.out16 = h.h();
+        if (mxg_linear_forward(&c, dX.f(), dW.f(), NULL, M, K, N, NULL) == MX_OK)
+            fail("a BF16 output of a %s GEMM was accepted", recipe);
+        c.out16 = NULL;
     }
     mxg_linws_free(ws);
     end();

@@ -216,10 +216,36 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
         return;
     }
     vecf losses_c(m.losses, m.losses + N);
+    /* act16 (GPU runs 3, 4) against the CPU model with the same BF16 rounding points (mx_llama.act16:
+     * gate, up, dhid); for recipes it does not apply to, the same bytes as run 0 */
+    const int a16 = mx_act16_applies(&rec);
+    vecf grads_c16, losses_c16;
+    float loss_c16 = loss_c;
+    if (a16) {
+        vecf keep(m.grads, m.grads + m.n_params);
+        m.act16 = MX_ACT16_FFN | (attn == MXG_ATTN_FLASH ? MX_ACT16_ATTN : 0); /* the GPU's att16 with flash */
+        mx_llama_zero_grad(&m);
+        if (mx_llama_forward(&m, tok.data(), tgt.data(), B, T, &loss_c16) ||
+            mx_llama_backward(&m, tok.data(), tgt.data(), 1.0f / N))
+            fail("CPU model (act16): %s", mx_last_error());
+        grads_c16.assign(m.grads, m.grads + m.n_params);
+        losses_c16.assign(m.losses, m.losses + N);
+        m.act16 = 0;
+        memcpy(m.grads, keep.data(), m.n_params * 4);
+        double d2 = 0, c2 = 0;
+        for (size_t i = 0; i < m.n_params; i++) {
+            d2 += ((double)grads_c16[i] - keep[i]) * ((double)grads_c16[i] - keep[i]);
+            c2 += (double)keep[i] * keep[i];
+        }
+        /* the rounding points must change something (else the comparison below tests nothing) */
+        printf("    CPU act16 vs FP32      loss %.9g vs %.9g, gradients differ by %.3g normwise\n", (double)loss_c16,
+               (double)loss_c, sqrt(d2 / c2));
+        if (!(d2 > 0)) fail("CPU act16 changed no gradient");
+    }
     vecf grads[5], losses[5];
     float loss_g[5] = {0, 0, 0, 0, 0};
-    /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage of what only BF16 GEMMs read
-     * (act16: a no-op but for bf16 recipes); 4: both */
+    /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage (act16: a no-op but for bf16
+     * recipes); 4: both */
     for (int r = 0; r < 5; r++) {
         mxg_llama* g = NULL;
         MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r >= 3, attn));
@@ -265,9 +291,24 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
     same_bytes("gradients (recompute)", grads[0].data(), grads[2].data(), m.n_params * 4);
     same_bytes("loss (2 runs)", &loss_g[0], &loss_g[1], 4);
     same_bytes("token losses", losses[0].data(), losses[2].data(), (size_t)N * 4);
-    same_bytes("gradients (act16)", grads[0].data(), grads[3].data(), m.n_params * 4);
-    same_bytes("gradients (act16 + recompute)", grads[0].data(), grads[4].data(), m.n_params * 4);
-    same_bytes("token losses (act16)", losses[0].data(), losses[3].data(), (size_t)N * 4);
+    if (a16) { /* the act16 GPU model against the act16 CPU model, at the same tolerances */
+        printf("    loss (act16)           GPU %.9g CPU %.9g (rel %.3g)\n", (double)loss_g[3], (double)loss_c16,
+               fabs(loss_g[3] - loss_c16) / fabs(loss_c16));
+        if (!(fabs(loss_g[3] - loss_c16) <= tol_loss * fabs(loss_c16))) fail("loss (act16) differs");
+        compare("token losses (act16)", losses[3], losses_c16, FROB, tol_loss * 10);
+        for (int t = 0; t < MX_P_COUNT; t++) {
+            const mx_param_info* in = &m.info[t];
+            vecf gg(grads[3].begin() + in->offset, grads[3].begin() + in->offset + in->numel);
+            vecf gcv(grads_c16.begin() + in->offset, grads_c16.begin() + in->offset + in->numel);
+            char what[64];
+            snprintf(what, sizeof what, "grad %s (act16)", in->name);
+            compare(what, gg, gcv, FROB, tol_grad);
+        }
+    } else {
+        same_bytes("gradients (act16)", grads[0].data(), grads[3].data(), m.n_params * 4);
+        same_bytes("token losses (act16)", losses[0].data(), losses[3].data(), (size_t)N * 4);
+    }
+    same_bytes("gradients (act16 + recompute)", grads[3].data(), grads[4].data(), m.n_params * 4);
     mx_llama_free(&m);
     end();
 }

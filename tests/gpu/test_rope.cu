@@ -21,5 +21,21 @@ void test_rope(int B, int T, int nh, int hd) {
     MXC(mxg_rope_backward(dg.f(), dc.f(), ds.f(), B, T, nh, hd, NULL));
     compare("forward", downf(dx, n), x_c, EXACT, 0);
     compare("backward", downf(dg, n), g_c, EXACT, 0);
+    { /* BF16 in place: the CPU's rotation of the widened BF16 values, rounded */
+        std::vector<uint16_t> x16(n), g16(n);
+        vecf xw(n), gw(n);
+        for (size_t i = 0; i < n; i++) {
+            x16[i] = mx_bf16_from_f32(x[i]); xw[i] = mx_bf16_to_f32(x16[i]);
+            g16[i] = mx_bf16_from_f32(g[i]); gw[i] = mx_bf16_to_f32(g16[i]);
+        }
+        mx_rope_forward(xw.data(), cs.data(), sn.data(), B, T, nh, hd);
+        mx_rope_backward(gw.data(), cs.data(), sn.data(), B, T, nh, hd);
+        Dev dx16(n * 2), dg16(n * 2);
+        up(dx16, x16); up(dg16, g16);
+        MXC(mxg_rope_forward_bf16(dx16.h(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+        MXC(mxg_rope_backward_bf16(dg16.h(), dc.f(), ds.f(), B, T, nh, hd, NULL));
+        same_as_bf16("forward (bf16)", down<uint16_t>(dx16, n), xw);
+        same_as_bf16("backward (bf16)", down<uint16_t>(dg16, n), gw);
+    }
     end();
 }

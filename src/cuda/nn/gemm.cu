@@ -144,12 +144,12 @@ extern "C" int mxg_gemm_tn(mxg_scale_mode mode, const void* A, mxg_dtype a_type,
 extern "C" int mxg_gemm_tn_acc(mxg_scale_mode mode, const void* A, mxg_dtype a_type, const float* a_scale,
                                const void* B, mxg_dtype b_type, const float* b_scale, void* C, mxg_dtype c_type, int M,
                                int N, int K, int accumulate, void* stream) {
-    return mxg_gemm_lin(mode, A, a_type, 0, a_scale, B, b_type, 0, b_scale, C, c_type, M, N, K, accumulate, stream);
+    return mxg_gemm_lin(mode, A, a_type, 0, a_scale, B, b_type, 0, b_scale, C, c_type, M, N, K, accumulate, NULL, stream);
 }
 
 int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr, const float* a_scale, const void* B,
                  mxg_dtype b_type, int b_tr, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K,
-                 int accumulate, void* stream) {
+                 int accumulate, const float* res, void* stream) {
     cublasLtHandle_t lt;
     int rc = lt_get(&lt, NULL); /* the handle first, as always */
     if (rc) return rc;
@@ -163,6 +163,8 @@ int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr,
     if (mode == MXG_SCALE_VEC128 && K % 128) return mx_fail(MX_EINVAL, "mxg_gemm_tn: VEC128 needs K %% 128 == 0");
     if (mode != MXG_SCALE_NONE && (a_tr || b_tr))
         return mx_fail(MX_EINVAL, "mxg_gemm_tn: FP8 operands must be K-contiguous (TN) on Hopper");
+    if (res && (accumulate || c_type != MXG_F32 || res == C))
+        return mx_fail(MX_EINVAL, "mxg_gemm_tn: a residual input needs an FP32 output of its own, no accumulation");
     lt_key k = lt_key_zero(LT_TN);
     k.mode = mode; k.at = a_type; k.bt = b_type; k.ct = c_type; k.M = M; k.N = N; k.K = K;
     k.ta = a_tr != 0; k.tb = b_tr != 0;
@@ -173,6 +175,7 @@ int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr,
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
     }
+    if (res) return lt_matmul_res(p, A, B, res, C, LT_WS_TN, MXG_STREAM(stream));
     return lt_matmul(p, accumulate ? 1.0f : 0.0f, A, B, C, LT_WS_TN, MXG_STREAM(stream));
 }
 

@@ -10,8 +10,9 @@ int mxg_gemm_f32acc(int ta, int tb, int M, int N, int K, const void* A, int lda,
                     int ldc, int accumulate, int bf16, void* stream);
 /* The linear layer's GEMM: C[M,N] (+)= A'[M,K] B'[N,K]^T as mxg_gemm_tn_acc, where A' = A (stored
  * [M,K]) or, a_tr, A^T (A stored [K,M]), and B' likewise (b_tr: B stored [K,N]). Transposed
- * operands are BF16 only (mode MXG_SCALE_NONE: FP8 on Hopper is TN only). */
+ * operands are BF16 only (mode MXG_SCALE_NONE: FP8 on Hopper is TN only). res (NULL: none): C =
+ * res + A' B'^T, res FP32 [M,N] beside an FP32 C (accumulate 0): the residual add in the epilogue. */
 int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr, const float* a_scale, const void* B,
                  mxg_dtype b_type, int b_tr, const float* b_scale, void* C, mxg_dtype c_type, int M, int N, int K,
-                 int accumulate, void* stream);
+                 int accumulate, const float* res, void* stream);
 #endif

@@ -38,6 +38,7 @@
 
 struct mxg_linws {
     size_t cap;            // elements per operand buffer
+    int bf16_only;         // only h[] (mxg_linws_create's bf16_only)
     float* t[2];           // [cap] transposed FP32 operands (a, b)
     uint16_t* h[2];        // [cap] BF16 operands / dequantized MXFP4
     uint8_t* codes[2];     // [cap/2] packed E2M1
@@ -135,21 +136,22 @@ int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
 
 int gemm_timed(mxg_scale_mode mode, const void* A, mxg_dtype at, int a_tr, const float* as, const void* B,
                mxg_dtype bt, int b_tr, const float* bs, void* C, mxg_dtype ct, int M, int N, int K, int acc,
-               void* stream) {
+               const float* res, void* stream) {
     PROF_B(PROF_GEMM, MXG_STREAM(stream));
-    int rc = mxg_gemm_lin(mode, A, at, a_tr, as, B, bt, b_tr, bs, C, ct, M, N, K, acc, stream);
+    int rc = mxg_gemm_lin(mode, A, at, a_tr, as, B, bt, b_tr, bs, C, ct, M, N, K, acc, res, stream);
     PROF_E(PROF_GEMM, MXG_STREAM(stream));
     return rc;
 }
 
 }  // namespace
 
-extern "C" int mxg_linws_create(mxg_linws** out, size_t max_elems) {
+extern "C" int mxg_linws_create(mxg_linws** out, size_t max_elems, int bf16_only) {
     *out = NULL;
     mxg_linws* w = (mxg_linws*)calloc(1, sizeof *w);
     if (!w) return mx_fail(MX_ENOMEM, "linear workspace: out of host memory");
     size_t cap = (max_elems + 127) / 128 * 128;
     w->cap = cap;
+    w->bf16_only = bf16_only;
     int rc = MX_OK;
 #define ALLOC(p, bytes)                                                                                          \
     do {                                                                                                         \
@@ -160,8 +162,9 @@ extern "C" int mxg_linws_create(mxg_linws** out, size_t max_elems) {
         }                                                                                                        \
     } while (0)
     for (int o = 0; o < 2; o++) {
-        ALLOC(w->t[o], cap * sizeof(float));
         ALLOC(w->h[o], cap * sizeof(uint16_t));
+        if (bf16_only) continue;
+        ALLOC(w->t[o], cap * sizeof(float));
         ALLOC(w->codes[o], cap / 2);
         ALLOC(w->scales[o], cap / 32);
         ALLOC(w->q8[o], cap);
@@ -188,8 +191,9 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
     free(w);
 }
 
-extern "C" size_t mxg_linws_bytes(size_t max_elems) {
+extern "C" size_t mxg_linws_bytes(size_t max_elems, int bf16_only) {
     size_t cap = (max_elems + 127) / 128 * 128;
+    if (bf16_only) return 2 * cap * 2 + 64 + 16;
     return 2 * (cap * 4 + cap * 2 + cap / 2 + cap / 32 + cap + (cap / 128 + 4) * 4) + 64 + 16;
 }
 
@@ -224,18 +228,31 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
     /* an operand may be absent (NULL) only where its BF16 copy serves: a BF16 GEMM without telemetry */
-    const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : NULL}; /* BF16 copies */
+    const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : c->w16}; /* BF16 copies */
     const int bf16 = mx_gemm_bf16_operands(c->recipe, g);
     for (int o = 0; o < 2; o++)
         if (!(o ? B : A) && !(bf16 && given[o] && !tele[o]))
             return mx_fail(MX_EINVAL, "linear %s: operand %c is missing", mx_gemm_name(g), o ? 'b' : 'a');
+    uint16_t* out16 = g == MX_WGRAD ? NULL : c->out16;
+    const float* res = g == MX_FPROP ? c->res : NULL;
+    if (out16 && (!bf16 || accumulate))
+        return mx_fail(MX_EINVAL, "linear %s: a BF16 output needs BF16 operands and no accumulation", mx_gemm_name(g));
+    if (res && (accumulate || res == C))
+        return mx_fail(MX_EINVAL, "linear %s: a residual input needs an output of its own", mx_gemm_name(g));
     if (f->elem == MX_ELEM_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
         PROF_B(PROF_GEMM, st);
+        if (res) { /* C = res, then C += the product: the epilogue's single rounding of res + product */
+            CU_TRY(cudaMemcpyAsync(C, res, (size_t)Ma * Nb * 4, cudaMemcpyDeviceToDevice, st));
+            accumulate = 1;
+        }
         rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, C, Nb, accumulate, stream);
         PROF_E(PROF_GEMM, st);
         return rc;
     }
     mxg_linws* w = c->ws;
+    if (w->bf16_only && f->scale != MX_SCALE_NONE)
+        return mx_fail(MX_EINVAL, "linear %s: %s operands need a full linear workspace (this one was made for BF16 "
+                                  "GEMMs only)", mx_gemm_name(g), mx_format_name(q->fmt));
     if ((size_t)Ma * R > w->cap || (size_t)Nb * R > w->cap)
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
                        mx_gemm_name(g), Ma, R, Nb, R, w->cap);
@@ -253,8 +270,9 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
         }
         PROF_E(PROF_QUANT, st);
         if (!rc)
-            rc = gemm_timed(MXG_SCALE_NONE, h[0], MXG_BF16, tr[0], NULL, h[1], MXG_BF16, tr[1], NULL, C, MXG_F32, Ma,
-                            Nb, R, accumulate, stream);
+            rc = gemm_timed(MXG_SCALE_NONE, h[0], MXG_BF16, tr[0], NULL, h[1], MXG_BF16, tr[1], NULL,
+                            out16 ? (void*)out16 : (void*)C, out16 ? MXG_BF16 : MXG_F32, Ma, Nb, R, accumulate, res,
+                            stream);
         return rc;
     }
     case MX_SCALE_TENSOR: { /* FP8, per-tensor scale: codes cast as stored, transposed as bytes */
@@ -289,11 +307,11 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             }
             PROF_E(PROF_QUANT, st);
             return gemm_timed(MXG_SCALE_VEC128, tn[0], kt[0], 0, w->fs[0], tn[1], kt[1], 0, w->fs[1], C, MXG_F32, Ma,
-                              Nb, R, accumulate, stream);
+                              Nb, R, accumulate, res, stream);
         }
         PROF_E(PROF_QUANT, st);
         return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, w->sc + 4, tn[1], kt[1], 0, w->sc + 12, C, MXG_F32, Ma,
-                          Nb, R, accumulate, stream);
+                          Nb, R, accumulate, res, stream);
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks */
         const int fast = !c->exact && R % 128 == 0;
@@ -347,7 +365,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
         if (fast) {
             PROF_E(PROF_QUANT, st);
             return gemm_timed(MXG_SCALE_VEC128, w->q8[0], MXG_E4M3, 0, w->fs[0], w->q8[1], MXG_E4M3, 0, w->fs[1], C,
-                              MXG_F32, Ma, Nb, R, accumulate, stream);
+                              MXG_F32, Ma, Nb, R, accumulate, res, stream);
         }
         w->last_R = R;
         for (int o = 0; o < 2 && !rc; o++) {
@@ -357,7 +375,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
         PROF_E(PROF_QUANT, st);
         if (!rc)
             rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, C, MXG_F32, Ma, Nb,
-                            R, accumulate, stream);
+                            R, accumulate, res, stream);
         return rc;
     }
     default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", mx_gemm_name(g), (int)q->fmt);
@@ -393,9 +411,10 @@ extern "C" int mxg_linear_backward(const mxg_linear_ctx* c, const float* X, cons
 extern "C" int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, const float* W, const float* dY,
                                        float* dX, float* dW, int M, int K, int N, int dx_acc, void* stream) {
     int rc = MX_OK;
+    const int dgrad = dX || c->out16; /* dX in FP32, or in BF16 at out16 */
     /* dX[M,K] (+)= dY[M,N] (W^T)[K,N]^T */
-    if (dX) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, 0, stream);
+    if (dgrad) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, 0, stream);
     /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
-    if (!rc && dW) rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, dX && dy_shared(c->recipe), stream);
+    if (!rc && dW) rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, dgrad && dy_shared(c->recipe), stream);
     return rc;
 }

@@ -10,14 +10,19 @@
  *     probabilities (flash-style);
  *   - with `recompute` the RMSNorm outputs and the SwiGLU product are not
  *     kept per layer: the backward recomputes them (the same bits).
+ *   - the residual adds happen in the o and down GEMMs' epilogues
+ *     (mxg_linear_ctx.res: the same single rounding as llama.c's add).
  * Activations are FP32; the block linears follow the recipe (linear.cu). With
- * act16 (bf16 recipes) the RMSNorm outputs and the SwiGLU product, which only
- * BF16 GEMMs read, are stored in BF16 only (the values those GEMMs read either way).
+ * act16 (bf16 recipes, mxg_llama_create) BF16 storage: the tensors only BF16
+ * GEMMs read (the same values), and the GEMM outputs gate, up, dhid and, with
+ * the flash attention (att16), q, k, v, ao, dao, dq, dk, dv, rounded to BF16
+ * where llama.c's mx_llama.act16 rounds; the residual stream stays FP32.
  * No floating-point atomics (except the telemetry sums, mxg_opstats, which the
  * training does not read): two runs give the same bytes.
  * Built with --fmad=false (mk/cuda.mk) for its one kernel, the residual add
- * (from the former layers.cu, which had the flag); the flag does not touch
- * host code, and the rest of this file is host code.
+ * mxg_add (from the former layers.cu, which had the flag; the model itself
+ * adds in the GEMM epilogues now); the flag does not touch host code, and the
+ * rest of this file is host code.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -34,7 +39,9 @@ struct mxg_llama {
     size_t n_params;
     mx_recipe recipe, recipe_bf16;
     int bf16_first, bf16_last, exact, recompute, attn;
-    int act16;                      /* xn1, xn2, hid stored in BF16 only (mxg_llama_create's act16) */
+    int act16;                      /* BF16 storage (mxg_llama_create's act16): xn1, xn2, hid, gate, up, dhid,
+                                       dgate, dup, and the linears' weights once per update (w16) */
+    int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -47,7 +54,7 @@ struct mxg_llama {
     float *lse;                     // [L, B, H, T]
     float *ao;                      // [L, N, QD]
     float *xmid, *xn2, *rstd2;      // [L, N, D], [L or 1, N, D] (BF16 with act16), [L, N]
-    float *gate, *up, *hid;         // [L, N, F] x2, [L or 1, N, F] (BF16 with act16)
+    float *gate, *up, *hid;         // [L, N, F] x2, [L or 1, N, F] (all BF16 with act16)
     float *xnf, *rstdf, *losses;    // [N, D], [N], [N]
     float *rope_cos, *rope_sin;     // [T, hd/2]
     float *dx, *dxn, *dq, *dk, *dv, *dao, *dgate, *dup, *dhid, *tmp; // [N, *]
@@ -65,6 +72,9 @@ struct mxg_llama {
     int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
     uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
     uint16_t* x16;                  // [N, D]: a block input rounded to BF16 once for the linears sharing it
+    uint16_t* w16;                  // act16: the block linears' weights in BF16 (NULL otherwise), per kind at
+    size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
+    int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 6] telemetry per block linear, [gemm][operand]
     int tele_on;
@@ -134,12 +144,22 @@ void mxg_prof_mark(int cat, int begin, cudaStream_t st) {
     }
 }
 
+/* Drop what was timed so far: the first optimizer step (its GEMM plans are made then, on the host,
+ * while the events wait, and the step-0 evaluation come before it) is left out of the split. */
+static int g_prof_from = 1;
+static void prof_restart(int64_t next_step) {
+    prof_flush();
+    memset(g_pms, 0, sizeof g_pms);
+    g_prof_from = (int)next_step;
+}
+
 extern "C" int mxg_profile_report(char* buf, size_t n) {
     if (!g_mxg_prof) return 0;
     prof_flush();
     double tot = 0;
     for (int i = 0; i < PROF_N; i++) tot += g_pms[i];
-    size_t k = (size_t)snprintf(buf, n, "GPU time by part (MXLM_GPU_PROFILE, %.1f ms in all):", tot);
+    size_t k = (size_t)snprintf(buf, n, "GPU time by part (MXLM_GPU_PROFILE, from step %d, %.1f ms in all):",
+                                g_prof_from, tot);
     for (int i = 0; i < PROF_N && k < n; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s %s %.1f ms (%.1f%%)", i ? ";" : "", k_prof_name[i], g_pms[i],
                               tot > 0 ? 100.0 * g_pms[i] / tot : 0.0);
@@ -155,8 +175,8 @@ struct Part {
 
 size_t up16(size_t n) { return (n + 63) / 64 * 64; }
 
-/* act16 applies: every GEMM that reads xn1, xn2 or hid (Fprop, Wgrad) takes BF16 operands */
-int act16_applies(const mx_recipe* r) { return mx_gemm_bf16_operands(r, MX_FPROP) && mx_gemm_bf16_operands(r, MX_WGRAD); }
+/* act16 applies: every GEMM takes plain BF16 operands (linear_plan.h) */
+int act16_applies(const mx_recipe* r) { return mx_act16_applies(r); }
 
 /* the attention implementations that keep one sequence's [H, T, T] scores in attws */
 int uses_attws(int attn) { return attn == MXG_ATTN_GEMM || attn == MXG_ATTN_TF32; }
@@ -168,16 +188,18 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
     const size_t N = (size_t)B * T, D = c->dim, L = c->n_layers, F = c->ffn, H = c->n_heads;
     const size_t hd = D / H, QD = H * hd, KD = c->n_kv_heads * hd, V = c->vocab;
     const size_t Lr = g->recompute ? 1 : L;
-    const size_t h = g->act16 ? 2 : 1; /* BF16-only tensors take half the floats */
-    const size_t W = F > QD ? (F > D ? F : D) : (QD > D ? QD : D);
+    const size_t h = g->act16 ? 2 : 1, ha = g->att16 ? 2 : 1; /* BF16-only tensors take half the floats */
     Part p[] = {
-        {&g->x, (L + 1) * N * D}, {&g->xn1, (Lr * N * D + h - 1) / h}, {&g->rstd1, L * N}, {&g->q, L * N * QD},
-        {&g->k, L * N * KD}, {&g->v_, L * N * KD}, {&g->lse, L * B * H * T}, {&g->ao, L * N * QD},
-        {&g->xmid, L * N * D}, {&g->xn2, (Lr * N * D + h - 1) / h}, {&g->rstd2, L * N}, {&g->gate, L * N * F},
-        {&g->up, L * N * F}, {&g->hid, (Lr * N * F + h - 1) / h}, {&g->xnf, N * D}, {&g->rstdf, N}, {&g->losses, N},
+        {&g->x, (L + 1) * N * D}, {&g->xn1, (Lr * N * D + h - 1) / h}, {&g->rstd1, L * N},
+        {&g->q, (L * N * QD + ha - 1) / ha}, {&g->k, (L * N * KD + ha - 1) / ha}, {&g->v_, (L * N * KD + ha - 1) / ha},
+        {&g->lse, L * B * H * T}, {&g->ao, (L * N * QD + ha - 1) / ha},
+        {&g->xmid, L * N * D}, {&g->xn2, (Lr * N * D + h - 1) / h}, {&g->rstd2, L * N},
+        {&g->gate, (L * N * F + h - 1) / h}, {&g->up, (L * N * F + h - 1) / h}, {&g->hid, (Lr * N * F + h - 1) / h},
+        {&g->xnf, N * D}, {&g->rstdf, N}, {&g->losses, N},
         {&g->rope_cos, (size_t)T * hd / 2}, {&g->rope_sin, (size_t)T * hd / 2},
-        {&g->dx, N * D}, {&g->dxn, N * D}, {&g->dq, N * QD}, {&g->dk, N * KD}, {&g->dv, N * KD},
-        {&g->dao, N * QD}, {&g->dgate, N * F}, {&g->dup, N * F}, {&g->dhid, N * F}, {&g->tmp, N * W},
+        {&g->dx, N * D}, {&g->dxn, N * D}, {&g->dq, (N * QD + ha - 1) / ha}, {&g->dk, (N * KD + ha - 1) / ha},
+        {&g->dv, (N * KD + ha - 1) / ha}, {&g->dao, (N * QD + ha - 1) / ha}, {&g->dgate, (N * F + h - 1) / h}, {&g->dup, (N * F + h - 1) / h},
+        {&g->dhid, (N * F + h - 1) / h}, {&g->tmp, N},
         {&g->delta, (size_t)B * H * T}, {&g->chunk, (size_t)g->Nc * V},
         {&g->rms_ws, mxg_rmsnorm_backward_workspace((int)N, (int)D)}, {&g->dmean, 4},
         {&g->attws, uses_attws(g->attn) ? mxg_attention_gemm_workspace(T, (int)H) : 1},
@@ -209,6 +231,19 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
+/* The parameter kind of block linear j (MX_LIN_*). */
+const int k_lin_kind[MX_LIN_PER_BLOCK] = {MX_P_WQ, MX_P_WK, MX_P_WV, MX_P_WO, MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
+
+/* act16's BF16 weight copy: linear j's layers at off[j]; returns the elements in all. */
+size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
+    size_t n = 0;
+    for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+        off[j] = n;
+        n += (info[k_lin_kind[j]].numel + 7) / 8 * 8; /* 16-byte aligned starts */
+    }
+    return n;
+}
+
 }  // namespace
 
 extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute,
@@ -220,6 +255,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     g.recompute = recompute;
     g.act16 = act16 && act16_applies(recipe);
     g.attn = attn;
+    g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
     g.Nc = choose_nc(cfg, B * T);
     mx_param_info info[MX_P_COUNT];
     size_t np = mx_param_layout(cfg, info);
@@ -230,11 +266,15 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     int n = act_parts(&g, parts, B, T);
     for (int i = 0; i < n; i++) e->acts += (int64_t)up16(parts[i].n) * 4;
     e->acts += (2 * (int64_t)B * T * cfg->dim + (int64_t)g.Nc * cfg->vocab) * 2; /* BF16 head operands, x16 */
+    if (g.act16) {
+        size_t off[MX_LIN_PER_BLOCK];
+        e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
+    }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     const int N = B * T;
-    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
+    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N), act16_applies(recipe)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
-    if (attn == MXG_ATTN_FLASH) /* the BF16 copies of q, k, v (and out, dout in the backward) */
+    if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
         e->scratch += (int64_t)mxg_attention_flash_workspace(B, T, cfg->n_heads, cfg->n_kv_heads, cfg->dim / cfg->n_heads);
     e->total = e->params + e->grads + e->adam + e->acts + e->scratch;
 }
@@ -297,6 +337,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->recompute = recompute;
     g->act16 = act16 && act16_applies(recipe);
     g->attn = attn;
+    g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
     g->B = B;
     g->T = T;
     const int N = B * T;
@@ -344,18 +385,19 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
+    if (g->act16) DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
-    rc = mxg_linws_create(&g->lin, max_operand(cfg, N));
+    rc = mxg_linws_create(&g->lin, max_operand(cfg, N), act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s (preset %s, batch %d x %d)", mx_last_error(), cfg->name, B, T);
         mxg_llama_free(g);
         return mx_fail(rc, "%s", msg);
     }
-    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N));
+    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N), act16_applies(recipe));
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));
@@ -381,7 +423,8 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     if (!g) return;
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
-    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->x16); cudaFree(g->tele);
+    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->x16); cudaFree(g->w16);
+    cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
     if (g->st) cudaStreamDestroy(g->st);
@@ -392,9 +435,15 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     free(g);
 }
 
+/* The weights changed: their BF16 copies are made again before the next use. */
+static void weights_changed(mxg_llama* g) {
+    g->head16_fresh = 0;
+    g->w16_fresh = 0;
+}
+
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
     const size_t b = g->nshard * 4;
-    g->head16_fresh = 0;
+    weights_changed(g);
     CU_TRY(cudaMemcpy(g->params, params, g->n_params * 4, cudaMemcpyHostToDevice));
     if (m) CU_TRY(cudaMemcpy(g->m, m, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->m, 0, b));
     if (v) CU_TRY(cudaMemcpy(g->v, v, b, cudaMemcpyHostToDevice)); else CU_TRY(cudaMemset(g->v, 0, b));
@@ -423,7 +472,7 @@ extern "C" int mxg_llama_zero_grad(mxg_llama* g) {
 
 extern "C" int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value) {
     if (offset >= g->n_params) return mx_fail(MX_EINVAL, "GPU model: poke offset out of range");
-    if (!which) g->head16_fresh = 0;
+    if (!which) weights_changed(g);
     CU_TRY(cudaStreamSynchronize(g->st));
     CU_TRY(cudaMemcpy((which ? g->grads : g->params) + offset, &value, 4, cudaMemcpyHostToDevice));
     return MX_OK;
@@ -462,7 +511,27 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * 6 : NULL;
     c.x16 = NULL;
     c.dy16 = NULL;
+    c.w16 = NULL;
+    if (g->w16) { /* this layer's slice of linear j's BF16 weights (act16: every block's GEMMs are BF16) */
+        const size_t per = g->info[k_lin_kind[j]].numel / (size_t)g->cfg.n_layers;
+        c.w16 = g->w16 + g->w16_off[j] + (size_t)l * per;
+    }
+    c.out16 = NULL;
+    c.res = NULL;
     return c;
+}
+
+/* act16: the linears' weights rounded to BF16 once per update (Fprop and Dgrad read them). */
+static int refresh_w16(mxg_llama* g) {
+    if (!g->w16 || g->w16_fresh) return MX_OK;
+    PROF_B(PROF_QUANT, g->st);
+    for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+        const mx_param_info* in = &g->info[k_lin_kind[j]];
+        CHK(mxg_to_bf16(g->params + in->offset, in->numel, g->w16 + g->w16_off[j], g->st));
+    }
+    PROF_E(PROF_QUANT, g->st);
+    g->w16_fresh = 1;
+    return MX_OK;
 }
 
 /* X (the input of the linears q/k/v or gate/up of block l) rounded to BF16 once into g->x16 when the
@@ -479,20 +548,26 @@ static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const floa
     return *rc ? NULL : g->x16;
 }
 
+/* Y = X W^T, or with res Y = res + X W^T (the residual in the GEMM's epilogue), or with y16 the product in
+ * BF16 there instead of Y. */
 static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, float* Y, int M, int K,
-                   int N, const uint16_t* x16 = NULL) {
+                   int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
+    c.res = res;
+    c.out16 = y16;
     return mxg_linear_forward(&c, X, W, Y, M, K, N, g->st);
 }
 
-/* dx_acc 0: dX = its product (the first linear reading that input), 1: dX += (the others). */
+/* dx_acc 0: dX = its product (the first linear reading that input), 1: dX += (the others); dx16: dX
+ * (dx_acc 0) in BF16 there instead. */
 static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
                    float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL,
-                   const uint16_t* dy16 = NULL) {
+                   const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
     c.dy16 = dy16;
+    c.out16 = dx16;
     return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
 }
 
@@ -502,9 +577,74 @@ static int norm_out(mxg_llama* g, float* o32, uint16_t* o16, float* rstd, const 
     if (g->act16) return mxg_rmsnorm_forward_bf16(o16, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
     return mxg_rmsnorm_forward(o32, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
 }
-static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate, const float* up) {
+static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate, const uint16_t* gate16,
+                      const float* up, const uint16_t* up16) {
     const size_t n = (size_t)g->B * g->T * g->cfg.ffn;
-    return g->act16 ? mxg_swiglu_forward_bf16(h16, gate, up, n, g->st) : mxg_swiglu_forward(h32, gate, up, n, g->st);
+    if (g->act16) return mxg_swiglu_forward_bf16(h16, gate16, up16, n, g->st); /* gate, up in BF16 too */
+    return mxg_swiglu_forward(h32, gate, up, n, g->st);
+}
+
+/* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
+static int rope_fwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
+    const int hd = g->cfg.dim / g->cfg.n_heads;
+    if (g->att16) return mxg_rope_forward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
+    return mxg_rope_forward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
+}
+static int rope_bwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
+    const int hd = g->cfg.dim / g->cfg.n_heads;
+    if (g->att16) return mxg_rope_backward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
+    return mxg_rope_backward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
+}
+struct AttnT { /* one layer's attention tensors: FP32, or with att16 BF16 (h) */
+    float *q, *k, *v, *ao;
+    uint16_t *qh, *kh, *vh, *aoh;
+    float* lse;
+};
+static AttnT attn_tensors(mxg_llama* g, int l) {
+    const size_t N = (size_t)g->B * g->T, hd = g->cfg.dim / g->cfg.n_heads;
+    const size_t nq = N * g->cfg.n_heads * hd, nk = N * g->cfg.n_kv_heads * hd;
+    AttnT a;
+    memset(&a, 0, sizeof a);
+    a.lse = g->lse + (size_t)l * g->B * g->cfg.n_heads * g->T;
+    if (g->att16) {
+        a.qh = (uint16_t*)g->q + l * nq;
+        a.kh = (uint16_t*)g->k + l * nk;
+        a.vh = (uint16_t*)g->v_ + l * nk;
+        a.aoh = (uint16_t*)g->ao + l * nq;
+    } else {
+        a.q = g->q + l * nq;
+        a.k = g->k + l * nk;
+        a.v = g->v_ + l * nk;
+        a.ao = g->ao + l * nq;
+    }
+    return a;
+}
+static int attn_fwd(mxg_llama* g, const AttnT* a) {
+    const mx_model_config* c = &g->cfg;
+    const int B = g->B, T = g->T, H = c->n_heads, KV = c->n_kv_heads, hd = c->dim / H;
+    if (g->att16) return mxg_attention_forward_flash_bf16(a->aoh, a->lse, a->qh, a->kh, a->vh, B, T, H, KV, hd, g->st);
+    if (g->attn == MXG_ATTN_FLASH) return mxg_attention_forward_flash(a->ao, a->lse, a->q, a->k, a->v, B, T, H, KV, hd, g->st);
+    if (uses_attws(g->attn))
+        return mxg_attention_forward_gemm(a->ao, a->lse, a->q, a->k, a->v, B, T, H, KV, hd, g->attws,
+                                          g->attn == MXG_ATTN_TF32, g->st);
+    return mxg_attention_forward(a->ao, a->lse, a->q, a->k, a->v, B, T, H, KV, hd, g->st);
+}
+/* dq, dk, dv from dao (g's buffers, BF16 with att16) */
+static int attn_bwd(mxg_llama* g, const AttnT* a) {
+    const mx_model_config* c = &g->cfg;
+    const int B = g->B, T = g->T, H = c->n_heads, KV = c->n_kv_heads, hd = c->dim / H;
+    if (g->att16)
+        return mxg_attention_backward_flash_bf16((uint16_t*)g->dq, (uint16_t*)g->dk, (uint16_t*)g->dv, g->delta,
+                                                 (const uint16_t*)g->dao, a->aoh, a->lse, a->qh, a->kh, a->vh, B, T, H,
+                                                 KV, hd, g->st);
+    if (g->attn == MXG_ATTN_FLASH)
+        return mxg_attention_backward_flash(g->dq, g->dk, g->dv, g->delta, g->dao, a->ao, a->lse, a->q, a->k, a->v, B,
+                                            T, H, KV, hd, g->st);
+    if (uses_attws(g->attn))
+        return mxg_attention_backward_gemm(g->dq, g->dk, g->dv, g->delta, g->dao, a->ao, a->lse, a->q, a->k, a->v, B,
+                                           T, H, KV, hd, g->attws, g->attn == MXG_ATTN_TF32, g->st);
+    return mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, a->ao, a->lse, a->q, a->k, a->v, B, T, H, KV,
+                                  hd, g->st);
 }
 
 /* Embedding and blocks: x[L] (the final residual stream) from tokens already on the device. */
@@ -514,6 +654,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     const int KV = c->n_kv_heads, hd = D / H, QD = H * hd, KD = KV * hd;
     const size_t ND = (size_t)N * D;
     cudaStream_t st = g->st;
+    CHK(refresh_w16(g));
     PROF_B(PROF_ELEM, st);
     CHK(mxg_embedding_forward(g->x, g->tok, P(MX_P_EMBED), N, D, st));
     PROF_E(PROF_ELEM, st);
@@ -522,16 +663,14 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         float* x = g->x + (size_t)l * ND;                  /* [N, D] block input */
         float* xn1 = g->act16 ? NULL : g->xn1 + lr * ND;   /* [N, D] */
         uint16_t* xn1h = g->act16 ? (uint16_t*)g->xn1 + lr * ND : NULL;
-        float* q = g->q + (size_t)l * N * QD;              /* [N, QD] */
-        float* k = g->k + (size_t)l * N * KD;              /* [N, KD] */
-        float* v = g->v_ + (size_t)l * N * KD;             /* [N, KD] */
-        float* lse = g->lse + (size_t)l * B * H * T;       /* [B, H, T] */
-        float* ao = g->ao + (size_t)l * N * QD;            /* [N, QD] */
+        const AttnT a = attn_tensors(g, l);                /* q [N, QD], k, v [N, KD], ao [N, QD], lse [B, H, T] */
         float* xmid = g->xmid + (size_t)l * ND;            /* [N, D] */
         float* xn2 = g->act16 ? NULL : g->xn2 + lr * ND;   /* [N, D] */
         uint16_t* xn2h = g->act16 ? (uint16_t*)g->xn2 + lr * ND : NULL;
-        float* gate = g->gate + (size_t)l * N * F;         /* [N, F] */
-        float* up = g->up + (size_t)l * N * F;             /* [N, F] */
+        float* gate = g->act16 ? NULL : g->gate + (size_t)l * N * F; /* [N, F] */
+        uint16_t* gateh = g->act16 ? (uint16_t*)g->gate + (size_t)l * N * F : NULL;
+        float* up = g->act16 ? NULL : g->up + (size_t)l * N * F;     /* [N, F] */
+        uint16_t* uph = g->act16 ? (uint16_t*)g->up + (size_t)l * N * F : NULL;
         float* hid = g->act16 ? NULL : g->hid + lr * N * F; /* [N, F] */
         uint16_t* hidh = g->act16 ? (uint16_t*)g->hid + lr * N * F : NULL;
         float* xout = g->x + (size_t)(l + 1) * ND;         /* [N, D] */
@@ -542,35 +681,31 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         int rc16;
         const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, xn1h, ND, &rc16);
         CHK(rc16);
-        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD, x16));
-        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, k, N, D, KD, x16));
-        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, v, N, D, KD, x16));
+        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, a.q, N, D, QD, x16, NULL, a.qh));
+        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, a.k, N, D, KD, x16, NULL, a.kh));
+        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, a.v, N, D, KD, x16, NULL, a.vh));
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rope_forward(q, g->rope_cos, g->rope_sin, B, T, H, hd, st));
-        CHK(mxg_rope_forward(k, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
+        CHK(rope_fwd(g, a.q, a.qh, H));
+        CHK(rope_fwd(g, a.k, a.kh, KV));
         PROF_E(PROF_ELEM, st);
         PROF_B(PROF_ATTN, st);
-        if (g->attn == MXG_ATTN_FLASH) CHK(mxg_attention_forward_flash(ao, lse, q, k, v, B, T, H, KV, hd, st));
-        else if (uses_attws(g->attn))
-            CHK(mxg_attention_forward_gemm(ao, lse, q, k, v, B, T, H, KV, hd, g->attws, g->attn == MXG_ATTN_TF32, st));
-        else CHK(mxg_attention_forward(ao, lse, q, k, v, B, T, H, KV, hd, st));
+        CHK(attn_fwd(g, &a));
         PROF_E(PROF_ATTN, st);
-        CHK(lin_fwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->tmp, N, QD, D));
+        /* xmid = x + o(ao): the residual added in the GEMM's epilogue */
+        CHK(lin_fwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, xmid, N, QD, D, a.aoh, x));
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_add(xmid, x, g->tmp, ND, st));
         CHK(norm_out(g, xn2, xn2h, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
         x16 = shared_x16(g, l, MX_FPROP, xn2, xn2h, ND, &rc16);
         CHK(rc16);
-        CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16));
-        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16));
+        CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16, NULL,
+                    gateh));
+        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph));
         PROF_B(PROF_ELEM, st);
-        CHK(swiglu_out(g, hid, hidh, gate, up));
+        CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph));
         PROF_E(PROF_ELEM, st);
-        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->tmp, N, F, D, hidh));
-        PROF_B(PROF_ELEM, st);
-        CHK(mxg_add(xout, xmid, g->tmp, ND, st));
-        PROF_E(PROF_ELEM, st);
+        /* xout = xmid + down(hid) */
+        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, xout, N, F, D, hidh, xmid));
     }
     float* xL = g->x + (size_t)L * ND;
     PROF_B(PROF_ELEM, st);
@@ -631,34 +766,35 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float* x = g->x + (size_t)l * ND;
         float* xn1 = g->act16 ? NULL : g->xn1 + lr * ND;
         uint16_t* xn1h = g->act16 ? (uint16_t*)g->xn1 + lr * ND : NULL;
-        float* q = g->q + (size_t)l * N * QD;
-        float* k = g->k + (size_t)l * N * KD;
-        float* v = g->v_ + (size_t)l * N * KD;
-        float* lse = g->lse + (size_t)l * B * H * T;
-        float* ao = g->ao + (size_t)l * N * QD;
+        const AttnT a = attn_tensors(g, l);
         float* xmid = g->xmid + (size_t)l * ND;
         float* xn2 = g->act16 ? NULL : g->xn2 + lr * ND;
         uint16_t* xn2h = g->act16 ? (uint16_t*)g->xn2 + lr * ND : NULL;
-        float* gate = g->gate + (size_t)l * N * F;
-        float* up = g->up + (size_t)l * N * F;
+        float* gate = g->act16 ? NULL : g->gate + (size_t)l * N * F;
+        uint16_t* gateh = g->act16 ? (uint16_t*)g->gate + (size_t)l * N * F : NULL;
+        float* up = g->act16 ? NULL : g->up + (size_t)l * N * F;
+        uint16_t* uph = g->act16 ? (uint16_t*)g->up + (size_t)l * N * F : NULL;
         float* hid = g->act16 ? NULL : g->hid + lr * N * F;
         uint16_t* hidh = g->act16 ? (uint16_t*)g->hid + lr * N * F : NULL;
         PROF_B(PROF_ELEM, st);
         if (g->recompute) { /* the same kernels on the same inputs: the same bits as the forward's */
             CHK(norm_out(g, xn2, xn2h, g->tmp, xmid, P(MX_P_FFN_NORM) + (size_t)l * D));
-            CHK(swiglu_out(g, hid, hidh, gate, up));
+            CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph));
         }
         PROF_E(PROF_ELEM, st);
-        CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, g->dhid,
-                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0, hidh));
+        /* with act16 dhid, dgate, dup are BF16 only (what the GEMMs and SwiGLU read): the dhid GEMM rounds its
+         * output, the SwiGLU backward reads and writes BF16 */
+        float* dhid = g->act16 ? NULL : g->dhid;
+        uint16_t* dhidh = g->act16 ? (uint16_t*)g->dhid : NULL;
+        CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, dhid,
+                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0, hidh, NULL, dhidh));
         PROF_B(PROF_ELEM, st);
-        /* with act16 dgate, dup only feed BF16 GEMMs: BF16 only (in the first half of their buffers) */
         uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
         uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
         float* dgate = g->act16 ? NULL : g->dgate;
         float* dup = g->act16 ? NULL : g->dup;
-        if (g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, g->dhid, gate, up, (size_t)N * F, st));
-        else CHK(mxg_swiglu_backward(dgate, dup, g->dhid, gate, up, (size_t)N * F, st));
+        if (g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
+        else CHK(mxg_swiglu_backward(dgate, dup, dhid, gate, up, (size_t)N * F, st));
         PROF_E(PROF_ELEM, st);
         int rc16;
         const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, xn2h, ND, &rc16);
@@ -674,28 +810,28 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         if (g->recompute)
             CHK(norm_out(g, xn1, xn1h, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
-        CHK(lin_bwd(g, l, MX_LIN_O, step, ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, g->dao,
-                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D, 0));
+        /* with att16 dao, dq, dk, dv are BF16 only (g's buffers, first halves) */
+        uint16_t *daoh = g->att16 ? (uint16_t*)g->dao : NULL, *dqh = g->att16 ? (uint16_t*)g->dq : NULL;
+        uint16_t *dkh = g->att16 ? (uint16_t*)g->dk : NULL, *dvh = g->att16 ? (uint16_t*)g->dv : NULL;
+        float *dao = g->att16 ? NULL : g->dao, *dq = g->att16 ? NULL : g->dq;
+        float *dk = g->att16 ? NULL : g->dk, *dv = g->att16 ? NULL : g->dv;
+        CHK(lin_bwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, dao,
+                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D, 0, a.aoh, NULL, daoh));
         PROF_B(PROF_ATTN, st);
-        if (g->attn == MXG_ATTN_FLASH)
-            CHK(mxg_attention_backward_flash(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
-        else if (uses_attws(g->attn))
-            CHK(mxg_attention_backward_gemm(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd,
-                                            g->attws, g->attn == MXG_ATTN_TF32, st));
-        else CHK(mxg_attention_backward(g->dq, g->dk, g->dv, g->delta, g->dao, ao, lse, q, k, v, B, T, H, KV, hd, st));
+        CHK(attn_bwd(g, &a));
         PROF_E(PROF_ATTN, st);
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rope_backward(g->dq, g->rope_cos, g->rope_sin, B, T, H, hd, st));
-        CHK(mxg_rope_backward(g->dk, g->rope_cos, g->rope_sin, B, T, KV, hd, st));
+        CHK(rope_bwd(g, dq, dqh, H));
+        CHK(rope_bwd(g, dk, dkh, KV));
         PROF_E(PROF_ELEM, st);
         x16 = shared_x16(g, l, MX_WGRAD, xn1, xn1h, ND, &rc16);
         CHK(rc16);
-        CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, g->dq, g->dxn,
-                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD, 0, x16));
-        CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, g->dk, g->dxn,
-                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD, 1, x16));
-        CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, g->dv, g->dxn,
-                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD, 1, x16));
+        CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, dq, g->dxn,
+                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD, 0, x16, dqh));
+        CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, dk, g->dxn,
+                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD, 1, x16, dkh));
+        CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, dv, g->dxn,
+                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD, 1, x16, dvh));
         /* dx becomes the gradient of the block input x[l] */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_ATTN_NORM) + (size_t)l * D, g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
@@ -859,7 +995,7 @@ extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
 }
 
 extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t) {
-    g->head16_fresh = 0;
+    weights_changed(g);
     if (g->comm) { /* ZeRO-1: the owned parts, then every rank gets the updated weights */
         CHK(dist_wait(g));
         PROF_B(PROF_OPT, g->st);
@@ -875,6 +1011,7 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
     PROF_B(PROF_OPT, g->st);
     int rc = mxg_adamw_update(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st);
     PROF_E(PROF_OPT, g->st);
+    if (g_mxg_prof && t == 1) prof_restart(2);
     return rc;
 }
 

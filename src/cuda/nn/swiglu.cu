@@ -3,7 +3,10 @@
  *   forward   h = g * sigmoid(g) * up
  *   backward  dup = dh * g sigmoid(g);  dgate = dh * up * s (1 + g (1 - s)),  s = sigmoid(g)
  * Guarantee: the CPU's expressions in the CPU's order; equal to the CPU up to
- * expf (CUDA's vs glibc's).
+ * expf (CUDA's vs glibc's). The _bf16 forms take BF16 tensors (gate, up, dh:
+ * the GPU model's act16 storage), widen them exactly, run the same
+ * expressions and round the results (RNE): bit for bit the FP32 kernels on
+ * the widened inputs, then rounded.
  * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
@@ -22,35 +25,100 @@ namespace {
 
 __device__ __forceinline__ void put(float* p, float v) { *p = v; }
 __device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
+__device__ __forceinline__ float get(const float* p) { return *p; }
+__device__ __forceinline__ float get(const uint16_t* p) { return mx_bf16_to_f32(*p); } /* exact */
 
-template <typename TO> __global__ void k_swiglu_fwd(TO* h, const float* gate, const float* up, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
-    put(h + i, g * sg * up[i]);
+/* The expressions, once (swiglu.c's, in its order). */
+__device__ __forceinline__ float swiglu_h(float g, float u) {
+    const float sg = 1.0f / (1.0f + expf(-g));
+    return g * sg * u;
+}
+__device__ __forceinline__ void swiglu_d(float g, float u, float d, float* dg, float* du) {
+    const float sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
+    *du = d * silu;
+    *dg = d * u * sg * (1.0f + g * (1.0f - sg));
 }
 
-template <typename TO>
-__global__ void k_swiglu_bwd(TO* dgate, TO* dup, const float* dh, const float* gate, const float* up, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+/* One element per thread, any input type (BF16 widened exactly). */
+template <typename TO, typename TI>
+__global__ void k_swiglu_fwd(TO* __restrict__ h, const TI* __restrict__ gate, const TI* __restrict__ up, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) put(h + i, swiglu_h(get(gate + i), get(up + i)));
+}
+
+template <typename TO, typename TI>
+__global__ void k_swiglu_bwd(TO* __restrict__ dgate, TO* __restrict__ dup, const TI* __restrict__ dh,
+                             const TI* __restrict__ gate, const TI* __restrict__ up, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
-    put(dup + i, dh[i] * silu);
-    put(dgate + i, dh[i] * up[i] * sg * (1.0f + g * (1.0f - sg)));
+    float dg, du;
+    swiglu_d(get(gate + i), get(up + i), get(dh + i), &dg, &du);
+    put(dup + i, du);
+    put(dgate + i, dg);
+}
+
+/* BF16 vectors of 8 (16 bytes): loaded and stored whole. */
+__device__ __forceinline__ void unpack8(float* f, uint4 v) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        f[2 * j] = mx_bf16_to_f32((uint16_t)(w[j] & 0xffffu));
+        f[2 * j + 1] = mx_bf16_to_f32((uint16_t)(w[j] >> 16));
+    }
+}
+__device__ __forceinline__ uint4 pack8(const float* f) {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) w[j] = (uint32_t)mx_bf16_from_f32(f[2 * j]) | ((uint32_t)mx_bf16_from_f32(f[2 * j + 1]) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__global__ void k_swiglu_fwd16(uint4* __restrict__ h, const uint4* __restrict__ gate, const uint4* __restrict__ up,
+                               size_t n8) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) return;
+    float g[8], u[8], o[8];
+    unpack8(g, gate[i]);
+    unpack8(u, up[i]);
+#pragma unroll
+    for (int j = 0; j < 8; j++) o[j] = swiglu_h(g[j], u[j]);
+    h[i] = pack8(o);
+}
+
+__global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ dup, const uint4* __restrict__ dh,
+                               const uint4* __restrict__ gate, const uint4* __restrict__ up, size_t n8) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) return;
+    float g[8], u[8], d[8], og[8], ou[8];
+    unpack8(g, gate[i]);
+    unpack8(u, up[i]);
+    unpack8(d, dh[i]);
+#pragma unroll
+    for (int j = 0; j < 8; j++) swiglu_d(g[j], u[j], d[j], &og[j], &ou[j]);
+    dup[i] = pack8(ou);
+    dgate[i] = pack8(og);
+}
+
+int aligned16(const void* a, const void* b, const void* c, const void* d = NULL, const void* e = NULL) {
+    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & 15);
 }
 
 }  // namespace
 
 extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_forward: empty");
-    k_swiglu_fwd<float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
+    k_swiglu_fwd<float, float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
 
-extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const float* gate, const float* up, size_t n, void* stream) {
+extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_forward_bf16: empty");
-    k_swiglu_fwd<uint16_t><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(h, gate, up, n);
+    cudaStream_t s = MXG_STREAM(stream);
+    if (n % 8 == 0 && aligned16(h, gate, up))
+        k_swiglu_fwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8);
+    else
+        k_swiglu_fwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(h, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -58,15 +126,20 @@ extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const float* gate, const flo
 extern "C" int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
                                    size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_backward: empty");
-    k_swiglu_bwd<float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
+    k_swiglu_bwd<float, float><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
 
-extern "C" int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const float* dh, const float* gate,
-                                        const float* up, size_t n, void* stream) {
+extern "C" int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
+                                        const uint16_t* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_backward_bf16: empty");
-    k_swiglu_bwd<uint16_t><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(dgate, dup, dh, gate, up, n);
+    cudaStream_t s = MXG_STREAM(stream);
+    if (n % 8 == 0 && aligned16(dgate, dup, dh, gate, up))
+        k_swiglu_bwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
+                                                             (const uint4*)gate, (const uint4*)up, n / 8);
+    else
+        k_swiglu_bwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(dgate, dup, dh, gate, up, n);
     CU_LAUNCHED();
     return MX_OK;
 }
