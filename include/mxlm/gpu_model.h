@@ -66,6 +66,9 @@ size_t mxg_rmsnorm_backward_workspace(int N, int D);
  * then added in chunk order: bit-identical to the CPU). ws [ceil(N/64), D]. */
 int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                          int N, int D, float* ws, void* stream);
+/* The backward's kernels (tests, benchmark): 1 one pass over the inputs where D % 4 == 0 and D <= 4096
+ * (the default), 0 the two-pass kernels; the same dw bits either way. Not thread-safe. */
+int mxg_rmsnorm_config(int fused);
 
 /* ---- RoPE (HF rotate-half; tables from mx_rope_tables, copied to the device) */
 
@@ -212,6 +215,11 @@ int mxg_sum_squares(const float* g, size_t n, double* out, double* ws, void* str
  * params, grads, m, v [n_params]. Bit-identical to the CPU. */
 int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m, float* v,
                      const mx_adamw_config* c, double lr, float gscale, int64_t t, void* stream);
+/* The same, and for each tensor kind k with copy[k] non-NULL its updated weights rounded to BF16 (RNE)
+ * into copy[k] ([numel]): the bytes mxg_to_bf16 makes of them (copy NULL: none). */
+int mxg_adamw_update_bf16(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m, float* v,
+                          const mx_adamw_config* c, double lr, float gscale, int64_t t, uint16_t* const copy[MX_P_COUNT],
+                          void* stream);
 
 /* Release the FP32 GEMM handle and plans (optional at exit). */
 void mxg_layers_shutdown(void);
@@ -253,6 +261,7 @@ typedef struct {
                              FP32 buffer: Y in the forward, dX in the backward (dx_acc 0); BF16 GEMMs only */
     const float* res;     /* NULL, or the forward's Y = res + X W^T in the GEMM's epilogue (res FP32 [M, N], not
                              Y): the same single rounding as the product followed by an add */
+    int dw_first;         /* 1: dW = its product (the caller's gradient buffer was not zeroed), 0: dW += */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
@@ -301,7 +310,9 @@ void mxg_llama_free(mxg_llama* g);
  * unless data-parallel; m, v may be NULL). */
 int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v);
 int mxg_llama_download(const mxg_llama* g, float* params, float* m, float* v);
-int mxg_llama_download_grads(const mxg_llama* g, float* grads);
+int mxg_llama_download_grads(mxg_llama* g, float* grads);
+/* Zero the gradients: the linears' weight gradients lazily (the next backward's Wgrad GEMMs write
+ * them instead of adding: no pass over them), the rest now. */
 int mxg_llama_zero_grad(mxg_llama* g);
 /* Forward + backward of one micro-batch (tokens, targets: host [B, T]):
  * grads += d(sum of token losses * grad_scale)/dparams, *loss = mean loss.

@@ -61,5 +61,27 @@ void test_adamw(void) {
     compare("params", downf(dp, n), pc, EXACT, 0);
     compare("m", downf(dm, n), mc, EXACT, 0);
     compare("v", downf(dv, n), vc, EXACT, 0);
+    { /* with BF16 copies of two kinds: the same update, the copies the RNE of the new weights */
+        Dev dp2(n * 4), dm2(n * 4), dv2(n * 4), c16(n * 2);
+        up(dp2, p); up(dm2, mm); up(dv2, vv);
+        CK(cudaMemset(c16.p, 0xff, n * 2));
+        uint16_t* copy[MX_P_COUNT] = {};
+        copy[MX_P_WQ] = c16.h() + m.info[MX_P_WQ].offset;
+        copy[MX_P_HEAD] = c16.h() + m.info[MX_P_HEAD].offset;
+        for (int64_t t = 3; t <= 4; t++)
+            MXC(mxg_adamw_update_bf16(m.info, dp2.f(), dgr.f(), dm2.f(), dv2.f(), &c, 1e-3 * t, 0.7f, t, copy, NULL));
+        compare("params (with copies)", downf(dp2, n), pc, EXACT, 0);
+        std::vector<uint16_t> h = down<uint16_t>(c16, n);
+        size_t bad = 0, checked = 0;
+        for (int k = 0; k < MX_P_COUNT; k++)
+            for (size_t i = m.info[k].offset; i < m.info[k].offset + m.info[k].numel; i++) {
+                const uint16_t want = copy[k] ? mx_bf16_from_f32(pc[i]) : (uint16_t)0xffff; /* others untouched */
+                bad += h[i] != want;
+                checked++;
+            }
+        if (bad) fail("BF16 copies: %zu of %zu differ", bad, checked);
+        else printf("    %-22s %zu/%zu as expected (RNE of the new weights; other kinds untouched)\n", "BF16 copies",
+                    checked, checked);
+    }
     end();
 }

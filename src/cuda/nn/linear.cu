@@ -415,6 +415,7 @@ extern "C" int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, 
     /* dX[M,K] (+)= dY[M,N] (W^T)[K,N]^T */
     if (dgrad) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, 0, stream);
     /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
-    if (!rc && dW) rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, 1, dgrad && dy_shared(c->recipe), stream);
+    if (!rc && dW)
+        rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, !c->dw_first, dgrad && dy_shared(c->recipe), stream);
     return rc;
 }

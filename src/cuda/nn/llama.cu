@@ -75,6 +75,8 @@ struct mxg_llama {
     uint16_t* w16;                  // act16: the block linears' weights in BF16 (NULL otherwise), per kind at
     size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
     int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
+    int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
+                                       the next backward's Wgrad GEMMs overwrite them */
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 6] telemetry per block linear, [gemm][operand]
     int tele_on;
@@ -459,20 +461,43 @@ extern "C" int mxg_llama_download(const mxg_llama* g, float* params, float* m, f
     return MX_OK;
 }
 
-extern "C" int mxg_llama_download_grads(const mxg_llama* g, float* grads) {
+/* The linears' weight gradients zeroed for real (a reader before the backward that would write them). */
+static int grads_materialize(mxg_llama* g) {
+    if (!g->gz_lazy) return MX_OK;
+    for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+        const mx_param_info* in = &g->info[k_lin_kind[j]];
+        CU_TRY(cudaMemsetAsync(g->grads + in->offset, 0, in->numel * 4, g->st));
+    }
+    g->gz_lazy = 0;
+    return MX_OK;
+}
+
+extern "C" int mxg_llama_download_grads(mxg_llama* g, float* grads) {
+    int rc = grads_materialize(g);
+    if (rc) return rc;
     CU_TRY(cudaStreamSynchronize(g->st));
     CU_TRY(cudaMemcpy(grads, g->grads, g->n_params * 4, cudaMemcpyDeviceToHost));
     return MX_OK;
 }
 
 extern "C" int mxg_llama_zero_grad(mxg_llama* g) {
-    CU_TRY(cudaMemsetAsync(g->grads, 0, g->n_params * 4, g->st));
+    /* every kind but the linears' weights now; those the next backward's Wgrad GEMMs write (beta 0) */
+    for (int k = 0; k < MX_P_COUNT; k++) {
+        int lin = 0;
+        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) lin |= k == k_lin_kind[j];
+        if (!lin) CU_TRY(cudaMemsetAsync(g->grads + g->info[k].offset, 0, g->info[k].numel * 4, g->st));
+    }
+    g->gz_lazy = 1;
     return MX_OK;
 }
 
 extern "C" int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value) {
     if (offset >= g->n_params) return mx_fail(MX_EINVAL, "GPU model: poke offset out of range");
     if (!which) weights_changed(g);
+    else {
+        int rc = grads_materialize(g);
+        if (rc) return rc;
+    }
     CU_TRY(cudaStreamSynchronize(g->st));
     CU_TRY(cudaMemcpy((which ? g->grads : g->params) + offset, &value, 4, cudaMemcpyHostToDevice));
     return MX_OK;
@@ -518,6 +543,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     }
     c.out16 = NULL;
     c.res = NULL;
+    c.dw_first = g->gz_lazy; /* the first backward after zero_grad writes dW */
     return c;
 }
 
@@ -929,6 +955,7 @@ extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, c
     CHK(head_xent(g, grad_scale, g->dxn, G(MX_P_HEAD)));
     PROF_E(PROF_HEAD, g->st);
     CHK(backward_blocks(g, step));
+    g->gz_lazy = 0; /* every linear's dW written */
     return mean_loss(g, loss);
 }
 
@@ -961,6 +988,7 @@ extern "C" int mxg_llama_logits(mxg_llama* g, const int32_t* tokens, uint64_t st
 }
 
 extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
+    CHK(grads_materialize(g));
     CHK(dist_wait(g));
     double mine = 0.0;
     PROF_B(PROF_OPT, g->st);
@@ -995,6 +1023,7 @@ extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
 }
 
 extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr, float gscale, int64_t t) {
+    CHK(grads_materialize(g));
     weights_changed(g);
     if (g->comm) { /* ZeRO-1: the owned parts, then every rank gets the updated weights */
         CHK(dist_wait(g));
@@ -1008,9 +1037,17 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
         PROF_E(PROF_OPT, g->st);
         return rc ? rc : rc2;
     }
+    /* the BF16 copies the next step reads (act16's linear weights, the BF16 head) written by the update */
+    uint16_t* copy[MX_P_COUNT] = {};
+    for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++) copy[k_lin_kind[j]] = g->w16 + g->w16_off[j];
+    if (g->head_bf16) copy[MX_P_HEAD] = g->head16;
     PROF_B(PROF_OPT, g->st);
-    int rc = mxg_adamw_update(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, g->st);
+    int rc = mxg_adamw_update_bf16(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, copy, g->st);
     PROF_E(PROF_OPT, g->st);
+    if (!rc) {
+        g->w16_fresh = g->w16 != NULL;
+        g->head16_fresh = g->head_bf16;
+    }
     if (g_mxg_prof && t == 1) prof_restart(2);
     return rc;
 }

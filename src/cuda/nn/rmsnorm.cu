@@ -64,6 +64,79 @@ __global__ void k_rmsnorm_bwd_dw_part(float* part, const float* dout, const floa
     part[(size_t)ch * D + i] = pw;
 }
 
+/* The backward in one pass over the inputs (dx and dw's chunk partials; D % 4 == 0, D <= 4096): one
+ * block per chunk of RMS_CHUNK tokens, RMS_GROUP rows at a time: a warp per row makes its dot (FP64),
+ * then the block updates the rows' dx and adds each row to the chunk's dw partials in token order,
+ * reading the rows a second time from the cache instead of memory. The expressions and the order of
+ * the partial sums are k_rmsnorm_bwd_dx's and k_rmsnorm_bwd_dw_part's (dw bit for bit the same); the dot
+ * sums in another order (FP64, then rounded to float: the same dx but for a rare last bit). */
+#define RMS_GROUP 8
+#define RMS_FUSED_V 4 /* float4 columns per thread: D <= 4 * 4 * RMS_THREADS */
+__global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __restrict__ dx, float* __restrict__ part,
+                                                                   const float* __restrict__ dout,
+                                                                   const float* __restrict__ x,
+                                                                   const float* __restrict__ w,
+                                                                   const float* __restrict__ rstd, int N, int D) {
+    __shared__ float cs[RMS_GROUP];
+    const int ch = blockIdx.x, n0 = ch * RMS_CHUNK, n1 = min(n0 + RMS_CHUNK, N);
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, D4 = D / 4;
+    const float4* w4 = (const float4*)w;
+    float4 pw[RMS_FUSED_V];
+#pragma unroll
+    for (int j = 0; j < RMS_FUSED_V; j++) pw[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int r0 = n0; r0 < n1; r0 += RMS_GROUP) {
+        const int n = r0 + wp;
+        if (wp < RMS_GROUP && n < n1) {
+            const float4* g4 = (const float4*)(dout + (size_t)n * D);
+            const float4* x4 = (const float4*)(x + (size_t)n * D);
+            double dot = 0.0;
+            for (int i = lane; i < D4; i += 32) {
+                const float4 gv = g4[i], wv = w4[i], xv = x4[i];
+                dot += (double)gv.x * wv.x * xv.x;
+                dot += (double)gv.y * wv.y * xv.y;
+                dot += (double)gv.z * wv.z * xv.z;
+                dot += (double)gv.w * wv.w * xv.w;
+            }
+            dot = warp_sum(dot);
+            if (lane == 0) cs[wp] = (float)(dot / D);
+        }
+        __syncthreads();
+        const int r1 = min(r0 + RMS_GROUP, n1);
+        for (int m = r0; m < r1; m++) {
+            const float r = rstd[m], c = cs[m - r0] * r * r;
+            const float4* g4 = (const float4*)(dout + (size_t)m * D);
+            const float4* x4 = (const float4*)(x + (size_t)m * D);
+            float4* d4 = (float4*)(dx + (size_t)m * D);
+#pragma unroll
+            for (int j = 0; j < RMS_FUSED_V; j++) {
+                const int i = threadIdx.x + j * RMS_THREADS;
+                if (i >= D4) break;
+                const float4 gv = g4[i], xv = x4[i], wv = w4[i];
+                float4 dv = d4[i];
+                dv.x += r * (gv.x * wv.x - xv.x * c);
+                dv.y += r * (gv.y * wv.y - xv.y * c);
+                dv.z += r * (gv.z * wv.z - xv.z * c);
+                dv.w += r * (gv.w * wv.w - xv.w * c);
+                d4[i] = dv;
+                pw[j].x += gv.x * xv.x * r;
+                pw[j].y += gv.y * xv.y * r;
+                pw[j].z += gv.z * xv.z * r;
+                pw[j].w += gv.w * xv.w * r;
+            }
+        }
+        __syncthreads();
+    }
+    float4* p4 = (float4*)(part + (size_t)ch * D);
+#pragma unroll
+    for (int j = 0; j < RMS_FUSED_V; j++) {
+        const int i = threadIdx.x + j * RMS_THREADS;
+        if (i < D4) p4[i] = pw[j];
+    }
+}
+
+/* 1: the one-pass backward where it applies (the default), 0: the two-pass kernels (mxg_rmsnorm_config). */
+int g_rms_fused = 1;
+
 __global__ void k_rmsnorm_bwd_dw_sum(float* dw, const float* part, int nch, int D) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= D) return;
@@ -90,6 +163,12 @@ extern "C" int mxg_rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float*
     return MX_OK;
 }
 
+extern "C" int mxg_rmsnorm_config(int fused) {
+    ARG_CHECK(fused == 0 || fused == 1, "mxg_rmsnorm_config: fused %d (0 or 1)", fused);
+    g_rms_fused = fused;
+    return MX_OK;
+}
+
 extern "C" size_t mxg_rmsnorm_backward_workspace(int N, int D) {
     return (size_t)((N + RMS_CHUNK - 1) / RMS_CHUNK) * (size_t)D;
 }
@@ -99,10 +178,17 @@ extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, con
     ARG_CHECK(N > 0 && D > 0 && ws, "mxg_rmsnorm_backward: bad shape N %d D %d or no workspace", N, D);
     cudaStream_t s = MXG_STREAM(stream);
     const int nch = (N + RMS_CHUNK - 1) / RMS_CHUNK;
-    k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
-    CU_LAUNCHED();
-    k_rmsnorm_bwd_dw_part<<<dim3((unsigned)nch, blocks_for(D, 128)), 128, 0, s>>>(ws, dout, x, rstd, N, D);
-    CU_LAUNCHED();
+    const int fused = g_rms_fused && D % 4 == 0 && D <= 4 * RMS_FUSED_V * RMS_THREADS &&
+                      !(((uintptr_t)dx | (uintptr_t)dout | (uintptr_t)x | (uintptr_t)w | (uintptr_t)ws) & 15);
+    if (fused) {
+        k_rmsnorm_bwd_fused<<<nch, RMS_THREADS, 0, s>>>(dx, ws, dout, x, w, rstd, N, D);
+        CU_LAUNCHED();
+    } else {
+        k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
+        CU_LAUNCHED();
+        k_rmsnorm_bwd_dw_part<<<dim3((unsigned)nch, blocks_for(D, 128)), 128, 0, s>>>(ws, dout, x, rstd, N, D);
+        CU_LAUNCHED();
+    }
     k_rmsnorm_bwd_dw_sum<<<blocks_for(D, 128), 128, 0, s>>>(dw, ws, nch, D);
     CU_LAUNCHED();
     return MX_OK;

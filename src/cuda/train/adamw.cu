@@ -62,8 +62,9 @@ __global__ void k_sumsq_final(double* out, const double* part, size_t nch) {
     if (threadIdx.x == 0) *out = s;
 }
 
+/* p16 (NULL: none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. */
 __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n, float b1, float b2, float eps,
-                        float flr, float decay, float bc1, float bc2, float gscale) {
+                        float flr, float decay, float bc1, float bc2, float gscale, uint16_t* p16) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float gi = g[i] * gscale;
@@ -72,7 +73,28 @@ __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n
     mm[i] = mi;
     vv[i] = vi;
     const float mhat = mi / bc1, vhat = vi / bc2;
-    p[i] = p[i] * decay - flr * mhat / (sqrtf(vhat) + eps);
+    const float pn = p[i] * decay - flr * mhat / (sqrtf(vhat) + eps);
+    p[i] = pn;
+    if (p16) p16[i] = mx_bf16_from_f32(pn);
+}
+
+int adamw_pieces(const mx_piece* pc, int n_pieces, float* params, const float* grads, float* m, float* v,
+                 const mx_adamw_config* c, double lr, float gscale, int64_t t, uint16_t* const* copy, void* stream) {
+    ARG_CHECK(t >= 1, "mxg_adamw_update: step %lld (1-based)", (long long)t);
+    /* scalars exactly as mx_adamw_update computes them */
+    const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+    const float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
+    const float flr = (float)lr;
+    for (int i = 0; i < n_pieces; i++) {
+        const mx_piece* p = &pc[i];
+        if (!p->n) continue;
+        const float decay = p->decay ? 1.0f - flr * (float)c->weight_decay : 1.0f;
+        k_adamw<<<blocks_for(p->n, 256), 256, 0, MXG_STREAM(stream)>>>(
+            params + p->full, grads + p->full, m + p->shard, v + p->shard, p->n, b1, b2, eps, flr, decay, bc1, bc2,
+            gscale, copy ? copy[i] : NULL);
+        CU_LAUNCHED();
+    }
+    return MX_OK;
 }
 
 }  // namespace
@@ -93,28 +115,20 @@ extern "C" int mxg_sum_squares(const float* g, size_t n, double* out, double* ws
 extern "C" int mxg_adamw_pieces(const mx_piece* pc, int n_pieces, float* params, const float* grads, float* m,
                                 float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
                                 void* stream) {
-    ARG_CHECK(t >= 1, "mxg_adamw_update: step %lld (1-based)", (long long)t);
-    /* scalars exactly as mx_adamw_update computes them */
-    const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-    const float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
-    const float flr = (float)lr;
-    for (int i = 0; i < n_pieces; i++) {
-        const mx_piece* p = &pc[i];
-        if (!p->n) continue;
-        const float decay = p->decay ? 1.0f - flr * (float)c->weight_decay : 1.0f;
-        k_adamw<<<blocks_for(p->n, 256), 256, 0, MXG_STREAM(stream)>>>(
-            params + p->full, grads + p->full, m + p->shard, v + p->shard, p->n, b1, b2, eps, flr, decay, bc1, bc2,
-            gscale);
-        CU_LAUNCHED();
-    }
-    return MX_OK;
+    return adamw_pieces(pc, n_pieces, params, grads, m, v, c, lr, gscale, t, NULL, stream);
+}
+
+extern "C" int mxg_adamw_update_bf16(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m,
+                                     float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
+                                     uint16_t* const copy[MX_P_COUNT], void* stream) {
+    mx_piece pc[MX_P_COUNT];
+    for (int i = 0; i < MX_P_COUNT; i++)
+        pc[i] = (mx_piece){info[i].offset, info[i].offset, info[i].numel, info[i].offset, info[i].is_matrix};
+    return adamw_pieces(pc, MX_P_COUNT, params, grads, m, v, c, lr, gscale, t, copy, stream);
 }
 
 extern "C" int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* params, const float* grads, float* m,
                                 float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
                                 void* stream) {
-    mx_piece pc[MX_P_COUNT];
-    for (int i = 0; i < MX_P_COUNT; i++)
-        pc[i] = (mx_piece){info[i].offset, info[i].offset, info[i].numel, info[i].offset, info[i].is_matrix};
-    return mxg_adamw_pieces(pc, MX_P_COUNT, params, grads, m, v, c, lr, gscale, t, stream);
+    return mxg_adamw_update_bf16(info, params, grads, m, v, c, lr, gscale, t, NULL, stream);
 }
