@@ -66,8 +66,9 @@ size_t mxg_rmsnorm_backward_workspace(int N, int D);
  * then added in chunk order: bit-identical to the CPU). ws [ceil(N/64), D]. */
 int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                          int N, int D, float* ws, void* stream);
-/* The backward's kernels (tests, benchmark): 1 one pass over the inputs where D % 4 == 0 and D <= 4096
- * (the default), 0 the two-pass kernels; the same dw bits either way. Not thread-safe. */
+/* The backward's kernels (tests, benchmark): 0 the two-pass kernels (the default: faster on the H200),
+ * 1 one pass over the inputs where D % 4 == 0 and D <= 4096; the same dw bits either way. Not
+ * thread-safe. */
 int mxg_rmsnorm_config(int fused);
 
 /* ---- RoPE (HF rotate-half; tables from mx_rope_tables, copied to the device) */
