@@ -80,6 +80,26 @@ TEST(train_refuses_missing_shards_before_the_run_dir) {
     }
 }
 
+/* --device cuda with a recipe the GPU does not run (nvfp4, fp8 delayed scaling, a rotation on bf16) or
+ * --attn flash at a head dim it does not run: a usage error (2) before anything is created, on any
+ * machine (this one has no GPU: the recipe is judged before the device is probed). */
+TEST(train_gpu_refusals_are_usage_errors) {
+    const char* t = test_tmpdir();
+    static const char* const args[][2] = {
+        {"--recipe nvfp4", "has no GPU path"},
+        {"--recipe fp8-delayed", "delayed scaling is CPU-only"},
+        {"--recipe bf16+f:had=h16", "rotates MXFP4 operands only"},
+        {"--recipe bf16 --attn flash", "runs head dims 64 and 128"},
+    };
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        CHECKF(test_sh("rm -rf %s/ci_gpuref; %s train --device cuda --preset tiny --steps 1 %s --out %s/ci_gpuref "
+                       "> %s/ci_gpuref.log 2>&1; test $? -eq 2", t, test_mxlm_bin(), args[i][0], t, t) == 0,
+               "%s: not exit 2", args[i][0]);
+        CHECKF(test_log_has("ci_gpuref", args[i][1]), "%s: message", args[i][0]);
+        CHECKF(test_sh("test ! -e %s/ci_gpuref", t) == 0, "%s: the run directory was made", args[i][0]);
+    }
+}
+
 /* The seeded CLI fuzz test (10 s of commands, seed 19: the same commands every time). */
 TEST(cli_fuzz_exit_codes) {
     int rc = test_sh("bash tests/cli_fuzz.sh %s %s/cli_fuzz 19 10 > %s/cli_fuzz.log 2>&1", test_mxlm_bin(),

@@ -70,6 +70,10 @@ void mx_engine_ranks(const mx_train_config* c, int* rank, int* world);
  * mx_err (--device cuda without a usable GPU or CUDA build, a recipe the GPU does not run: the
  * format table's GPU columns). */
 int mx_engine_pick(const mx_train_config* c, const mx_recipe* recipe, char* what, size_t n);
+/* MX_EINVAL with the message, or MX_OK: whether the GPU runs this recipe and attention choice (the
+ * format table's GPU columns; --attn flash needs head dim 64 or 128). Host code only: `mxlm train
+ * --device cuda` asks it before anything is created or any GPU probed (a usage error, exit 2). */
+int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* recipe);
 /* The LM head's precision when --head auto: BF16 on the GPU unless the recipe is all FP32 (and no
  * block is kept in BF16), FP32 on the CPU. */
 int mx_engine_head_bf16(const mx_train_config* c, const mx_recipe* recipe, int on_gpu);

@@ -542,6 +542,11 @@ static int train_main(int argc, char** argv, const char* config_path) {
         (gemm && choice("gemm", gemm, mx_gemm_names, &c.gemm_exact)) ||
         (attn && choice("attn", attn, mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
         return 2;
+    /* --device cuda with a recipe or attention the GPU does not run: a usage error, on any machine */
+    if (c.device == MX_DEVICE_CUDA && mx_engine_gpu_check(&c, &r)) {
+        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+        return 2;
+    }
     if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
     c.no_final_ckpt = !final_ckpt;
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }

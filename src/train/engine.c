@@ -45,6 +45,17 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
         else snprintf(what, n, "device: CPU");
         return 0;
     }
+    int rc = mx_engine_gpu_check(c, rec);
+    if (rc) return rc;
+    static const char* const k_attn_what[] = {"simt (FP32 SIMT kernels)", "gemm (cuBLASLt FP32)",
+                                              "tf32 (cuBLASLt TF32 tensor cores)", "flash (BF16 tensor cores)"};
+    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s; attention %s", info,
+             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)",
+             k_attn_what[mx_train_gpu_attn(c)]);
+    return 1;
+}
+
+int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
     /* what the GPU runs: the format table's GPU columns (linear_plan.h), the same the GPU layer refuses */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 1)
@@ -62,12 +73,7 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
     if (c->attn == MX_ATTN_FLASH && hd != 64 && hd != 128)
         return mx_fail(MX_EINVAL, "train: --attn flash runs head dims 64 and 128; preset %s has %d (use --attn auto, "
                                   "tf32, gemm or simt)", c->model.name, hd);
-    static const char* const k_attn_what[] = {"simt (FP32 SIMT kernels)", "gemm (cuBLASLt FP32)",
-                                              "tf32 (cuBLASLt TF32 tensor cores)", "flash (BF16 tensor cores)"};
-    snprintf(what, n, "device: GPU %s; MXFP4 GEMMs %s; attention %s", info,
-             c->gemm_exact ? "exact (dequantized to BF16, BF16 GEMM)" : "fast (E4M3 fold, FP8 GEMM)",
-             k_attn_what[mx_train_gpu_attn(c)]);
-    return 1;
+    return MX_OK;
 }
 
 int mx_engine_head_bf16(const mx_train_config* c, const mx_recipe* rec, int on_gpu) {
