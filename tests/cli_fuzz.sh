@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli_fuzz.sh MXLM WORKDIR [SEED] [SECONDS]: random option values and random bad files for
-# mxlm train / prep / export / eval / sample / quant, reproducible from SEED (bash's RANDOM), bounded by
+# mxlm train / prep / export / eval / sample / quant / study run, reproducible from SEED (bash's RANDOM), bounded by
 # SECONDS (default 20) of wall time. Each run must end with a documented exit status (train: 0 1 2 3
 # 4 5, docs/using.md; the others 0 1 2), a message on stderr when it is not 0, and, on a usage error
 # (2), nothing in the output folder it was given; no sanitizer report (the ASan build). Prints the
@@ -37,6 +37,7 @@ T_FILE=(train val init-from)
 P_OPTS=(val-fraction val-docs shard-tokens threads format field encoding)
 E_OPTS=(val-tokens seq batch recipe threads device format field)
 S_OPTS=(tokens temperature top-k top-p seed threads recipe prompt)
+ST_OPTS=(seeds parallel baseline target budget-factor machine threads lr steps preset device)
 RECIPES=(bf16 fp32 mxfp4-fdw-h16 "bf16++" "mxfp4-fdw+w:had=h16+w:had=h32" nosuch "" "%s")
 Q_OPTS=(rows cols scale round hadamard seed tensor-id rot-id tensor-scale)
 Q_FMT=(mxfp4 nvfp4 mxfp8 e4m3 e5m2 bf16 nosuch "" "%s")
@@ -47,7 +48,7 @@ fail=0; n=0; declare -A codes
 end=$((SECONDS + SECS))
 while [ $SECONDS -lt $end ]; do
     n=$((n + 1)); out="$W/o$n"; args=(); ok_codes="0 1 2"
-    case $((RANDOM % 6)) in
+    case $((RANDOM % 7)) in
     0) cmd=train; ok_codes="0 1 2 3 4 5"
        args=(--steps 2 --batch 2 --seq 32 --val-tokens 64 --eval-every 0 --threads 1 --recipe bf16 --out "$out")
        for _ in $(seq $((1 + RANDOM % 3))); do
@@ -92,6 +93,16 @@ while [ $SECONDS -lt $end ]; do
            2) args+=(--hadamard "$(pick Q_HAD)") ;;
            3) args+=("--$(pick Q_OPTS)" "$(pick VALS)") ;;
            4) args+=(--in "$(pick FILES)") ;;
+           esac
+       done ;;
+    6) cmd=study # `study run`: its own options and the trainer's, checked before any run starts
+       args=(run --out "$out" --recipes "$(pick RECIPES),bf16" --seeds 1 --steps 2 --batch 2 --seq 32 --val-tokens 64
+             --eval-every 0 --threads 1)
+       for _ in $(seq $((1 + RANDOM % 3))); do
+           case $((RANDOM % 3)) in
+           0) args+=("--$(pick ST_OPTS)" "$(pick VALS)") ;;
+           1) args+=(--recipe "$(pick RECIPES)") ;;
+           2) args+=("--$(pick T_OPTS)" "$(pick VALS)") ;;
            esac
        done ;;
     esac

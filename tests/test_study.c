@@ -645,6 +645,17 @@ TEST(study_run_parallel) {
     CHECK_EQ_INT(test_sh("%s study run --out %s/parbad --recipes bf16 --parallel 2 " STUDY_TRAIN
                          " --threads 0 > %s/pb5.log 2>&1", bin, t, t), 2); /* the last --threads counts */
     CHECK(test_log_has("pb5", "--threads: '0' is not a positive integer"));
+    /* empty list entries, a recipe or seed twice (one run directory each): refused */
+    static const char* const lists[][2] = {
+        {"--recipes ,bf16", "an empty entry"},          {"--recipes bf16,,fp8", "an empty entry"},
+        {"--recipes bf16 --seeds 1,", "an empty entry"}, {"--recipes bf16,fp8,bf16", "share the run directory"},
+        {"--recipes bf16 --recipe bf16", "share the run directory"}, {"--recipes bf16 --seeds 1,2,1", "seed 1 given twice"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        CHECKF(test_sh("%s study run --out %s/parbad %s " STUDY_TRAIN " > %s/pb6.log 2>&1", bin, t, lists[i][0], t) == 2,
+               "%s: not exit 2", lists[i][0]);
+        CHECKF(test_log_has("pb6", lists[i][1]), "%s: message", lists[i][0]);
+    }
     struct stat st;
     snprintf(p, sizeof p, "%s/parbad", t);
     CHECK(stat(p, &st) != 0);

@@ -198,6 +198,20 @@ static int split_list(char* s, char** out, int max) {
     return n;
 }
 
+/* The comma-separated entries of an option's value (--recipes, --seeds): -1 for an empty entry (",a",
+ * "a,,b", "a,") or more than max entries. */
+static int split_strict(char* s, char** out, int max) {
+    int n = 0;
+    for (char* t = s;;) {
+        char* c = strchr(t, ',');
+        if (c) *c = 0;
+        if (!*t || n == max) return -1;
+        out[n++] = t;
+        if (!c) return n;
+        t = c + 1;
+    }
+}
+
 static int cmd_run(int argc, char** argv) {
     const char *out = NULL, *baseline = NULL, *machine = NULL, *seeds_s = "1";
     const char *parallel_s = NULL, *threads_s = NULL;
@@ -253,18 +267,29 @@ static int cmd_run(int argc, char** argv) {
             return 2;
         }
     }
-    for (int k = 0; k < n_lists; k++) { /* copies: split_list writes into them */
+    int list_bad = 0;
+    for (int k = 0; k < n_lists; k++) { /* copies: split_strict writes into them */
         char* tmp[256];
+        const char* given = lists[k];
         if (!(lists[k] = strdup(lists[k]))) { n_lists = k; break; }
-        int m = split_list(lists[k], tmp, 256);
-        for (int j = 0; j < m && n_rec < 256; j++) recipes[n_rec++] = tmp[j];
+        int m = split_strict(lists[k], tmp, 256);
+        if (m < 0 || n_rec + m > 256) {
+            if (!list_bad) fprintf(stderr, "mxlm study run: --recipes '%s': an empty entry, or more than 256 recipes\n", given);
+            list_bad = 1;
+            continue;
+        }
+        for (int j = 0; j < m; j++) recipes[n_rec++] = tmp[j];
     }
     uint64_t seeds[256];
     int n_seeds = 0;
     char* sl = strdup(seeds_s);
     char* sv[256];
-    int ns = sl ? split_list(sl, sv, 256) : 0;
-    int rc = 0;
+    int ns = sl ? split_strict(sl, sv, 256) : 0;
+    int rc = list_bad ? 2 : 0;
+    if (!rc && ns < 0) {
+        fprintf(stderr, "mxlm study run: --seeds '%s': an empty entry, or more than 256 seeds\n", seeds_s);
+        rc = 2;
+    }
     for (int k = 0; k < ns && !rc; k++) {
         char* end = NULL;
         errno = 0;
@@ -281,6 +306,25 @@ static int cmd_run(int argc, char** argv) {
         mx_recipe r;
         if (mx_recipe_parse(recipes[k], &r)) { fprintf(stderr, "mxlm study run: %s\n", mx_last_error()); rc = 2; }
     }
+    /* one run directory per recipe and seed: a recipe or seed given twice (or two recipes whose directory
+     * names are the same) would run twice into one directory (at once, with --parallel) */
+    for (int k = 0; k < n_rec && !rc; k++)
+        for (int j = 0; j < k && !rc; j++) {
+            char a[512], b[512];
+            mx_study_run_name(recipes[k], 1, a, sizeof a);
+            mx_study_run_name(recipes[j], 1, b, sizeof b);
+            if (!strcmp(a, b)) {
+                fprintf(stderr, "mxlm study run: recipes '%s' and '%s' share the run directory %s (a recipe given "
+                                "twice?)\n", recipes[j], recipes[k], a);
+                rc = 2;
+            }
+        }
+    for (int k = 0; k < n_seeds && !rc; k++)
+        for (int j = 0; j < k && !rc; j++)
+            if (seeds[k] == seeds[j]) {
+                fprintf(stderr, "mxlm study run: --seeds: seed %llu given twice\n", (unsigned long long)seeds[k]);
+                rc = 2;
+            }
     /* --parallel N: N runs at a time, one per GPU (CUDA_VISIBLE_DEVICES), each with 1/N of the CPU threads */
     int parallel = 1, threads = 0;
     char* cvd_list[256];
