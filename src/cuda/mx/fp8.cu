@@ -13,25 +13,14 @@
 #include <stdio.h>
 
 #include "cuda/common.cuh"
+#include "cuda/elem.cuh"
 #include "cuda/mx/quant.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/mx_scalar.h"
 
 namespace {
 
-/* Loads of 16 bytes where the input allows (n a multiple of the vector, the pointer aligned). */
-template <typename T> struct Vec;
-template <> struct Vec<float> { static constexpr int N = 4; typedef float4 V; };
-template <> struct Vec<uint16_t> { static constexpr int N = 8; typedef uint4 V; };
-template <typename T> __device__ __forceinline__ void unpack(const typename Vec<T>::V& v, float (&f)[Vec<T>::N]);
-template <> __device__ __forceinline__ void unpack<float>(const float4& v, float (&f)[4]) {
-    f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;
-}
-template <> __device__ __forceinline__ void unpack<uint16_t>(const uint4& v, float (&f)[8]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    for (int k = 0; k < 4; k++) { f[2 * k] = mx_bf16_to_f32((uint16_t)w[k]); f[2 * k + 1] = mx_bf16_to_f32((uint16_t)(w[k] >> 16)); }
-}
-template <typename T> bool vec_ok(const void* p, size_t n) { return !((uintptr_t)p & 15) && n % Vec<T>::N == 0; }
+/* Loads of 16 bytes where the input allows: Vec, unpack, vec_ok (cuda/elem.cuh). */
 
 /* The largest |x| bits (an integer max: the order of the reads does not matter), one atomicMax
  * per block (per warp had 8k atomics on one word contend at the L2). */

@@ -177,9 +177,6 @@ struct Part {
 
 size_t up16(size_t n) { return (n + 63) / 64 * 64; }
 
-/* act16 applies: every GEMM takes plain BF16 operands (linear_plan.h) */
-int act16_applies(const mx_recipe* r) { return mx_act16_applies(r); }
-
 /* the attention implementations that keep one sequence's [H, T, T] scores in attws */
 int uses_attws(int attn) { return attn == MXG_ATTN_GEMM || attn == MXG_ATTN_TF32; }
 
@@ -255,7 +252,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     memset(&g, 0, sizeof g);
     g.cfg = *cfg;
     g.recompute = recompute;
-    g.act16 = act16 && act16_applies(recipe);
+    g.act16 = act16 && mx_act16_applies(recipe);
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
     g.Nc = choose_nc(cfg, B * T);
@@ -274,7 +271,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     const int N = B * T;
-    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N), act16_applies(recipe)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
+    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N), mx_act16_applies(recipe)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
         e->scratch += (int64_t)mxg_attention_flash_workspace(B, T, cfg->n_heads, cfg->n_kv_heads, cfg->dim / cfg->n_heads);
@@ -337,7 +334,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->seed = seed;
     g->exact = exact;
     g->recompute = recompute;
-    g->act16 = act16 && act16_applies(recipe);
+    g->act16 = act16 && mx_act16_applies(recipe);
     g->attn = attn;
     g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
     g->B = B;
@@ -392,14 +389,14 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
-    rc = mxg_linws_create(&g->lin, max_operand(cfg, N), act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
+    rc = mxg_linws_create(&g->lin, max_operand(cfg, N), mx_act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s (preset %s, batch %d x %d)", mx_last_error(), cfg->name, B, T);
         mxg_llama_free(g);
         return mx_fail(rc, "%s", msg);
     }
-    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N), act16_applies(recipe));
+    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N), mx_act16_applies(recipe));
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));

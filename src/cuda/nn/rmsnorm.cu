@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/elem.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
@@ -23,8 +24,6 @@ namespace {
 #define RMS_THREADS 256
 #define RMS_CHUNK 64 /* tokens per partial dw sum: the CPU's chunk (rmsnorm.c) */
 
-__device__ __forceinline__ void put(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
 
 template <typename TO>
 __global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float* w, int D, float eps) {
@@ -35,7 +34,7 @@ __global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float*
     ss = block_sum_warps_d(ss);
     float r = (float)(1.0 / sqrt(ss / D + (double)eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) put(o + i, (xr[i] * r) * w[i]);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) elem_put(o + i, (xr[i] * r) * w[i]);
 }
 
 /* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. */

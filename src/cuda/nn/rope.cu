@@ -14,17 +14,13 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/elem.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
 namespace {
 
 /* ---- RoPE ----------------------------------------------------------------------- */
-
-__device__ __forceinline__ float get(const float* p) { return *p; }
-__device__ __forceinline__ float get(const uint16_t* p) { return mx_bf16_to_f32(*p); } /* exact */
-__device__ __forceinline__ void put(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
 
 /* One thread per rotated pair (n, head, i < hd/2); dir +1 forward, -1 backward. X float, or BF16
  * (widened exactly, the FP32 expressions, rounded: act16's q, k, dq, dk). */
@@ -38,13 +34,13 @@ __global__ void k_rope(X* x, const float* cos_t, const float* sin_t, int N, int 
     const int n = (int)(nhh / nh);
     const float c = cos_t[(size_t)(n % T) * h2 + i], s = sin_t[(size_t)(n % T) * h2 + i];
     X* p = x + nhh * hd;
-    const float a = get(p + i), b = get(p + i + h2);
+    const float a = elem_get(p + i), b = elem_get(p + i + h2);
     if (dir > 0) {
-        put(p + i, a * c - b * s);
-        put(p + i + h2, b * c + a * s);
+        elem_put(p + i, a * c - b * s);
+        elem_put(p + i + h2, b * c + a * s);
     } else {
-        put(p + i, a * c + b * s);
-        put(p + i + h2, b * c - a * s);
+        elem_put(p + i, a * c + b * s);
+        elem_put(p + i + h2, b * c - a * s);
     }
 }
 

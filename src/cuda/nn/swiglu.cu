@@ -16,17 +16,13 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/elem.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
 namespace {
 
 /* ---- SwiGLU ---------------------------------------------------------------------- */
-
-__device__ __forceinline__ void put(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put(uint16_t* p, float v) { *p = mx_bf16_from_f32(v); } /* RNE */
-__device__ __forceinline__ float get(const float* p) { return *p; }
-__device__ __forceinline__ float get(const uint16_t* p) { return mx_bf16_to_f32(*p); } /* exact */
 
 /* The expressions, once (swiglu.c's, in its order). */
 __device__ __forceinline__ float swiglu_h(float g, float u) {
@@ -43,7 +39,7 @@ __device__ __forceinline__ void swiglu_d(float g, float u, float d, float* dg, f
 template <typename TO, typename TI>
 __global__ void k_swiglu_fwd(TO* __restrict__ h, const TI* __restrict__ gate, const TI* __restrict__ up, size_t n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) put(h + i, swiglu_h(get(gate + i), get(up + i)));
+    if (i < n) elem_put(h + i, swiglu_h(elem_get(gate + i), elem_get(up + i)));
 }
 
 template <typename TO, typename TI>
@@ -52,37 +48,22 @@ __global__ void k_swiglu_bwd(TO* __restrict__ dgate, TO* __restrict__ dup, const
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float dg, du;
-    swiglu_d(get(gate + i), get(up + i), get(dh + i), &dg, &du);
-    put(dup + i, du);
-    put(dgate + i, dg);
+    swiglu_d(elem_get(gate + i), elem_get(up + i), elem_get(dh + i), &dg, &du);
+    elem_put(dup + i, du);
+    elem_put(dgate + i, dg);
 }
 
-/* BF16 vectors of 8 (16 bytes): loaded and stored whole. */
-__device__ __forceinline__ void unpack8(float* f, uint4 v) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        f[2 * j] = mx_bf16_to_f32((uint16_t)(w[j] & 0xffffu));
-        f[2 * j + 1] = mx_bf16_to_f32((uint16_t)(w[j] >> 16));
-    }
-}
-__device__ __forceinline__ uint4 pack8(const float* f) {
-    uint32_t w[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) w[j] = (uint32_t)mx_bf16_from_f32(f[2 * j]) | ((uint32_t)mx_bf16_from_f32(f[2 * j + 1]) << 16);
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
+/* BF16 vectors of 8 (16 bytes): loaded and stored whole (unpack, pack8_bf16: cuda/elem.cuh). */
 __global__ void k_swiglu_fwd16(uint4* __restrict__ h, const uint4* __restrict__ gate, const uint4* __restrict__ up,
                                size_t n8) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
     float g[8], u[8], o[8];
-    unpack8(g, gate[i]);
-    unpack8(u, up[i]);
+    unpack<uint16_t>(gate[i], g);
+    unpack<uint16_t>(up[i], u);
 #pragma unroll
     for (int j = 0; j < 8; j++) o[j] = swiglu_h(g[j], u[j]);
-    h[i] = pack8(o);
+    h[i] = pack8_bf16(o);
 }
 
 __global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ dup, const uint4* __restrict__ dh,
@@ -90,17 +71,13 @@ __global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ du
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n8) return;
     float g[8], u[8], d[8], og[8], ou[8];
-    unpack8(g, gate[i]);
-    unpack8(u, up[i]);
-    unpack8(d, dh[i]);
+    unpack<uint16_t>(gate[i], g);
+    unpack<uint16_t>(up[i], u);
+    unpack<uint16_t>(dh[i], d);
 #pragma unroll
     for (int j = 0; j < 8; j++) swiglu_d(g[j], u[j], d[j], &og[j], &ou[j]);
-    dup[i] = pack8(ou);
-    dgate[i] = pack8(og);
-}
-
-int aligned16(const void* a, const void* b, const void* c, const void* d = NULL, const void* e = NULL) {
-    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & 15);
+    dup[i] = pack8_bf16(ou);
+    dgate[i] = pack8_bf16(og);
 }
 
 }  // namespace
@@ -115,7 +92,7 @@ extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, 
 extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_forward_bf16: empty");
     cudaStream_t s = MXG_STREAM(stream);
-    if (n % 8 == 0 && aligned16(h, gate, up))
+    if (vec_ok<uint16_t>(h, n) && vec_ok<uint16_t>(gate, n) && vec_ok<uint16_t>(up, n))
         k_swiglu_fwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8);
     else
         k_swiglu_fwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(h, gate, up, n);
@@ -135,7 +112,8 @@ extern "C" int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const ui
                                         const uint16_t* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_backward_bf16: empty");
     cudaStream_t s = MXG_STREAM(stream);
-    if (n % 8 == 0 && aligned16(dgate, dup, dh, gate, up))
+    if (vec_ok<uint16_t>(dgate, n) && vec_ok<uint16_t>(dup, n) && vec_ok<uint16_t>(dh, n) &&
+        vec_ok<uint16_t>(gate, n) && vec_ok<uint16_t>(up, n))
         k_swiglu_bwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
                                                              (const uint4*)gate, (const uint4*)up, n / 8);
     else
