@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="tests ab speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant tests ab speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -29,6 +29,14 @@ if [ -f .device-carry/bins.tar.xz ]; then
 fi
 [ -f build/data/tiny_train.bin ] || make build/data/tiny_train.bin > /dev/null
 t0=$(date +%s)
+if has quant; then # the quantizer benchmark (issue 16's bar: >= 60% of the copy measured in the same run)
+  timeout 240 build/cuda/mxlm bench quant > "$OUT/quant-bench.txt" 2>&1
+  echo "quant bench done ($(( $(date +%s) - t0 )) s)"
+fi
+if has numerics; then # the numerics program alone (quantizers, GEMMs against the CPU / FP64)
+  timeout 300 build/cuda/tests/gpu/run > "$OUT/numerics.txt" 2>&1
+  echo "numerics: $(tail -1 "$OUT/numerics.txt") ($(( $(date +%s) - t0 )) s)"
+fi
 if has tests; then
   LOGS=$OUT/t bash tests/gpu/run_all.sh > "$OUT/tests.txt" 2>&1
   echo "tests: $(tail -1 "$OUT/tests.txt") ($(( $(date +%s) - t0 )) s)"
@@ -65,6 +73,8 @@ if has layers; then
 fi
 {
 cat "$OUT/gpu.txt"
+has quant && cat "$OUT/quant-bench.txt"
+has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has ab && cat "$OUT/ab.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"

@@ -98,34 +98,50 @@ extern "C" int mxg_bench_quant(int rows, int cols, int iters) {
         CU_TRY(cudaMalloc(&q.fs[d], n / 128 * 4));
     }
     CU_TRY(cudaMalloc(&q.cnt, 64));
+    float* xf; /* the same values in FP32: the trainer's operands */
+    CU_TRY(cudaMalloc(&xf, n * 4));
+    {
+        std::vector<uint16_t> hb(n);
+        std::vector<float> hf(n);
+        CU_TRY(cudaMemcpy(hb.data(), x, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) hf[i] = mx_bf16_to_f32(hb[i]);
+        CU_TRY(cudaMemcpy(xf, hf.data(), n * 4, cudaMemcpyHostToDevice));
+    }
     double cbw = copy_gbs(1ull << 30, iters);
-    printf("input: BF16 [%d, %d] (%.0f MiB); copy ceiling: %.0f GB/s (cudaMemcpy D2D 1 GiB, read + write)\n", rows, cols,
-           n * 2 / 1048576.0, cbw);
-    printf("%-44s %9s %9s %8s %8s\n", "kernel (one read of x)", "time ms", "GB/s", "of copy", "Gelem/s");
-    struct V { const char* name; int row, col, had, rnd, sr, fold; };  // fold 1: +E4M3 VEC128, 2: E4M3 only, 3: E4M3 OUTER only
+    printf("input: BF16 [%d, %d] (%.0f MiB; f32: the same values in FP32); copy ceiling: %.0f GB/s (cudaMemcpy D2D 1 GiB, "
+           "read + write)\n", rows, cols, n * 2 / 1048576.0, cbw);
+    printf("default: the kernel mxg_quantize picks (the fast kernel where it applies); general: the staged kernels "
+           "alone (mxg_quant_set_fast(0))\n");
+    printf("%-48s %9s %9s %8s %8s %11s %8s\n", "kernel (one read of x)", "time ms", "GB/s", "of copy", "Gelem/s",
+           "general ms", "speedup");
+    struct V { const char* name; int row, col, had, rnd, sr, fold, f32; };  // fold 1: +E4M3 VEC128, 2: E4M3 only, 3: E4M3 OUTER only
     const V vs[] = {
-        {"1x32 rne, no rotation", 1, 0, 0, 0, 0, 0},
-        {"1x32 rne, h16", 1, 0, 16, 0, 0, 0},
-        {"32x1 rne, h16", 0, 1, 16, 0, 0, 0},
-        {"1x32 + 32x1 rne, none", 1, 1, 0, 0, 0, 0},
-        {"1x32 + 32x1 rne, h16  [goal >= 80%]", 1, 1, 16, 0, 0, 0},
-        {"1x32 + 32x1 rne, h32", 1, 1, 32, 0, 0, 0},
-        {"1x32 + 32x1 rne, rh16", 1, 1, 16, 1, 0, 0},
-        {"1x32 + 32x1 sr, h16", 1, 1, 16, 0, 1, 0},
-        {"1x32 + 32x1 rne, h16, + E4M3 VEC128 both", 1, 1, 16, 0, 0, 1},
-        {"1x32 rne, h16, E4M3 VEC128 only", 1, 0, 16, 0, 0, 2},
-        {"1x32 rne, h16, E4M3 OUTER only (one pass)", 1, 0, 16, 0, 0, 3},
-        {"1x32 rne, rh16", 1, 0, 16, 1, 0, 0},
-        {"1x32 sr, h16", 1, 0, 16, 0, 1, 0},
-        {"1x32 rne, h64 (shared-memory rotation)", 1, 0, 64, 0, 0, 0},
-        {"1x32 rne, h256 (shared-memory rotation)", 1, 0, 256, 0, 0, 0},
+        {"f32 1x32 rne, h16, E4M3 VEC128 only (Fprop)", 1, 0, 16, 0, 0, 2, 1},
+        {"f32 32x1 rne, h16, E4M3 VEC128 only (Wgrad)", 0, 1, 16, 0, 0, 2, 1},
+        {"f32 1x32 + 32x1 rne, h16, E4M3 VEC128 only", 1, 1, 16, 0, 0, 2, 1},
+        {"1x32 + 32x1 rne, h16, E4M3 VEC128 only", 1, 1, 16, 0, 0, 2, 0},
+        {"1x32 rne, no rotation", 1, 0, 0, 0, 0, 0, 0},
+        {"1x32 rne, h16", 1, 0, 16, 0, 0, 0, 0},
+        {"32x1 rne, h16", 0, 1, 16, 0, 0, 0, 0},
+        {"1x32 + 32x1 rne, none", 1, 1, 0, 0, 0, 0, 0},
+        {"1x32 + 32x1 rne, h16  [goal >= 80%]", 1, 1, 16, 0, 0, 0, 0},
+        {"1x32 + 32x1 rne, h32", 1, 1, 32, 0, 0, 0, 0},
+        {"1x32 + 32x1 rne, rh16", 1, 1, 16, 1, 0, 0, 0},
+        {"1x32 + 32x1 sr, h16", 1, 1, 16, 0, 1, 0, 0},
+        {"1x32 + 32x1 rne, h16, + E4M3 VEC128 both", 1, 1, 16, 0, 0, 1, 0},
+        {"1x32 rne, h16, E4M3 VEC128 only", 1, 0, 16, 0, 0, 2, 0},
+        {"1x32 rne, h16, E4M3 OUTER only (one pass)", 1, 0, 16, 0, 0, 3, 0},
+        {"1x32 rne, rh16", 1, 0, 16, 1, 0, 0, 0},
+        {"1x32 sr, h16", 1, 0, 16, 0, 1, 0, 0},
+        {"1x32 rne, h64 (shared-memory rotation)", 1, 0, 64, 0, 0, 0, 0},
+        {"1x32 rne, h256 (shared-memory rotation)", 1, 0, 256, 0, 0, 0, 0},
     };
     for (const V& v : vs) {
         mxg_qspec s[2];
         mxg_qout o[2];
         memset(s, 0, sizeof s);
         memset(o, 0, sizeof o);
-        size_t bytes = n * 2;
+        size_t bytes = n * (v.f32 ? 4 : 2);
         for (int d = 0; d < 2; d++) {
             s[d].layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
             s[d].scale = MX_SCALE_FLOOR;
@@ -141,14 +157,20 @@ extern "C" int mxg_bench_quant(int rows, int cols, int iters) {
             if (v.fold == 3) o[d].fold = MXG_FOLD_OUTER;
             o[d].counters = q.cnt + 2 * d;
         }
-        double ms = time_ms(iters, [&]() {
-            return mxg_quantize(x, MXG_BF16, rows, cols, v.row ? &s[0] : NULL, v.row ? &o[0] : NULL, v.col ? &s[1] : NULL,
-                                v.col ? &o[1] : NULL, NULL);
-        });
-        if (ms < 0) { fprintf(stderr, "bench quant: %s: %s\n", v.name, mx_last_error()); return MX_EIO; }
+        auto run = [&]() {
+            return mxg_quantize(v.f32 ? (const void*)xf : (const void*)x, v.f32 ? MXG_F32 : MXG_BF16, rows, cols,
+                                v.row ? &s[0] : NULL, v.row ? &o[0] : NULL, v.col ? &s[1] : NULL, v.col ? &o[1] : NULL, NULL);
+        };
+        double ms = time_ms(iters, run);
+        mxg_quant_set_fast(0);
+        double ms_gen = time_ms(iters, run);
+        mxg_quant_set_fast(1);
+        if (ms < 0 || ms_gen < 0) { fprintf(stderr, "bench quant: %s: %s\n", v.name, mx_last_error()); return MX_EIO; }
         double gbs = bytes / (ms * 1e6);
-        printf("%-44s %9.3f %9.0f %7.1f%% %8.1f\n", v.name, ms, gbs, 100.0 * gbs / cbw, n / (ms * 1e6));
+        printf("%-48s %9.3f %9.0f %7.1f%% %8.1f %11.3f %7.2fx\n", v.name, ms, gbs, 100.0 * gbs / cbw, n / (ms * 1e6), ms_gen,
+               ms_gen / ms);
     }
+    cudaFree(xf);
     for (int d = 0; d < 2; d++) { cudaFree(q.codes[d]); cudaFree(q.scales[d]); cudaFree(q.e4[d]); cudaFree(q.fs[d]); }
     cudaFree(q.cnt);
     cudaFree(x);

@@ -71,9 +71,13 @@ __global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* gi
     if (inv) *inv = 1.0f / s;
 }
 
+/* The codes of x * scale. Where the tensor holds no NaN (its amax bits at most Inf's) the hardware
+ * conversion makes them (e4m3x4 / e5m2x4: equal to mx_e4m3/e5m2_encode on every non-NaN float,
+ * mxg_selftest_round); a NaN keeps its sign only in the scalar encoder, which runs otherwise. */
 template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given,
-                                                 uint8_t* codes, int vec) {
+                                                 const unsigned* amax_bits, uint8_t* codes, int vec) {
     const float scale = given ? *given : *scale_p;
+    const bool hw = *amax_bits <= 0x7f800000u;
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
         constexpr int VN = Vec<T>::N;
@@ -82,11 +86,19 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
             float f[VN];
             unpack<T>(__ldg(xv + i), f);
             uint32_t w[2] = {0, 0};
+            if (hw) {
 #pragma unroll
-            for (int k = 0; k < VN; k++) {
-                const float v = f[k] * scale;
-                const uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
-                w[k >> 2] |= (uint32_t)c << (8 * (k & 3));
+                for (int k = 0; k < VN; k += 4)
+                    w[k >> 2] = kind == MX_FP8_E4M3
+                                    ? e4m3x4(f[k] * scale, f[k + 1] * scale, f[k + 2] * scale, f[k + 3] * scale)
+                                    : e5m2x4(f[k] * scale, f[k + 1] * scale, f[k + 2] * scale, f[k + 3] * scale);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VN; k++) {
+                    const float v = f[k] * scale;
+                    const uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
+                    w[k >> 2] |= (uint32_t)c << (8 * (k & 3));
+                }
             }
             if (VN == 4) ((uint32_t*)codes)[i] = w[0];
             else ((uint2*)codes)[i] = make_uint2(w[0], w[1]);
@@ -146,8 +158,8 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
     CU_LAUNCHED();
     if (codes) {
         if (dt == MXG_BF16)
-            k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, codes, vc);
-        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, codes, vc);
+            k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
+        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
         CU_LAUNCHED();
     }
     return MX_OK;

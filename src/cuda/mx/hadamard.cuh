@@ -14,31 +14,33 @@
 
 namespace {
 
-/* mx_fwht on each n-group of 32 register values (n <= 32). */
-template <int N> __device__ __forceinline__ void fwht_reg(float (&v)[32]) {
+/* One butterfly stage of mx_fwht (distance H) on the 32 register values. */
+template <int H> __device__ __forceinline__ void fwht_stage(float (&v)[32]) {
 #pragma unroll
-    for (int h = 1; h < N; h <<= 1)
+    for (int i = 0; i < 32; i += 2 * H)
 #pragma unroll
-        for (int i = 0; i < 32; i += 2 * h)
-#pragma unroll
-            for (int j = i; j < i + h; j++) {
-                float a = v[j], b = v[j + h];
-                v[j] = a + b;
-                v[j + h] = a - b;
-            }
-    const float s = mx_hadamard_norm(N);
-#pragma unroll
-    for (int i = 0; i < 32; i++) v[i] *= s;
+        for (int j = 0; j < H; j++) {
+            const float a = v[i + j], b = v[i + j + H];
+            v[i + j] = a + b;
+            v[i + j + H] = a - b;
+        }
 }
 
+/* mx_fwht on each n-group of 32 register values for a run-time n in {0, 2, 4, ..., 32} (0: none):
+ * the stages of distance h < n in mx_fwht's order, each behind a uniform branch, then one multiply
+ * by mx_hadamard_norm(n). Each stage is its own template, so every index is a constant before the
+ * front end decides where v lives: written as a loop over h (h <<= 1), or as a switch over sizes,
+ * the front end kept v in local memory in the quantizer kernels (seen in their PTX). */
 __device__ __forceinline__ void fwht_rt(float (&v)[32], int n) {
-    switch (n) {
-    case 2: fwht_reg<2>(v); break;
-    case 4: fwht_reg<4>(v); break;
-    case 8: fwht_reg<8>(v); break;
-    case 16: fwht_reg<16>(v); break;
-    case 32: fwht_reg<32>(v); break;
-    default: break;
+    if (n > 1) fwht_stage<1>(v);
+    if (n > 2) fwht_stage<2>(v);
+    if (n > 4) fwht_stage<4>(v);
+    if (n > 8) fwht_stage<8>(v);
+    if (n > 16) fwht_stage<16>(v);
+    if (n > 1) {
+        const float s = mx_hadamard_norm(n);
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] *= s;
     }
 }
 

@@ -56,6 +56,28 @@ struct QArgs {
     Slot s[2];  // [0] row direction (blocks along a row), [1] column direction
 };
 
+/* The fast quantizer's arithmetic against the scalar definitions on all 2^32 floats
+ * (mxg_selftest_round): bad[0] e2m1_code vs mx_e2m1_rne and bad[1] e2m1_mag vs the decoded
+ * magnitude, over |y| < 8 (their domain); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3] e5m2x4 vs
+ * mx_e5m2_encode over the non-NaN floats. */
+__global__ void k_selftest_round(unsigned long long* bad) {
+    unsigned long long nb[4] = {0, 0, 0, 0};
+    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < (1ull << 32); u += (uint64_t)gridDim.x * blockDim.x) {
+        const float y = mx_u2f((uint32_t)u);
+        if (fabsf(y) < 8.0f) {
+            const uint8_t c = mx_e2m1_rne(y);
+            nb[0] += e2m1_code(y) != (uint32_t)c;
+            nb[1] += mx_f2u(e2m1_mag(y)) != mx_f2u(fabsf(mx_e2m1_decode(c)));
+        }
+        if (y == y) {
+            nb[2] += (e4m3x4(y, 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e4m3_encode(y);
+            nb[3] += (e5m2x4(y, 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e5m2_encode(y);
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        if (nb[k]) atomicAdd(&bad[k], nb[k]);
+}
+
 /* e2m1_rne_fast (quant.cuh) against mx_e2m1_rne on all 2^32 floats (mxg_selftest_e2m1). */
 __global__ void k_selftest_e2m1(unsigned long long* bad) {
     unsigned long long nb = 0;
@@ -104,6 +126,20 @@ __device__ void had_smem(float* xs, int axis, int n, const float* sg, int rnd) {
         xs[r * S + c] *= s;
     }
     __syncthreads();
+}
+
+/* A staged kernel's end: its block counters (cnt[0..1] row direction, cnt[2..3] column) added to
+ * the outputs' counters, by one thread each. Constant indices only: a dynamic index into the
+ * parameter struct would copy it to local memory. */
+__device__ __forceinline__ void flush_counters(const QArgs& a, const unsigned* cnt) {
+    if (threadIdx.x == 0 && a.s[0].counters) {
+        if (cnt[0]) atomicAdd(&a.s[0].counters[0], (unsigned long long)cnt[0]);
+        if (cnt[1]) atomicAdd(&a.s[0].counters[1], (unsigned long long)cnt[1]);
+    }
+    if (threadIdx.x == 32 && a.s[1].counters) {
+        if (cnt[2]) atomicAdd(&a.s[1].counters[0], (unsigned long long)cnt[2]);
+        if (cnt[3]) atomicAdd(&a.s[1].counters[1], (unsigned long long)cnt[3]);
+    }
 }
 
 template <int TR, int TC> struct Smem {
@@ -311,15 +347,7 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     if (a.s[0].active) quant_pass<0, TR, TC, ST>(a.s[0], xs, scl_r, sg_r, lut, cnt, r0, c0, rows, cols);
     if (a.s[1].active) quant_pass<1, TR, TC, ST>(a.s[1], xs, scl_c, sg_c, lut, cnt, r0, c0, rows, cols);
     __syncthreads();
-    /* constant indices only: a dynamic index into the parameter struct would copy it to local memory */
-    if (tid == 0 && a.s[0].counters) {
-        if (cnt[0]) atomicAdd(&a.s[0].counters[0], (unsigned long long)cnt[0]);
-        if (cnt[1]) atomicAdd(&a.s[0].counters[1], (unsigned long long)cnt[1]);
-    }
-    if (tid == 32 && a.s[1].counters) {
-        if (cnt[2]) atomicAdd(&a.s[1].counters[0], (unsigned long long)cnt[2]);
-        if (cnt[3]) atomicAdd(&a.s[1].counters[1], (unsigned long long)cnt[3]);
-    }
+    flush_counters(a, cnt);
 }
 
 
@@ -435,6 +463,239 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
         if (cnt[0]) atomicAdd(&a.s[0].counters[0], (unsigned long long)cnt[0]);
         if (cnt[1]) atomicAdd(&a.s[0].counters[1], (unsigned long long)cnt[1]);
     }
+}
+
+/* ---- the fast staged quantizer: RNE, rotation <= 32, 1x32 / 32x1, no telemetry ----
+ * The outputs of k_quant for the recipes the trainer runs most (every RNE recipe's operands),
+ * in fewer instructions a value and with the loads of the next tile in flight while one is
+ * computed: the arithmetic E2M1 rounding (quant.cuh's e2m1_code / e2m1_mag: no compare chain),
+ * a NaN-propagating amax (one max a value), the fold written directly by the hardware E4M3
+ * conversion (fold32_direct: exact inside the fold window; the rare block outside it takes
+ * fold32's table). One thread owns one 32-block per direction of a TR x TC tile: NT = TR*TC/32
+ * threads, each making one row-direction and/or one column-direction block.
+ *   persistent  a grid of resident CTAs, each looping over tiles; the tile after the current
+ *            one is copied by cp.async into the other of two shared buffers meanwhile
+ *   staging  the input type as stored (FP32 or BF16), each 32-block of a staged row padded by
+ *            16 bytes and a row 4 blocks wide, so the row pass's 16-byte reads (lanes = 8 rows
+ *            x 4 blocks) and the column pass's scalar reads (lanes = 32 consecutive columns)
+ *            are free of bank conflicts
+ *   row pass TC = 128: thread t owns block t % 4 of row t / 4; the 4 blocks of a 128-group sit
+ *            in 4 consecutive lanes, so e_ref (VEC128) is two shuffles
+ *   col pass TR = 128: thread t owns block t / TC of column t % TC; the 4 blocks of a column's
+ *            128-group meet in shared memory (one barrier)
+ * Configurations: both directions 128 x 128 (512 threads), row only 64 x 128, column only
+ * 128 x 64 (256 threads). Inputs whose rows are not whole 16-byte chunks take k_quant.
+ * Bit for bit k_quant's outputs (the GPU quantizer tests run both on every configuration). */
+int g_qfast = 1;  /* mxg_quant_set_fast */
+
+template <typename T, int TR, int TC> struct QfSmem {
+    static constexpr int BSB = 32 * (int)sizeof(T) + 16;  /* bytes a staged 32-block takes */
+    static constexpr int SB = (TC / 32) * BSB;            /* bytes a staged row takes */
+    static constexpr size_t tile = (size_t)TR * SB;
+    static constexpr size_t xs = 0;                         /* [2][tile] */
+    static constexpr size_t sg_r = 2 * tile;                /* [TC] float */
+    static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
+    static constexpr size_t scl_c = sg_c + sizeof(float) * TR;  /* [TR/32][TC] column blocks' scales */
+    static constexpr size_t lut = scl_c + TC * (TR / 32);
+    static constexpr size_t cnt = (lut + 240 + 15) / 16 * 16;
+    static constexpr size_t total = cnt + 16;
+};
+
+/* The byte offset of element (r, c) in a staged tile. */
+template <typename T, int TR, int TC> __device__ __forceinline__ int qf_at(int r, int c) {
+    using L = QfSmem<T, TR, TC>;
+    return r * L::SB + (c >> 5) * L::BSB + (c & 31) * (int)sizeof(T);
+}
+
+/* One block's scale byte from its rotated values: NaN scale for a block holding NaN or Inf. */
+__device__ __forceinline__ uint8_t qf_scale(const float (&v)[32], int rule, float& amax) {
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) m = fmax_nan(m, fabsf(v[i]));
+    amax = m;
+    return !(m <= 3.4028235e38f) ? (uint8_t)MX_E8M0_NAN : mx_e8m0_for_amax(m, (mx_scale_rule)rule);
+}
+
+/* The E4M3 bytes of one block given its e_ref (fold32's result; returns 1 for a block outside the
+ * window with a nonzero code). */
+__device__ __forceinline__ int qf_fold(const float (&v)[32], uint8_t sb, float inv, int eref, const uint8_t* lut,
+                                       uint32_t (&o)[8]) {
+    const int d = (int)sb - 127 - eref;
+    if (sb != MX_E8M0_NAN && d >= -14) {
+        fold32_direct(v, inv, mx_exp2i(d + 6), o);
+        return 0;
+    }
+    uint32_t pk[4] = {0, 0, 0, 0};
+    if (sb != MX_E8M0_NAN) codes32(v, inv, pk);
+    return fold32(pk, sb, eref, lut, o);
+}
+
+/* One direction's block of the staged tile xt (at r0, c0 in x): DIR 0 a 32-block of a row, DIR 1
+ * of a column, owned by this thread. Every thread of the CTA calls it (the column pass's e_ref
+ * exchange has a barrier). */
+template <int DIR, typename T, int TR, int TC>
+__device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c,
+                                        const uint8_t* lut, unsigned* cnt, int r0, int c0, int rows, int cols) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int NB = DIR ? TR / 32 : TC / 32, NL = DIR ? TC : TR;
+    const int li = DIR ? tid % NL : tid / NB, bi = DIR ? tid / NL : tid % NB;
+    const int gl = (DIR ? c0 : r0) + li, gb = (DIR ? r0 : c0) + bi * 32;
+    const int LN = DIR ? cols : rows, BN = DIR ? rows : cols;
+    const bool valid = gl < LN && gb < BN;
+    float v[32];
+    if (DIR == 0) {
+        constexpr int V = 16 / sizeof(T);
+#pragma unroll
+        for (int i = 0; i < 32; i += V) {
+            T tmp[V];
+            const uint4 u = *(const uint4*)(xt + qf_at<T, TR, TC>(li, bi * 32 + i));
+            memcpy(tmp, &u, 16);
+#pragma unroll
+            for (int k = 0; k < V; k++) v[i + k] = to_f<T>(tmp[k]);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = to_f<T>(*(const T*)(xt + qf_at<T, TR, TC>(bi * 32 + i, li)));
+    }
+    if (s.rnd)
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] *= sgn[bi * 32 + i];
+    fwht_rt(v, s.had_n);
+    float amax;
+    const uint8_t sb = qf_scale(v, s.rule, amax);
+    const float inv = mx_exp2i(127 - (int)sb);
+    const bool clip = valid && sb != MX_E8M0_NAN && amax * inv > 6.0f;
+    const unsigned nclip = __popc(__ballot_sync(0xffffffffu, clip));
+    if (lane == 0 && nclip) atomicAdd(&cnt[2 * DIR], nclip);
+    if (s.codes && valid) {
+        uint32_t pk[4] = {0, 0, 0, 0};
+        if (sb != MX_E8M0_NAN) codes32(v, inv, pk);
+        *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+    }
+    if (s.scales && valid) s.scales[(size_t)gl * (BN / 32) + gb / 32] = sb;
+    if (!s.e4m3) return;
+    /* e_ref: the largest non-NaN block exponent of the 128-group (4 blocks along the block axis) */
+    int m = (valid && sb != MX_E8M0_NAN) ? (int)sb : -1;
+    if (DIR == 0) {
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    } else {
+        scl_c[bi * TC + li] = (uint8_t)(m < 0 ? MX_E8M0_NAN : m);
+        __syncthreads();
+        const int g0 = bi & ~3;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const uint8_t o = scl_c[(g0 + q) * TC + li];
+            if (o != MX_E8M0_NAN) m = max(m, (int)o);
+        }
+    }
+    const int eref = m < 0 ? 0 : m - 127;
+    if (!valid) return;
+    uint32_t o[8];
+    if (qf_fold(v, sb, inv, eref, lut, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
+    uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * BN + gb);
+    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    if ((bi & 3) == 0 && s.fscale) s.fscale[(size_t)(gb / 128) * LN + gl] = mx_exp2i(eref - 6);
+}
+
+/* Issue the cp.async copies of tile t into the staged buffer xt (chunks outside x are zero-filled),
+ * one commit group. */
+template <typename T, int TR, int TC>
+__device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int ntc, int t, char* xt) {
+    constexpr int V = 16 / sizeof(T), NT = TR * TC / 32, NL = TR * TC / V / NT;
+    const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
+#pragma unroll
+    for (int j = 0; j < NL; j++) {
+        const int e = j * NT + threadIdx.x, r = e / (TC / V), c = (e % (TC / V)) * V;
+        const bool in = r0 + r < rows && c0 + c < cols;
+        const T* src = in ? x + (size_t)(r0 + r) * cols + c0 + c : x;
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xt + qf_at<T, TR, TC>(r, c));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <typename T, int TR, int TC>
+__global__ void __launch_bounds__(TR * TC / 32, (TR * TC / 32) > 256 ? 1 : 3) k_qfast(QArgs a) {
+    constexpr int NT = TR * TC / 32;
+    using L = QfSmem<T, TR, TC>;
+    extern __shared__ float4 smem_raw[];
+    char* sm = (char*)smem_raw;
+    float* sg_r = (float*)(sm + L::sg_r);
+    float* sg_c = (float*)(sm + L::sg_c);
+    uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);
+    uint8_t* lut = (uint8_t*)(sm + L::lut);
+    unsigned* cnt = (unsigned*)(sm + L::cnt);
+    const int rows = a.rows, cols = a.cols, tid = threadIdx.x;
+    const int ntc = (cols + TC - 1) / TC, ntiles = ((rows + TR - 1) / TR) * ntc;
+    const T* x = (const T*)a.x;
+    if (tid < 4) cnt[tid] = 0;
+    if ((a.s[0].active && a.s[0].e4m3) || (a.s[1].active && a.s[1].e4m3))
+        for (int i = tid; i < 240; i += NT) lut[i] = fold_lut_entry(i);
+    int t = blockIdx.x;
+    if (t < ntiles) qf_prefetch<T, TR, TC>(x, rows, cols, ntc, t, sm + L::xs);
+    for (int k = 0; t < ntiles; t += gridDim.x, k++) {
+        const int next = t + gridDim.x;
+        if (next < ntiles) {
+            qf_prefetch<T, TR, TC>(x, rows, cols, ntc, next, sm + L::xs + ((k + 1) & 1) * L::tile);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
+        if (a.s[0].active && a.s[0].rnd)
+            for (int j = tid; j < TC; j += NT)
+                sg_r[j] = c0 + j < cols ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
+        if (a.s[1].active && a.s[1].rnd)
+            for (int j = tid; j < TR; j += NT)
+                sg_c[j] = r0 + j < rows ? mx_rh_sign(a.s[1].hseed, a.s[1].rot, (uint64_t)(r0 + j)) : 1.0f;
+        __syncthreads();
+        const char* xt = sm + L::xs + (k & 1) * L::tile;
+        /* the row pass needs the 4 blocks of a 128-group across the tile (TC 128), the column pass likewise (TR 128) */
+        if constexpr (TC == 128)
+            if (a.s[0].active) qf_pass<0, T, TR, TC>(a.s[0], xt, sg_r, scl_c, lut, cnt, r0, c0, rows, cols);
+        if constexpr (TR == 128)
+            if (a.s[1].active) qf_pass<1, T, TR, TC>(a.s[1], xt, sg_c, scl_c, lut, cnt, r0, c0, rows, cols);
+        __syncthreads(); /* buffer k & 1 is the next prefetch's target */
+    }
+    __syncthreads();
+    flush_counters(a, cnt);
+}
+
+/* The fast kernel takes a's outputs: RNE, no 32x32, rotation <= 32, no telemetry, VEC128 fold, and
+ * rows of whole 16-byte chunks (cp.async). */
+bool qfast_ok(const QArgs& a, mxg_dtype dt) {
+    for (int d = 0; d < 2; d++) {
+        const Slot& s = a.s[d];
+        if (s.active && (s.sr || s.l32 || s.had_n > 32 || s.stats || s.outer)) return false;
+    }
+    const int V = dt == MXG_BF16 ? 8 : 4;
+    return (a.s[0].active || a.s[1].active) && a.cols % V == 0 && ((uintptr_t)a.x & 15) == 0;
+}
+
+template <typename T, int TR, int TC> int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
+    using L = QfSmem<T, TR, TC>;
+    constexpr int NT = TR * TC / 32;
+    static int resident = 0; /* CTAs of this kernel that fit the device at once */
+    if (!resident) {
+        CU_TRY(cudaFuncSetAttribute(k_qfast<T, TR, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
+        int dev = 0, sms = 0, per = 0;
+        CU_TRY(cudaGetDevice(&dev));
+        CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_qfast<T, TR, TC>, NT, L::total));
+        resident = sms * (per > 0 ? per : 1);
+    }
+    const int ntiles = ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC);
+    k_qfast<T, TR, TC><<<ntiles < resident ? ntiles : resident, NT, L::total, st>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
+    if (a.s[0].active && a.s[1].active) return launch_qfast_cfg<T, 128, 128>(a, st);
+    if (a.s[0].active) return launch_qfast_cfg<T, 64, 128>(a, st);
+    return launch_qfast_cfg<T, 128, 64>(a, st);
 }
 
 template <typename T, bool ST> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
@@ -653,6 +914,7 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
     if ((a.s[0].active && a.s[0].outer && !row_kernel) || (a.s[1].active && a.s[1].outer))
         return mx_fail(MX_EINVAL, "mxg_quantize: the OUTER fold is made in one pass only for a lone 1x32 output with "
                                   "rotation <= 32 and cols <= 32768; use MXG_FOLD_VEC128 or mxg_fold");
+    if (g_qfast && qfast_ok(a, dt)) return dt == MXG_BF16 ? launch_qfast<uint16_t>(a, st) : launch_qfast<float>(a, st);
     if (row_kernel)
         return dt == MXG_BF16 ? launch_qrow<uint16_t, false>(a, a.s[0].outer, st)
                : has_stats(a) ? launch_qrow<float, true>(a, a.s[0].outer, st)
@@ -687,6 +949,23 @@ extern "C" int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void*
     k_dequant_bf16<<<(v.R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(v, out);
     CU_LAUNCHED();
     return MX_OK;
+}
+
+extern "C" int mxg_selftest_round(unsigned long long mismatches[4]) {
+    unsigned long long* d;
+    CU_TRY(cudaMalloc(&d, 4 * sizeof *d));
+    CU_TRY(cudaMemset(d, 0, 4 * sizeof *d));
+    k_selftest_round<<<132 * 16, 256>>>(d);
+    CU_LAUNCHED();
+    CU_TRY(cudaMemcpy(mismatches, d, 4 * sizeof *d, cudaMemcpyDeviceToHost));
+    CU_TRY(cudaFree(d));
+    return MX_OK;
+}
+
+extern "C" int mxg_quant_set_fast(int on) {
+    const int old = g_qfast;
+    g_qfast = on != 0;
+    return old;
 }
 
 extern "C" int mxg_selftest_e2m1(unsigned long long* mismatches) {

@@ -37,6 +37,80 @@ __device__ __forceinline__ uint32_t e2m1_rne_fast(float v) {
     return a == a ? c : 0u;
 }
 
+/* ---- the arithmetic E2M1 rounding of the fast quantizer (mxfp4.cu's k_qfast) ----
+ * For y a value already divided by its block scale with |y| < 8 (every element of a finite block:
+ * amax / 2^e < 8 under each scale rule, mx_e8m0_for_amax), the RNE grid point of |y| is
+ * r = (|y| + M) - M with M = 2^(max(e, 0) + 22), e = floor(log2 |y|): ulp(M) is E2M1's step there
+ * (0.5 below 2, 1 on [2, 4), 2 on [4, 8)), and the float addition rounds ties to even exactly as
+ * mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4); 7 -> 8 and
+ * above saturate to 6. The code is the count of ulps above M plus 2 per binade above the first,
+ * saturated at 7. Both equal mx_e2m1_rne (and its decode) on every float with |y| < 8: checked
+ * exhaustively by mxg_selftest_round (tests/gpu). About 8 instructions a value, no branches. */
+__device__ __forceinline__ uint32_t e2m1_magic_bits(float y) {  /* the bits of M for |y| */
+    return max(mx_f2u(y) & 0x7f800000u, 0x3f800000u) + 0x0b000000u;
+}
+__device__ __forceinline__ float e2m1_mag(float y) {  /* |RNE(y)| as a float in {0, .5, ..., 6} */
+    const float m = mx_u2f(e2m1_magic_bits(y));
+    return fminf(__fsub_rn(__fadd_rn(fabsf(y), m), m), 6.0f);
+}
+__device__ __forceinline__ uint32_t e2m1_code(float y) {  /* the nibble mx_e2m1_rne(y) */
+    const uint32_t mb = e2m1_magic_bits(y);
+    const uint32_t n = mx_f2u(__fadd_rn(fabsf(y), mx_u2f(mb))) - mb;    /* ulps above M: 0..4 */
+    const uint32_t idx = min(n + (mb >> 22) - 298u, 7u); /* + 2 per binade above [0, 2): mb >> 22 = 298 + 2k */
+    return idx | ((mx_f2u(y) >> 28) & 8u);
+}
+
+/* NaN-propagating max (PTX max.NaN): the amax of a block is NaN or Inf exactly when the block holds one. */
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+/* Four floats to four E4M3 bytes (the first in the low byte) by the hardware conversion (RNE,
+ * saturating to +-448). Equal to mx_e4m3_encode on every non-NaN float (mxg_selftest_round); NaN
+ * gives 0x7f whatever its sign. */
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(b), "f"(a));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(d), "f"(c));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+/* The same for E5M2 (saturating to +-57344; equal to mx_e5m2_encode on every non-NaN float). */
+__device__ __forceinline__ uint32_t e5m2x4(float a, float b, float c, float d) {
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(b), "f"(a));
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(d), "f"(c));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+/* The 32 packed codes of a finite block: e2m1_code(v[i] * inv). */
+__device__ __forceinline__ void codes32(const float (&v)[32], float inv, uint32_t (&pk)[4]) {
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        uint32_t p = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) p |= e2m1_code(v[8 * w + i] * inv) << (4 * i);
+        pk[w] = p;
+    }
+}
+
+/* The folded E4M3 bytes of a finite block inside the fold window (its exponent d = e - e_ref in
+ * [-14, 0], mf = 2^(d+6)): E4M3(RNE(v*inv) * mf), which is exact there, so it is fold32's table
+ * entry for every code (-0 included: copysign keeps the sign of a value that rounds to zero). */
+__device__ __forceinline__ void fold32_direct(const float (&v)[32], float inv, float mf, uint32_t (&o)[8]) {
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+        float f[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float y = v[4 * w + k] * inv;
+            f[k] = copysignf(e2m1_mag(y) * mf, y);
+        }
+        o[w] = e4m3x4(f[0], f[1], f[2], f[3]);
+    }
+}
+
 /* Quantize 32 values (already rotated) into packed codes; returns the scale
  * byte. l32: the 32 lanes of the warp form one 32x32 tile (amax and NaN
  * shared). SR bits for element i come from index base + i*stride. */
