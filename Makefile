@@ -25,6 +25,8 @@ CFLAGS_CUDA := $(CFLAGS_CPU) -DMXLM_CUDA -I$(CUDA_HOME)/include
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 .PHONY: all cuda test test-asan test-cpu test-gpu bench clean help deps
+# `make` alone builds ./mxlm (the README's first command): deps below is not the default goal.
+.DEFAULT_GOAL := all
 # What the build, the main job and `make test` need on Debian 12 (the README's first command installs the
 # same list: make itself comes with build-essential). The tests call zstd, gzip, python3 (stdlib only),
 # md5sum/timeout/truncate (coreutils); ASan/UBSan and OpenMP come with gcc.
