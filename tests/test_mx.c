@@ -56,6 +56,30 @@ TEST(e2m1_rne_is_nearest_even) {
     }
 }
 
+/* mx_e2m1_code_arith / mx_e2m1_mag_arith (the GPU fast quantizer's rounding) against mx_e2m1_rne on
+ * every float of [0.25, 8) (every threshold and tie lies there) and both signs, and on a sample of the
+ * binades below (which all round to 0 or 0.5). The GPU test checks all 2^32 floats. */
+TEST(e2m1_arith_equals_rne) {
+    long long bad = 0, n = 0;
+    for (uint32_t e = 0; e <= 129; e++) {          /* biased exponents of |v| < 8 */
+        const uint32_t step = e >= 125 ? 1u : 4099u; /* all of [0.25, 8), a sample below */
+        for (uint32_t m = 0; m < (1u << 23); m += step)
+            for (uint32_t s = 0; s < 2; s++) {
+                const float v = mx_u2f(s << 31 | e << 23 | m);
+                const uint8_t c = mx_e2m1_rne(v);
+                const float mag = mx_e2m1_decode((uint8_t)(c & 7));
+                n++;
+                if (mx_e2m1_code_arith(v) != c || mx_f2u(mx_e2m1_mag_arith(v)) != mx_f2u(mag)) {
+                    if (!bad) CHECKF(0, "v = %.9g: arith code %u / magnitude %g, mx_e2m1_rne %u / %g", v,
+                                     mx_e2m1_code_arith(v), mx_e2m1_mag_arith(v), c, mag);
+                    bad++;
+                }
+            }
+    }
+    CHECKF(bad == 0, "%lld of %lld floats differ", bad, n);
+    CHECK(n > 80000000);
+}
+
 TEST(e8m0_decode) {
     CHECK_SAME_F(mx_e8m0_decode(0x00), ldexpf(1.0f, -127));
     CHECK_SAME_F(mx_e8m0_decode(0x7F), 1.0f);

@@ -113,6 +113,39 @@ MX_HD uint8_t mx_e2m1_rne(float v) {
     return (uint8_t)(s | c);
 }
 
+/* The same rounding by arithmetic, for |v| < 8 (every element of a finite block once divided by its
+ * scale: amax / 2^e < 8 under each rule of mx_e8m0_for_amax). The grid point of |v| is
+ * r = (|v| + M) - M with M = 2^(max(e, 0) + 22), e = floor(log2 |v|): the float addition rounds |v|
+ * to ulp(M), which is E2M1's step there (0.5 below 2, 1 on [2, 4), 2 on [4, 8)), ties to even
+ * exactly as mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4),
+ * and 7 and above saturate to 6. The code counts the ulps above M plus 2 per binade above [0, 2)
+ * (mb >> 22 = 298 + 2 * binade). No compare chain: the GPU's fast quantizer runs these. Equal to
+ * mx_e2m1_rne (the code) and to its decoded magnitude on every float with |v| < 8: tests/test_mx.c
+ * checks every float of [0.25, 8) and a sample below, the GPU test all 2^32 (mxg_selftest_round). */
+MX_HD uint32_t mx_e2m1_magic(float v) { /* the bits of M */
+    const uint32_t e = mx_f2u(v) & 0x7f800000u;
+    return (e > 0x3f800000u ? e : 0x3f800000u) + 0x0b000000u;
+}
+MX_HD float mx_e2m1_mag_arith(float v) { /* |decode(mx_e2m1_rne(v))| for |v| < 8 */
+    const float m = mx_u2f(mx_e2m1_magic(v));
+#ifdef __CUDA_ARCH__
+    return fminf(__fsub_rn(__fadd_rn(fabsf(v), m), m), 6.0f);
+#else
+    const float r = (mx_u2f(mx_f2u(v) & 0x7fffffffu) + m) - m;
+    return r < 6.0f ? r : 6.0f;
+#endif
+}
+MX_HD uint32_t mx_e2m1_code_arith(float v) { /* mx_e2m1_rne(v) for |v| < 8 */
+    const uint32_t mb = mx_e2m1_magic(v);
+#ifdef __CUDA_ARCH__
+    const uint32_t n = mx_f2u(__fadd_rn(fabsf(v), mx_u2f(mb))) - mb; /* ulps above M: 0..4 */
+#else
+    const uint32_t n = mx_f2u(mx_u2f(mx_f2u(v) & 0x7fffffffu) + mx_u2f(mb)) - mb;
+#endif
+    const uint32_t idx = n + (mb >> 22) - 298u;
+    return (idx < 7u ? idx : 7u) | ((mx_f2u(v) >> 28) & 8u);
+}
+
 /* Stochastic rounding: with lo <= |v| < hi the neighbouring grid points,
  * round up with probability (|v|-lo)/(hi-lo). The fraction is exact in
  * float (Sterbenz subtraction, power-of-two divisor); u = (r>>8)*2^-24 is

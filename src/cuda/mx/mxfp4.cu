@@ -57,7 +57,7 @@ struct QArgs {
 };
 
 /* The fast quantizer's arithmetic against the scalar definitions on all 2^32 floats
- * (mxg_selftest_round): bad[0] e2m1_code vs mx_e2m1_rne and bad[1] e2m1_mag vs the decoded
+ * (mxg_selftest_round): bad[0] mx_e2m1_code_arith vs mx_e2m1_rne and bad[1] mx_e2m1_mag_arith vs the decoded
  * magnitude, over |y| < 8 (their domain); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3] e5m2x4 vs
  * mx_e5m2_encode over the non-NaN floats. */
 __global__ void k_selftest_round(unsigned long long* bad) {
@@ -66,8 +66,8 @@ __global__ void k_selftest_round(unsigned long long* bad) {
         const float y = mx_u2f((uint32_t)u);
         if (fabsf(y) < 8.0f) {
             const uint8_t c = mx_e2m1_rne(y);
-            nb[0] += e2m1_code(y) != (uint32_t)c;
-            nb[1] += mx_f2u(e2m1_mag(y)) != mx_f2u(fabsf(mx_e2m1_decode(c)));
+            nb[0] += mx_e2m1_code_arith(y) != (uint32_t)c;
+            nb[1] += mx_f2u(mx_e2m1_mag_arith(y)) != mx_f2u(fabsf(mx_e2m1_decode(c)));
         }
         if (y == y) {
             nb[2] += (e4m3x4(y, 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e4m3_encode(y);
@@ -468,7 +468,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
 /* ---- the fast staged quantizer: RNE, rotation <= 32, 1x32 / 32x1, no telemetry ----
  * The outputs of k_quant for the recipes the trainer runs most (every RNE recipe's operands),
  * in fewer instructions a value and with the loads of the next tile in flight while one is
- * computed: the arithmetic E2M1 rounding (quant.cuh's e2m1_code / e2m1_mag: no compare chain),
+ * computed: the arithmetic E2M1 rounding (mx_scalar.h's mx_e2m1_code_arith / mx_e2m1_mag_arith: no compare chain),
  * a NaN-propagating amax (one max a value), the fold written directly by the hardware E4M3
  * conversion (fold32_direct: exact inside the fold window; the rare block outside it takes
  * fold32's table). One thread owns one 32-block per direction of a TR x TC tile: NT = TR*TC/32

@@ -37,29 +37,6 @@ __device__ __forceinline__ uint32_t e2m1_rne_fast(float v) {
     return a == a ? c : 0u;
 }
 
-/* ---- the arithmetic E2M1 rounding of the fast quantizer (mxfp4.cu's k_qfast) ----
- * For y a value already divided by its block scale with |y| < 8 (every element of a finite block:
- * amax / 2^e < 8 under each scale rule, mx_e8m0_for_amax), the RNE grid point of |y| is
- * r = (|y| + M) - M with M = 2^(max(e, 0) + 22), e = floor(log2 |y|): ulp(M) is E2M1's step there
- * (0.5 below 2, 1 on [2, 4), 2 on [4, 8)), and the float addition rounds ties to even exactly as
- * mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4); 7 -> 8 and
- * above saturate to 6. The code is the count of ulps above M plus 2 per binade above the first,
- * saturated at 7. Both equal mx_e2m1_rne (and its decode) on every float with |y| < 8: checked
- * exhaustively by mxg_selftest_round (tests/gpu). About 8 instructions a value, no branches. */
-__device__ __forceinline__ uint32_t e2m1_magic_bits(float y) {  /* the bits of M for |y| */
-    return max(mx_f2u(y) & 0x7f800000u, 0x3f800000u) + 0x0b000000u;
-}
-__device__ __forceinline__ float e2m1_mag(float y) {  /* |RNE(y)| as a float in {0, .5, ..., 6} */
-    const float m = mx_u2f(e2m1_magic_bits(y));
-    return fminf(__fsub_rn(__fadd_rn(fabsf(y), m), m), 6.0f);
-}
-__device__ __forceinline__ uint32_t e2m1_code(float y) {  /* the nibble mx_e2m1_rne(y) */
-    const uint32_t mb = e2m1_magic_bits(y);
-    const uint32_t n = mx_f2u(__fadd_rn(fabsf(y), mx_u2f(mb))) - mb;    /* ulps above M: 0..4 */
-    const uint32_t idx = min(n + (mb >> 22) - 298u, 7u); /* + 2 per binade above [0, 2): mb >> 22 = 298 + 2k */
-    return idx | ((mx_f2u(y) >> 28) & 8u);
-}
-
 /* NaN-propagating max (PTX max.NaN): the amax of a block is NaN or Inf exactly when the block holds one. */
 __device__ __forceinline__ float fmax_nan(float a, float b) {
     float r;
@@ -84,13 +61,13 @@ __device__ __forceinline__ uint32_t e5m2x4(float a, float b, float c, float d) {
     return (uint32_t)lo | ((uint32_t)hi << 16);
 }
 
-/* The 32 packed codes of a finite block: e2m1_code(v[i] * inv). */
+/* The 32 packed codes of a finite block: mx_e2m1_code_arith(v[i] * inv). */
 __device__ __forceinline__ void codes32(const float (&v)[32], float inv, uint32_t (&pk)[4]) {
 #pragma unroll
     for (int w = 0; w < 4; w++) {
         uint32_t p = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) p |= e2m1_code(v[8 * w + i] * inv) << (4 * i);
+        for (int i = 0; i < 8; i++) p |= mx_e2m1_code_arith(v[8 * w + i] * inv) << (4 * i);
         pk[w] = p;
     }
 }
@@ -105,7 +82,7 @@ __device__ __forceinline__ void fold32_direct(const float (&v)[32], float inv, f
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float y = v[4 * w + k] * inv;
-            f[k] = copysignf(e2m1_mag(y) * mf, y);
+            f[k] = copysignf(mx_e2m1_mag_arith(y) * mf, y);
         }
         o[w] = e4m3x4(f[0], f[1], f[2], f[3]);
     }
