@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant tests ab speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests ab xshare speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -60,6 +60,22 @@ if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device
   done > "$OUT/ab.txt"
   echo "ab done ($(( $(date +%s) - t0 )) s)"
 fi
+if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X's MXFP4 operands): the 20-step
+  # tiny losses with and without it must be identical (the same bytes), then its speed (the model tests
+  # with it: MXLM_GPU_SHARE_X=1 in front of PARTS=tests)
+  mkdir -p "$OUT/xs"
+  for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr}; do
+    for v in 0 1; do
+      MXLM_GPU_SHARE_X=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 \
+        --eval-every 10 --final-ckpt 0 --out "$OUT/xs/$r-$v" --log-every 10 > "$OUT/xs/$r-$v.log" 2>&1 || echo "tiny $r share $v: exit $?"
+    done
+    printf 'xshare %-18s tiny 20 steps, off vs on: ' "$r"
+    python3 tools/compare_runs.py "$OUT/xs/$r-0" "$OUT/xs/$r-1" --identical 2>&1 | tail -1
+  done > "$OUT/xshare.txt"
+  MXLM_GPU_SHARE_X=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-xs" "$CONFIGS" "${XS_SPEED:-mxfp4-fdw-h16}" "$STEPS" \
+    > "$OUT/speed-xs.txt" 2>&1
+  echo "xshare done ($(( $(date +%s) - t0 )) s)"
+fi
 if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
@@ -83,6 +99,7 @@ has quant && cat "$OUT/quant-bench.txt"
 has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has ab && cat "$OUT/ab.txt"
+has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"

@@ -263,6 +263,13 @@ typedef struct {
     const float* res;     /* NULL, or the forward's Y = res + X W^T in the GEMM's epilogue (res FP32 [M, N], not
                              Y): the same single rounding as the product followed by an add */
     int dw_first;         /* 1: dW = its product (the caller's gradient buffer was not zeroed), 0: dW += */
+    int x_same;           /* Sharing X's fast-path MXFP4 operands between the linears that read the same X
+                             (q/k/v, gate/up); experimental, off unless the model enables it (MXLM_GPU_SHARE_X=1,
+                             not yet run on a GPU). 0: off (each linear quantizes X itself); 1: on, X is new
+                             (quantize it and keep Fprop's operand a and Wgrad's operand b); 2: on, X is the
+                             tensor the previous linear of this workspace read, unchanged: those operands are
+                             reused where they are the same bytes (RNE, no random rotation, no telemetry, the
+                             same shape and spec) */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T

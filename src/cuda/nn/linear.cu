@@ -49,6 +49,12 @@ struct mxg_linws {
     unsigned long long* counters; // [2] clipped blocks, blocks outside the fold window
     /* what the last MXFP4 GEMM quantized (test hook) */
     int last_rows[2], last_R, last_layout[2];
+    /* mxg_linear_ctx.x_same: X's fast-path MXFP4 operands kept for the next linear reading X. Role 0:
+     * Fprop's operand a, in q8[0] / fs[0] (any other use of slot 0 drops it); role 1: Wgrad's operand b,
+     * in its own q8x / fsx (Dgrad's operand b uses slot 1 between two Wgrads). */
+    uint8_t* q8x;          // [cap], made on the first use of x_same (not counted by mxg_linws_bytes)
+    float* fsx;            // [cap/128 + 4]
+    struct { int valid; const float* x; int xr, xc; mxg_qspec s; } xk[2];
 };
 
 namespace {
@@ -186,6 +192,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
         cudaFree(w->t[o]); cudaFree(w->h[o]); cudaFree(w->codes[o]); cudaFree(w->scales[o]);
         cudaFree(w->q8[o]); cudaFree(w->fs[o]);
     }
+    cudaFree(w->q8x); cudaFree(w->fsx);
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -213,6 +220,15 @@ extern "C" int mxg_linws_counters(const mxg_linws* w, unsigned long long out[2])
 }
 
 namespace {
+
+/* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
+ * rotation the seed, stream and rotation ids change no byte). */
+bool xkept(const mxg_linws* w, int role, const float* x, int xr, int xc, const mxg_qspec* s) {
+    const mxg_qspec* k = &w->xk[role].s;
+    return w->xk[role].valid && w->xk[role].x == x && w->xk[role].xr == xr && w->xk[role].xc == xc &&
+           k->layout == s->layout && k->scale == s->scale && k->round == s->round && k->had_n == s->had_n &&
+           k->had_random == s->had_random && k->had_axis == s->had_axis;
+}
 
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
  * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
@@ -257,6 +273,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
                        mx_gemm_name(g), Ma, R, Nb, R, w->cap);
     PROF_B(PROF_QUANT, st);
+    if (f->scale != MX_SCALE_E8M0) w->xk[0].valid = 0; /* slot 0 is about to hold another operand */
     const float* op[2] = {A, B}; /* as stored: [rows, R], or [R, rows] where tr */
     const int rows[2] = {Ma, Nb}, tr[2] = {a_t, b_t};
     switch (f->scale) {
@@ -315,6 +332,8 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks */
         const int fast = !c->exact && R % 128 == 0;
+        uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
+        float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
             const mx_qopts qp = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
             mxg_qspec s;
@@ -344,13 +363,30 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
                 if (rc) return rc;
                 x = w->t[o];
             }
+            /* x_same: X's operand (Fprop's a, role 0; Wgrad's b, role 1) kept or reused where it is the
+             * same bytes for every linear reading X */
+            const int role = (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1;
+            int keep = c->x_same && fast && role >= 0 && !tele[o] && s.round == MX_ROUND_RNE && !s.had_random &&
+                       s.layout != MX_LAYOUT_32x32;
+            if (keep && role == 1 && !w->q8x) { /* Wgrad's kept operand b: its own buffers, made once */
+                if (cudaMalloc((void**)&w->q8x, w->cap) != cudaSuccess ||
+                    cudaMalloc((void**)&w->fsx, (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess) {
+                    cudaGetLastError();
+                    cudaFree(w->q8x);
+                    w->q8x = NULL;
+                    keep = 0; /* no room: quantize X for every linear, as without x_same */
+                }
+            }
+            if (o == 0) w->xk[0].valid = w->xk[0].valid && keep; /* slot 0 keeps X's operand only for itself */
+            if (keep && role == 1) { e4[1] = w->q8x; fsc[1] = w->fsx; }
+            if (keep && c->x_same == 2 && xkept(w, role, x, xr, xc, &s)) continue; /* the same bytes are there */
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
             qo.stats = tele[o];
             if (fast) {
-                qo.e4m3 = w->q8[o];
-                qo.fscale = w->fs[o];
+                qo.e4m3 = e4[o];
+                qo.fscale = fsc[o];
                 qo.fold = MXG_FOLD_VEC128;
             } else {
                 qo.codes = w->codes[o];
@@ -360,12 +396,19 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             }
             rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
                               stream);
+            if (!rc && keep) {
+                w->xk[role].valid = 1;
+                w->xk[role].x = x;
+                w->xk[role].xr = xr;
+                w->xk[role].xc = xc;
+                w->xk[role].s = s;
+            }
         }
         if (rc) return rc;
         if (fast) {
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, w->q8[0], MXG_E4M3, 0, w->fs[0], w->q8[1], MXG_E4M3, 0, w->fs[1], C,
-                              MXG_F32, Ma, Nb, R, accumulate, res, stream);
+            return gemm_timed(MXG_SCALE_VEC128, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], C, MXG_F32, Ma,
+                              Nb, R, accumulate, res, stream);
         }
         w->last_R = R;
         for (int o = 0; o < 2 && !rc; o++) {

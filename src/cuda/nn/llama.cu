@@ -42,6 +42,8 @@ struct mxg_llama {
     int act16;                      /* BF16 storage (mxg_llama_create's act16): xn1, xn2, hid, gate, up, dhid,
                                        dgate, dup, and the linears' weights once per update (w16) */
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
+    int share_x;                    /* MXLM_GPU_SHARE_X=1 (experimental, not yet run on a GPU): q/k/v and gate/up
+                                       share X's fast-path MXFP4 operands (mxg_linear_ctx.x_same) */
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -325,6 +327,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     mxg_llama* g = (mxg_llama*)calloc(1, sizeof *g);
     if (!g) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
     g->cfg = *cfg;
+    const char* sx = getenv("MXLM_GPU_SHARE_X");
+    g->share_x = sx && *sx && strcmp(sx, "0");
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
@@ -541,6 +545,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.out16 = NULL;
     c.res = NULL;
     c.dw_first = g->gz_lazy; /* the first backward after zero_grad writes dW */
+    c.x_same = 0;
     return c;
 }
 
@@ -574,11 +579,12 @@ static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const floa
 /* Y = X W^T, or with res Y = res + X W^T (the residual in the GEMM's epilogue), or with y16 the product in
  * BF16 there instead of Y. */
 static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, float* Y, int M, int K,
-                   int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL) {
+                   int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL, int x_same = 0) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
     c.res = res;
     c.out16 = y16;
+    c.x_same = g->share_x ? 1 + x_same : 0;
     return mxg_linear_forward(&c, X, W, Y, M, K, N, g->st);
 }
 
@@ -591,6 +597,7 @@ static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
     c.x16 = x16;
     c.dy16 = dy16;
     c.out16 = dx16;
+    c.x_same = g->share_x ? 1 + (dx_acc != 0) : 0; /* the linears after the first reading X (dx_acc 1) */
     return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
 }
 
@@ -705,8 +712,8 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, a.q, N, D, QD, x16, NULL, a.qh));
-        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, a.k, N, D, KD, x16, NULL, a.kh));
-        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, a.v, N, D, KD, x16, NULL, a.vh));
+        CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, a.k, N, D, KD, x16, NULL, a.kh, 1));
+        CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, a.v, N, D, KD, x16, NULL, a.vh, 1));
         PROF_B(PROF_ELEM, st);
         CHK(rope_fwd(g, a.q, a.qh, H));
         CHK(rope_fwd(g, a.k, a.kh, KV));
@@ -723,7 +730,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(rc16);
         CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16, NULL,
                     gateh));
-        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph));
+        CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph, 1));
         PROF_B(PROF_ELEM, st);
         CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph));
         PROF_E(PROF_ELEM, st);
