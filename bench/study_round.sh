@@ -1,0 +1,71 @@
+#!/bin/bash
+# bench/study_round.sh: one device call of issue 17's 20m sweep. Not a test. The study resumes: each
+# call trains for at most BUDGET seconds, then brings back every finished run, and the next call
+# carries those back in and goes on. Run from the repository root on the GPU machine:
+#   OUT=$OUT BUDGET=480 PARALLEL=4 bash bench/study_round.sh
+# Carried (git-ignored .device-carry/, named in the device call's `carry`):
+#   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm)
+#   study20m-train.bin.xz   mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin'
+#                           --val-fraction 0 ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst
+#                           (one shard, 28.8M tokens), xz'd
+#   study20m-val.bin        the same from ../shared/corpus/val.jsonl.zst with --train-pattern
+#                           build/study20m/val.bin (1.27M tokens: the whole validation set)
+#   study20m-runs.tgz       the finished runs of the earlier calls (absent on the first call)
+# Brings back $OUT/study20m-runs.tgz (every finished run: config.txt, metrics.jsonl, summary.json,
+# train.log, tokenizer.txt, and study.txt; no checkpoints: an unfinished run starts again next call),
+# $OUT/study-run.log and the report of what is finished ($OUT/report.md). Unpack it over
+# runs/ here and commit the run directories (issue 17 asks for them in docs/results/).
+set -u
+RET=${OUT:-/tmp/study-out}
+mkdir -p "$RET"
+C=.device-carry
+D=runs/study20m
+RECIPES=${RECIPES:-fp8,bf16,mxfp4-f,mxfp4-fd,mxfp4-fdw,mxfp4-f-sr,mxfp4-fd-sr,mxfp4-fdw-sr,mxfp4-f-rh16,mxfp4-fd-rh16,mxfp4-fdw-rh16,mxfp4-fdw-h16,mxfp4-fdw-h32,mxfp4-fdw-h16-2d,mxfp4-fdw-h16-even}
+SEEDS=${SEEDS:-1,2,3}
+P=${PARALLEL:-4}
+for f in mxlm.xz study20m-train.bin.xz study20m-val.bin; do
+  [ -f "$C/$f" ] || { echo "study_round: $C/$f missing (see the header)" >&2; exit 2; }
+done
+mkdir -p build/study20m runs /tmp/sr
+xz -dc "$C/mxlm.xz" > /tmp/sr/mxlm && chmod +x /tmp/sr/mxlm
+[ -f build/study20m/train_000000.bin ] || xz -dc "$C/study20m-train.bin.xz" > build/study20m/train_000000.bin
+cp "$C/study20m-val.bin" build/study20m/val.bin
+[ -f "$C/study20m-runs.tgz" ] && tar xzf "$C/study20m-runs.tgz" -C runs
+export OMP_WAIT_POLICY=passive
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader > "$RET/gpu.txt"
+# P runs at a time on the one GPU (slot i gets the i-th entry of CUDA_VISIBLE_DEVICES: all 0)
+DEVS=0; for ((i = 1; i < P; i++)); do DEVS="$DEVS,0"; done
+t0=$(date +%s)
+CUDA_VISIBLE_DEVICES=$DEVS timeout "${BUDGET:-480}" /tmp/sr/mxlm study run --parallel "$P" --out "$D" \
+  --machine "$(head -1 "$RET/gpu.txt") x1, $P runs at a time" --recipes "$RECIPES" --seeds "$SEEDS" \
+  --preset 20m --steps 1000 --batch 32 --seq 512 --train 'build/study20m/train_*.bin' --val build/study20m/val.bin \
+  --val-tokens 1048576 --eval-every 100 --telemetry-every 100 --device cuda > "$RET/study-run.log" 2>&1
+echo "study run: exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$RET/study-run.log"
+# the finished runs (their metrics end with a final status), without checkpoints
+fin=$(python3 - "$D" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+    m = os.path.join(d, r, "metrics.jsonl")
+    if not os.path.isfile(m):
+        continue
+    last = None
+    for line in open(m, errors="replace"):
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if "status" in o:
+            last = o["status"]
+    if last in ("converged", "budget", "diverged"):
+        print(os.path.join("study20m", r))
+EOF
+)
+n=$(echo "$fin" | grep -c . || true)
+echo "finished runs: $n" | tee -a "$RET/study-run.log"
+if [ "$n" -gt 0 ]; then
+  (cd runs && tar czf "$RET/study20m-runs.tgz" --exclude='*.ckpt' --exclude='*.part' --exclude='.lock' \
+     $( [ -f study20m/study.txt ] && echo study20m/study.txt ) $fin)
+  /tmp/sr/mxlm study report "$D" > "$RET/report.md" 2>&1 || true
+  tail -40 "$RET/report.md"
+fi
