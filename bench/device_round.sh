@@ -64,7 +64,7 @@ if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X'
   # tiny losses with and without it must be identical (the same bytes), then its speed (the model tests
   # with it: MXLM_GPU_SHARE_X=1 in front of PARTS=tests)
   mkdir -p "$OUT/xs"
-  for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr}; do
+  for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr fp8}; do
     for v in 0 1; do
       MXLM_GPU_SHARE_X=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 \
         --eval-every 10 --final-ckpt 0 --out "$OUT/xs/$r-$v" --log-every 10 > "$OUT/xs/$r-$v.log" 2>&1 || echo "tiny $r share $v: exit $?"
@@ -72,7 +72,7 @@ if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X'
     printf 'xshare %-18s tiny 20 steps, off vs on: ' "$r"
     python3 tools/compare_runs.py "$OUT/xs/$r-0" "$OUT/xs/$r-1" --identical 2>&1 | tail -1
   done > "$OUT/xshare.txt"
-  MXLM_GPU_SHARE_X=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-xs" "$CONFIGS" "${XS_SPEED:-mxfp4-fdw-h16}" "$STEPS" \
+  MXLM_GPU_SHARE_X=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-xs" "$CONFIGS" "${XS_SPEED:-mxfp4-fdw-h16 fp8}" "$STEPS" \
     > "$OUT/speed-xs.txt" 2>&1
   echo "xshare done ($(( $(date +%s) - t0 )) s)"
 fi

@@ -263,7 +263,7 @@ typedef struct {
     const float* res;     /* NULL, or the forward's Y = res + X W^T in the GEMM's epilogue (res FP32 [M, N], not
                              Y): the same single rounding as the product followed by an add */
     int dw_first;         /* 1: dW = its product (the caller's gradient buffer was not zeroed), 0: dW += */
-    int x_same;           /* Sharing X's fast-path MXFP4 operands between the linears that read the same X
+    int x_same;           /* Sharing X's fast-path MXFP4 operands (and FP8 codes) between the linears that read the same X
                              (q/k/v, gate/up); experimental, off unless the model enables it (MXLM_GPU_SHARE_X=1,
                              not yet run on a GPU). 0: off (each linear quantizes X itself); 1: on, X is new
                              (quantize it and keep Fprop's operand a and Wgrad's operand b); 2: on, X is the

@@ -54,7 +54,8 @@ struct mxg_linws {
      * in its own q8x / fsx (Dgrad's operand b uses slot 1 between two Wgrads). */
     uint8_t* q8x;          // [cap], made on the first use of x_same (not counted by mxg_linws_bytes)
     float* fsx;            // [cap/128 + 4]
-    struct { int valid; const float* x; int xr, xc; mxg_qspec s; } xk[2];
+    float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
+    struct { int valid, fmt; const float* x; int xr, xc; mxg_qspec s; } xk[2];
 };
 
 namespace {
@@ -192,7 +193,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
         cudaFree(w->t[o]); cudaFree(w->h[o]); cudaFree(w->codes[o]); cudaFree(w->scales[o]);
         cudaFree(w->q8[o]); cudaFree(w->fs[o]);
     }
-    cudaFree(w->q8x); cudaFree(w->fsx);
+    cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -223,11 +224,35 @@ namespace {
 
 /* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
  * rotation the seed, stream and rotation ids change no byte). */
-bool xkept(const mxg_linws* w, int role, const float* x, int xr, int xc, const mxg_qspec* s) {
+bool xkept(const mxg_linws* w, int role, int fmt, const float* x, int xr, int xc, const mxg_qspec* s) {
     const mxg_qspec* k = &w->xk[role].s;
-    return w->xk[role].valid && w->xk[role].x == x && w->xk[role].xr == xr && w->xk[role].xc == xc &&
-           k->layout == s->layout && k->scale == s->scale && k->round == s->round && k->had_n == s->had_n &&
-           k->had_random == s->had_random && k->had_axis == s->had_axis;
+    return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].x == x && w->xk[role].xr == xr &&
+           w->xk[role].xc == xc && k->layout == s->layout && k->scale == s->scale && k->round == s->round &&
+           k->had_n == s->had_n && k->had_random == s->had_random && k->had_axis == s->had_axis;
+}
+
+void xrecord(mxg_linws* w, int role, int fmt, const float* x, int xr, int xc, const mxg_qspec* s) {
+    w->xk[role].valid = 1;
+    w->xk[role].fmt = fmt;
+    w->xk[role].x = x;
+    w->xk[role].xr = xr;
+    w->xk[role].xc = xc;
+    w->xk[role].s = *s;
+}
+
+/* The kept Wgrad operand's own buffers, made on first use; 0 if there is no room (x_same then quantizes X
+ * for every linear, as without it). */
+int xbuffers(mxg_linws* w) {
+    if (w->q8x) return 1;
+    if (cudaMalloc((void**)&w->q8x, w->cap) != cudaSuccess ||
+        cudaMalloc((void**)&w->fsx, (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void**)&w->scx, 16 * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
+        w->q8x = NULL; w->fsx = NULL; w->scx = NULL;
+        return 0;
+    }
+    return 1;
 }
 
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
@@ -273,7 +298,8 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
                        mx_gemm_name(g), Ma, R, Nb, R, w->cap);
     PROF_B(PROF_QUANT, st);
-    if (f->scale != MX_SCALE_E8M0) w->xk[0].valid = 0; /* slot 0 is about to hold another operand */
+    /* x_same (mxg_linear_ctx): the FP8 and MXFP4 branches keep or drop what slot 0 holds themselves */
+    if (f->scale != MX_SCALE_E8M0 && f->scale != MX_SCALE_TENSOR) w->xk[0].valid = 0;
     const float* op[2] = {A, B}; /* as stored: [rows, R], or [R, rows] where tr */
     const int rows[2] = {Ma, Nb}, tr[2] = {a_t, b_t};
     switch (f->scale) {
@@ -295,20 +321,36 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     case MX_SCALE_TENSOR: { /* FP8, per-tensor scale: codes cast as stored, transposed as bytes */
         mxg_dtype kt[2];
         const uint8_t* tn[2];
+        const float* inv[2];
+        float* fsv[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
-            float* s = w->sc + 8 * o; /* amax, scale, _, _, inv_scale (16-byte aligned) */
+            /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
+             * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
+            const int role = (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1;
+            const int keep = c->x_same && role >= 0 && !tele[o] && (role == 0 || xbuffers(w));
+            if (o == 0) w->xk[0].valid = w->xk[0].valid && keep; /* slot 0 keeps X's codes only for itself */
+            float* s = (keep && role == 1) ? w->scx : w->sc + 8 * o; /* amax, scale, _, _, inv_scale */
+            inv[o] = s + 4;
+            if (keep && role == 1) fsv[1] = w->fsx;
+            mxg_qspec key; /* no spec beyond the format: X's kind (E4M3) follows from its role */
+            memset(&key, 0, sizeof key);
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, op[o], rows[o], R, &key)) {
+                tn[o] = role == 1 ? w->q8x : w->q8[0]; /* the same bytes are there */
+                continue;
+            }
             const size_t n = (size_t)rows[o] * R;
             if (!(o == 0 && a_ready))
                 rc = mxg_fp8_quantize(op[o], MXG_F32, n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
             if (!rc && tele[o]) rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
             tn[o] = w->q8[o];
             if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
-                uint8_t* d = (uint8_t*)w->t[o];
+                uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o];
                 rc = transpose<uint8_t>(d, w->q8[o], R, rows[o], st);
                 tn[o] = d;
             }
+            if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
         }
         if (rc) return rc;
         if (R % 128 == 0) {
@@ -319,16 +361,16 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             for (int o = 0; o < 2; o++) {
                 size_t n = (size_t)(R / 128) * rows[o];
                 k_broadcast<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, st>>>(
-                    w->fs[o], n, w->sc + 8 * o + 4);
+                    fsv[o], n, inv[o]);
                 CU_LAUNCHED();
             }
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, tn[0], kt[0], 0, w->fs[0], tn[1], kt[1], 0, w->fs[1], C, MXG_F32, Ma,
-                              Nb, R, accumulate, res, stream);
+            return gemm_timed(MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0, fsv[1], C, MXG_F32, Ma, Nb, R,
+                              accumulate, res, stream);
         }
         PROF_E(PROF_QUANT, st);
-        return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, w->sc + 4, tn[1], kt[1], 0, w->sc + 12, C, MXG_F32, Ma,
-                          Nb, R, accumulate, res, stream);
+        return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], C, MXG_F32, Ma, Nb, R,
+                          accumulate, res, stream);
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks */
         const int fast = !c->exact && R % 128 == 0;
@@ -366,20 +408,11 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             /* x_same: X's operand (Fprop's a, role 0; Wgrad's b, role 1) kept or reused where it is the
              * same bytes for every linear reading X */
             const int role = (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1;
-            int keep = c->x_same && fast && role >= 0 && !tele[o] && s.round == MX_ROUND_RNE && !s.had_random &&
-                       s.layout != MX_LAYOUT_32x32;
-            if (keep && role == 1 && !w->q8x) { /* Wgrad's kept operand b: its own buffers, made once */
-                if (cudaMalloc((void**)&w->q8x, w->cap) != cudaSuccess ||
-                    cudaMalloc((void**)&w->fsx, (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess) {
-                    cudaGetLastError();
-                    cudaFree(w->q8x);
-                    w->q8x = NULL;
-                    keep = 0; /* no room: quantize X for every linear, as without x_same */
-                }
-            }
+            const int keep = c->x_same && fast && role >= 0 && !tele[o] && s.round == MX_ROUND_RNE && !s.had_random &&
+                             s.layout != MX_LAYOUT_32x32 && (role == 0 || xbuffers(w));
             if (o == 0) w->xk[0].valid = w->xk[0].valid && keep; /* slot 0 keeps X's operand only for itself */
             if (keep && role == 1) { e4[1] = w->q8x; fsc[1] = w->fsx; }
-            if (keep && c->x_same == 2 && xkept(w, role, x, xr, xc, &s)) continue; /* the same bytes are there */
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, x, xr, xc, &s)) continue; /* the same bytes */
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
@@ -396,13 +429,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             }
             rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
                               stream);
-            if (!rc && keep) {
-                w->xk[role].valid = 1;
-                w->xk[role].x = x;
-                w->xk[role].xr = xr;
-                w->xk[role].xc = xc;
-                w->xk[role].s = s;
-            }
+            if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
         if (fast) {
