@@ -145,6 +145,18 @@ TEST(format_table_drives_the_checks) {
     CHECK(mx_recipe_parse("nvfp4", &r) == 0 && r.g[MX_DGRAD].fmt == MX_FMT_NVFP4 && r.g[MX_DGRAD].round_b == MX_ROUND_RNE &&
           mx_gemm_gpu_refusal(&r, MX_WGRAD) == 1);
     CHECK(mx_recipe_parse("nvfp4+w:had=rh16,round=sr/rne+f:w=2d", &r) == 0 && r.g[MX_WGRAD].round_a == MX_ROUND_SR);
+    /* nvfp4-nvidia (arXiv 2509.25149): 2D weights in Fprop and Dgrad, rh16 on Wgrad only, SR on the gradient
+     * operands only; its name is kept, and overrides still apply on top */
+    CHECK(mx_recipe_parse("nvfp4-nvidia", &r) == 0 && !strcmp(r.name, "nvfp4-nvidia"));
+    for (int g = 0; g < 3; g++) CHECK(r.g[g].fmt == MX_FMT_NVFP4 && r.g[g].scale == MX_SCALE_FLOOR);
+    CHECK(r.g[MX_FPROP].w2d && r.g[MX_DGRAD].w2d && !r.g[MX_WGRAD].w2d);
+    CHECK(!r.g[MX_FPROP].had_n && !r.g[MX_DGRAD].had_n && r.g[MX_WGRAD].had_n == 16 && r.g[MX_WGRAD].had_random);
+    CHECK(r.g[MX_FPROP].round_a == MX_ROUND_RNE && r.g[MX_FPROP].round_b == MX_ROUND_RNE);
+    CHECK(r.g[MX_DGRAD].round_a == MX_ROUND_SR && r.g[MX_DGRAD].round_b == MX_ROUND_RNE);
+    CHECK(r.g[MX_WGRAD].round_a == MX_ROUND_SR && r.g[MX_WGRAD].round_b == MX_ROUND_RNE);
+    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 1); /* NVFP4 has no GPU path yet */
+    CHECK(mx_recipe_parse("nvfp4-nvidia+w:had=h16", &r) == 0 && r.g[MX_WGRAD].had_n == 16 && !r.g[MX_WGRAD].had_random &&
+          r.g[MX_DGRAD].w2d);
     /* what the GPU runs */
     CHECK(mx_recipe_parse("mxfp4-fdw-h16", &r) == 0);
     for (int g = 0; g < 3; g++) CHECK(mx_gemm_gpu_refusal(&r, (mx_gemm_id)g) == 0);

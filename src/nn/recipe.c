@@ -18,7 +18,14 @@ static const char* const k_names[] = {
     "fp32",           "bf16",           "fp8",           "fp8-delayed",    "mxfp4-f",        "mxfp4-fd",
     "mxfp4-fdw",      "mxfp4-f-sr",     "mxfp4-fd-sr",   "mxfp4-fdw-sr",   "mxfp4-f-rh16",   "mxfp4-fd-rh16",
     "mxfp4-fdw-rh16", "mxfp4-fdw-h16",  "mxfp4-fdw-h32", "mxfp4-fdw-h16-2d", "mxfp4-fdw-h16-even", "mxfp8",
-    "nvfp4",          NULL};
+    "nvfp4",          "nvfp4-nvidia",   NULL};
+
+/* NVIDIA's NVFP4 pretraining recipe (arXiv 2509.25149), written in the override grammar: NVFP4 on all
+ * three GEMMs, the weights (operand b of Fprop and Dgrad) in 16x16 blocks, a random 16-point Hadamard on
+ * both Wgrad operands only, stochastic rounding on the gradient operands (operand a of Dgrad and Wgrad),
+ * round-to-nearest-even on weights and activations. (The paper also keeps the last ~15% of the blocks in
+ * BF16: `--bf16-last K` of mxlm train, not part of a recipe.) */
+static const char k_nvfp4_nvidia[] = "nvfp4+fd:w=2d;d:round=sr/rne;w:had=rh16,round=sr/rne";
 
 const char* const* mx_recipe_names(void) { return k_names; }
 
@@ -29,7 +36,7 @@ static void set_all(mx_recipe* r, mx_format f) {
     }
 }
 
-/* Named recipes: fp32, bf16, fp8, fp8-delayed, mxfp8, nvfp4, and
+/* Named recipes: fp32, bf16, fp8, fp8-delayed, mxfp8, nvfp4, nvfp4-nvidia, and
  * mxfp4-<gemms>[-sr][-hN|-rhN][-2d][-floor|-even|-ceil]: the listed GEMMs in
  * MXFP4, the others in FP8 (the paper's baseline), -sr = stochastic rounding
  * on both operands of every MXFP4 GEMM, hN/rhN on every MXFP4 GEMM. */
@@ -46,6 +53,7 @@ static int parse_name(const char* name, mx_recipe* r) {
         return 0;
     }
     if (!strcmp(name, "nvfp4")) { set_all(r, MX_FMT_NVFP4); return 0; }
+    if (!strcmp(name, "nvfp4-nvidia")) return mx_recipe_parse(k_nvfp4_nvidia, r); /* mx_recipe_parse names it */
     if (strncmp(name, "mxfp4-", 6) != 0) {
         char list[1024];
         size_t off = 0;
