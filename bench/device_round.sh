@@ -34,6 +34,20 @@ if [ ! -f build/data/tiny_train.bin ] && [ -f .device-carry/data/tiny_train.bin 
   mkdir -p build/data && cp .device-carry/data/tiny* build/data/
 fi
 [ -f build/data/tiny_train.bin ] || make build/data/tiny_train.bin > /dev/null
+# tiny_pair LABEL DIR RECIPE "A_ENV A_BIN" "B_ENV B_BIN": the 20-step tiny run (seed 1, eval every 10) of
+# RECIPE twice, A and B (an environment assignment or -, and a binary), then whether their losses are
+# identical (one line)
+tiny_pair() {
+  local label=$1 dir=$2 r=$3 a=$4 b=$5 side env bin
+  for side in a b; do
+    if [ $side = a ]; then read -r env bin <<< "$a"; else read -r env bin <<< "$b"; fi
+    [ "$env" = - ] && env=MXLM_UNUSED=0
+    env "$env" "$bin" train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 --final-ckpt 0 \
+      --out "$dir/$r-$side" --log-every 10 > "$dir/$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
+  done
+  printf '%s %-18s tiny 20 steps: ' "$label" "$r"
+  python3 tools/compare_runs.py "$dir/$r-a" "$dir/$r-b" --identical 2>&1 | tail -1
+}
 t0=$(date +%s)
 if has quant; then # the quantizer benchmark (issue 16's bar: >= 60% of the copy measured in the same run)
   timeout 240 build/cuda/mxlm bench quant > "$OUT/quant-bench.txt" 2>&1
@@ -50,13 +64,7 @@ fi
 if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device-carry/old.tar.xz) against the new
   mkdir -p /tmp/old "$OUT/ab" && xz -dc .device-carry/old.tar.xz | tar xf - -C /tmp/old
   for r in ${AB_RECIPES:-fp8 mxfp4-fdw-h16}; do
-    for side in old new; do
-      bin=build/cuda/mxlm; [ $side = old ] && bin=/tmp/old/mxlm
-      $bin train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 --final-ckpt 0 \
-        --out "$OUT/ab/tiny-$r-$side" --log-every 10 > "$OUT/ab/tiny-$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
-    done
-    printf 'ab %-16s tiny 20 steps, old vs new: ' "$r"
-    python3 tools/compare_runs.py "$OUT/ab/tiny-$r-old" "$OUT/ab/tiny-$r-new" --identical 2>&1 | tail -1
+    tiny_pair "ab (a old, b new)" "$OUT/ab" "$r" "- /tmp/old/mxlm" "- build/cuda/mxlm"
   done > "$OUT/ab.txt"
   echo "ab done ($(( $(date +%s) - t0 )) s)"
 fi
@@ -65,12 +73,7 @@ if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X'
   # with it: MXLM_GPU_SHARE_X=1 in front of PARTS=tests)
   mkdir -p "$OUT/xs"
   for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr fp8}; do
-    for v in 0 1; do
-      MXLM_GPU_SHARE_X=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 \
-        --eval-every 10 --final-ckpt 0 --out "$OUT/xs/$r-$v" --log-every 10 > "$OUT/xs/$r-$v.log" 2>&1 || echo "tiny $r share $v: exit $?"
-    done
-    printf 'xshare %-18s tiny 20 steps, off vs on: ' "$r"
-    python3 tools/compare_runs.py "$OUT/xs/$r-0" "$OUT/xs/$r-1" --identical 2>&1 | tail -1
+    tiny_pair "xshare (a off, b on)" "$OUT/xs" "$r" "MXLM_GPU_SHARE_X=0 build/cuda/mxlm" "MXLM_GPU_SHARE_X=1 build/cuda/mxlm"
   done > "$OUT/xshare.txt"
   MXLM_GPU_SHARE_X=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-xs" "$CONFIGS" "${XS_SPEED:-mxfp4-fdw-h16 fp8}" "$STEPS" \
     > "$OUT/speed-xs.txt" 2>&1

@@ -49,9 +49,9 @@ struct mxg_linws {
     unsigned long long* counters; // [2] clipped blocks, blocks outside the fold window
     /* what the last MXFP4 GEMM quantized (test hook) */
     int last_rows[2], last_R, last_layout[2];
-    /* mxg_linear_ctx.x_same: X's fast-path MXFP4 operands kept for the next linear reading X. Role 0:
-     * Fprop's operand a, in q8[0] / fs[0] (any other use of slot 0 drops it); role 1: Wgrad's operand b,
-     * in its own q8x / fsx (Dgrad's operand b uses slot 1 between two Wgrads). */
+    /* mxg_linear_ctx.x_same: X's fast-path MXFP4 operands or FP8 codes kept for the next linear reading X.
+     * Role 0: Fprop's operand a, in q8[0] / fs[0] (any other use of slot 0 drops it); role 1: Wgrad's
+     * operand b, in its own q8x / fsx / scx (Dgrad's operand b uses slot 1 between two Wgrads). */
     uint8_t* q8x;          // [cap], made on the first use of x_same (not counted by mxg_linws_bytes)
     float* fsx;            // [cap/128 + 4]
     float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
@@ -242,6 +242,21 @@ void xrecord(mxg_linws* w, int role, int fmt, const float* x, int xr, int xc, co
 
 /* The kept Wgrad operand's own buffers, made on first use; 0 if there is no room (x_same then quantizes X
  * for every linear, as without it). */
+int xbuffers(mxg_linws* w);
+
+/* x_same for operand o of GEMM g: 0 or 1 the role of X's kept operand it is (Fprop's a, Wgrad's b), -1 none. */
+int xrole(mx_gemm_id g, int o) { return (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1; }
+
+/* Whether operand o of GEMM g keeps (or reuses) X's operand: x_same on, an X role, no telemetry, the format's
+ * own condition `same_bytes` (the operand is the same bytes for every linear reading X), and for role 1 its
+ * buffers. Slot 0's kept operand is dropped unless this operand a is X's again. */
+int xkeep(mxg_linws* w, const mxg_linear_ctx* c, mx_gemm_id g, int o, int telemetry, int same_bytes) {
+    const int role = xrole(g, o);
+    const int keep = c->x_same && role >= 0 && !telemetry && same_bytes && (role == 0 || xbuffers(w));
+    if (o == 0) w->xk[0].valid = w->xk[0].valid && keep;
+    return keep;
+}
+
 int xbuffers(mxg_linws* w) {
     if (w->q8x) return 1;
     if (cudaMalloc((void**)&w->q8x, w->cap) != cudaSuccess ||
@@ -328,9 +343,7 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
              * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
-            const int role = (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1;
-            const int keep = c->x_same && role >= 0 && !tele[o] && (role == 0 || xbuffers(w));
-            if (o == 0) w->xk[0].valid = w->xk[0].valid && keep; /* slot 0 keeps X's codes only for itself */
+            const int role = xrole(g, o), keep = xkeep(w, c, g, o, tele[o] != NULL, 1);
             float* s = (keep && role == 1) ? w->scx : w->sc + 8 * o; /* amax, scale, _, _, inv_scale */
             inv[o] = s + 4;
             if (keep && role == 1) fsv[1] = w->fsx;
@@ -407,10 +420,9 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
             }
             /* x_same: X's operand (Fprop's a, role 0; Wgrad's b, role 1) kept or reused where it is the
              * same bytes for every linear reading X */
-            const int role = (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1;
-            const int keep = c->x_same && fast && role >= 0 && !tele[o] && s.round == MX_ROUND_RNE && !s.had_random &&
-                             s.layout != MX_LAYOUT_32x32 && (role == 0 || xbuffers(w));
-            if (o == 0) w->xk[0].valid = w->xk[0].valid && keep; /* slot 0 keeps X's operand only for itself */
+            const int role = xrole(g, o);
+            const int keep = xkeep(w, c, g, o, tele[o] != NULL,
+                                   fast && s.round == MX_ROUND_RNE && !s.had_random && s.layout != MX_LAYOUT_32x32);
             if (keep && role == 1) { e4[1] = w->q8x; fsc[1] = w->fsx; }
             if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, x, xr, xc, &s)) continue; /* the same bytes */
             mxg_qout qo;
