@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests ab xshare speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests ab xshare conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -79,6 +79,34 @@ if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X'
     > "$OUT/speed-xs.txt" 2>&1
   echo "xshare done ($(( $(date +%s) - t0 )) s)"
 fi
+if has conc; then # issue 17's sweep: N 20m runs (32 x 512, CSTEPS steps, CREC) on the one GPU at a time,
+  # N = 1, 2, 4, as plain processes (time-sliced) and under MPS where nvidia-cuda-mps-control exists (its
+  # daemon is stopped again at the end); the total tokens/s of each (wall time, start-up included)
+  mkdir -p "$OUT/conc"
+  conc_run() { # LABEL N
+    local i s=$(date +%s.%N)
+    for ((i = 0; i < $2; i++)); do
+      build/cuda/mxlm train --device cuda --preset 20m --recipe "${CREC:-mxfp4-fdw-h16}" --batch 32 --seq 512 \
+        --steps "${CSTEPS:-200}" --eval-every 0 --val-tokens 16384 --final-ckpt 0 --log-every 50 \
+        --out "$OUT/conc/$1-$2-$i" > "$OUT/conc/$1-$2-$i.log" 2>&1 &
+    done
+    wait
+    python3 -c "import sys; w = $(date +%s.%N) - $s; n = $2 * ${CSTEPS:-200} * 16384
+print('conc %-6s %d at a time: %6.1f s wall, %8.0f tok/s in all' % ('$1', $2, w, n / w))"
+  }
+  { conc_run plain 1; conc_run plain 2; conc_run plain 4
+    if command -v nvidia-cuda-mps-control > /dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+      mkdir -p /tmp/mps-pipe /tmp/mps-log
+      if nvidia-cuda-mps-control -d; then
+        sleep 1; conc_run mps 1; conc_run mps 2; conc_run mps 4
+        echo quit | nvidia-cuda-mps-control; sleep 1
+      else echo "conc: the MPS daemon did not start"; fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else echo "conc: no nvidia-cuda-mps-control"; fi
+  } > "$OUT/conc.txt" 2>&1
+  echo "conc done ($(( $(date +%s) - t0 )) s)"
+fi
 if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
@@ -103,6 +131,7 @@ has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
+has conc && cat "$OUT/conc.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"

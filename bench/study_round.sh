@@ -2,7 +2,9 @@
 # bench/study_round.sh: one device call of issue 17's 20m sweep. Not a test. The study resumes: each
 # call trains for at most BUDGET seconds, then brings back every finished run, and the next call
 # carries those back in and goes on. Run from the repository root on the GPU machine:
-#   OUT=$OUT BUDGET=480 PARALLEL=4 bash bench/study_round.sh
+#   OUT=$OUT BUDGET=480 PARALLEL=4 [RECIPES=...] [SEEDS=1,2,3] [EXTEND=1] bash bench/study_round.sh
+# EXTEND=1 adds --extend (runs that ended above their target are trained on to the did-not-converge limit;
+# without checkpoints, which are not carried, from step 0).
 # Carried (git-ignored .device-carry/, named in the device call's `carry`):
 #   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm)
 #   study20m-train.bin.xz   mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin'
@@ -12,7 +14,7 @@
 #                           build/study20m/val.bin (1.27M tokens: the whole validation set)
 #   study20m-runs.tgz       the finished runs of the earlier calls (absent on the first call)
 # Brings back $OUT/study20m-runs.tgz (every finished run: config.txt, metrics.jsonl, summary.json,
-# train.log, tokenizer.txt, and study.txt; no checkpoints: an unfinished run starts again next call),
+# train.log, tokenizer.txt, and study.txt; no checkpoints (ckpt-*.bin, ~660 MB per 20m run): an unfinished run starts again next call),
 # $OUT/study-run.log and the report of what is finished ($OUT/report.md). Unpack it over
 # runs/ here and commit the run directories (issue 17 asks for them in docs/results/).
 set -u
@@ -33,38 +35,55 @@ cp "$C/study20m-val.bin" build/study20m/val.bin
 [ -f "$C/study20m-runs.tgz" ] && tar xzf "$C/study20m-runs.tgz" -C runs
 export OMP_WAIT_POLICY=passive
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader > "$RET/gpu.txt"
-# P runs at a time on the one GPU (slot i gets the i-th entry of CUDA_VISIBLE_DEVICES: all 0)
+# P runs at a time on the one GPU (slot i gets the i-th entry of CUDA_VISIBLE_DEVICES: all 0), under MPS
+# where the machine has it (MPS=0 turns it off): plain processes are time-sliced, so several 20m runs
+# only share the GPU's time (1 / 2 / 4 at a time: 351k / 368k / 387k tok/s in all), while MPS runs their
+# kernels side by side (354k / 436k / 469k; H200, 2026-12-02, bench/device_round.sh PARTS=conc)
 DEVS=0; for ((i = 1; i < P; i++)); do DEVS="$DEVS,0"; done
+mps=0
+if [ "${MPS:-1}" = 1 ] && [ "$P" -gt 1 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p /tmp/mps-pipe /tmp/mps-log
+  nvidia-cuda-mps-control -d && mps=1 && sleep 1
+fi
+echo "MPS: $mps" >> "$RET/gpu.txt"
 t0=$(date +%s)
 CUDA_VISIBLE_DEVICES=$DEVS timeout "${BUDGET:-480}" /tmp/sr/mxlm study run --parallel "$P" --out "$D" \
   --machine "$(head -1 "$RET/gpu.txt") x1, $P runs at a time" --recipes "$RECIPES" --seeds "$SEEDS" \
   --preset 20m --steps 1000 --batch 32 --seq 512 --train 'build/study20m/train_*.bin' --val build/study20m/val.bin \
-  --val-tokens 1048576 --eval-every 100 --telemetry-every 100 --device cuda > "$RET/study-run.log" 2>&1
+  --val-tokens 1048576 --eval-every 100 --telemetry-every 100 --device cuda ${EXTEND:+--extend} > "$RET/study-run.log" 2>&1
 echo "study run: exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$RET/study-run.log"
+[ $mps = 1 ] && { echo quit | nvidia-cuda-mps-control; sleep 1; }
 # the finished runs (their metrics end with a final status), without checkpoints
 fin=$(python3 - "$D" <<'EOF'
 import json, os, sys
 d = sys.argv[1]
-for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-    m = os.path.join(d, r, "metrics.jsonl")
-    if not os.path.isfile(m):
-        continue
+def status(r):
     last = None
-    for line in open(m, errors="replace"):
+    m = os.path.join(d, r, "metrics.jsonl")
+    for line in open(m, errors="replace") if os.path.isfile(m) else []:
         try:
             o = json.loads(line)
         except ValueError:
             continue
         if "status" in o:
             last = o["status"]
-    if last in ("converged", "budget", "diverged"):
+    return last
+# an extension (--extend, from step 0) cut off by the time limit: the run it was to replace goes back
+for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+    if r.endswith(".short") and status(r[:-6]) not in ("converged", "budget", "diverged"):
+        import shutil
+        shutil.rmtree(os.path.join(d, r[:-6]), ignore_errors=True)
+        os.rename(os.path.join(d, r), os.path.join(d, r[:-6]))
+for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+    if status(r) in ("converged", "budget", "diverged"):
         print(os.path.join("study20m", r))
 EOF
 )
 n=$(echo "$fin" | grep -c . || true)
 echo "finished runs: $n" | tee -a "$RET/study-run.log"
 if [ "$n" -gt 0 ]; then
-  (cd runs && tar czf "$RET/study20m-runs.tgz" --exclude='*.ckpt' --exclude='*.part' --exclude='.lock' \
+  (cd runs && tar czf "$RET/study20m-runs.tgz" --exclude='ckpt-*' --exclude='*.ckpt' --exclude='*.part' --exclude='.lock' \
      $( [ -f study20m/study.txt ] && echo study20m/study.txt ) $fin)
   /tmp/sr/mxlm study report "$D" > "$RET/report.md" 2>&1 || true
   tail -40 "$RET/report.md"

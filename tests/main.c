@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
         fflush(stdout);
         if (test_failures) failed++; else passed++;
     }
-    if (g_tmp[0]) test_sh("rm -rf '%s'", g_tmp);
+    if (g_tmp[0] && !getenv("MXLM_TEST_KEEP")) test_sh("rm -rf '%s'", g_tmp); /* MXLM_TEST_KEEP=1: kept to look at */
+    else if (g_tmp[0]) printf("test files kept in %s\n", g_tmp);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

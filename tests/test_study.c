@@ -108,7 +108,10 @@ TEST(study_known_curves) {
     mx_study s;
     REQUIRE(mx_study_load(dir, &s) == 0);
     CHECK_EQ_INT(s.n_runs, 10);
-    REQUIRE(mx_study_compute(&s, NULL) == 0);
+    mx_study_opts po; /* first the pooled target: one for every run */
+    mx_study_opts_default(&po);
+    po.pooled = 1;
+    REQUIRE(mx_study_compute(&s, &po) == 0);
     CHECK_SAME_F((float)s.target, 3.125f);
     CHECK_EQ_INT(s.baseline_budget, 1000);
     CHECK_NEAR(s.budget_limit, 2000, 0);
@@ -184,6 +187,37 @@ TEST(study_known_curves) {
     REQUIRE((R = recipe_named(&s, "mxfp4-fdw-sr")));
     CHECK(R->n_reached == 0 && R->n_finished == 1 && isnan(R->overhead) && isnan(R->end_to_end));
     CHECK(strstr(s.warning, "token budget") != NULL); /* fdw and fd ran longer */
+
+    /* the default, per seed: seed 1's runs aim at fp8 s1's 3.0, seed 2's at fp8 s2's 3.25 (both at 800 tokens),
+     * seed 3 (no finished fp8 run) at their mean 3.125 */
+    REQUIRE(mx_study_compute(&s, NULL) == 0);
+    CHECK_SAME_F((float)s.target, 3.125f);
+    CHECK(strstr(s.target_rule, "per seed") && strstr(s.target_rule, "seed 1: 3 at 800 tokens; seed 2: 3.25 at 800"));
+    CHECK_NEAR(s.baseline_ttt, 800, 0); /* 3.0 at 800 (s1), 3.25 at 800 (s2) */
+    REQUIRE((r = run_named(&s, "fp8-s1")));
+    CHECK(r->target == 3.0 && r->tokens_to_target == 800 && r->overhead == 0);
+    REQUIRE((r = run_named(&s, "fp8-s2")));
+    CHECK(r->target == 3.25 && r->tokens_to_target == 800);
+    REQUIRE((r = run_named(&s, "fp8-s3")));
+    CHECK(r->target == 3.125 && !r->finished && !r->short_run);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s1")));
+    CHECK(r->target == 3.0 && r->tokens_to_target < 0 && !r->reached);
+    CHECK(r->short_run); /* ended at 1000 tokens, the limit is 2000: it might still get there */
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-h16-s2")));
+    CHECK(r->target == 3.25 && r->tokens_to_target == 800 && r->reached && r->p_overhead == 0);
+    REQUIRE((r = run_named(&s, "bf16-s1")));
+    CHECK_NEAR(r->tokens_to_target, 900, 0); /* 3.0 at 900 */
+    CHECK_NEAR(r->overhead, 0.125, 1e-15);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-s1")));
+    CHECK(r->reached && r->tokens_to_target == 1700 && !r->short_run);
+    REQUIRE((r = run_named(&s, "mxfp4-fd-s1")));
+    CHECK(!r->reached && !r->short_run && r->tokens_to_target == 2500); /* beyond the limit: not short */
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
+    CHECK(r->diverged && !r->short_run);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
+    CHECK(r->short_run);
+    REQUIRE((R = recipe_named(&s, "mxfp4-fdw-h16")));
+    CHECK(R->n_reached == 1 && R->n_short == 1 && R->n_pairs == 1 && R->n_dnc == 1);
 
     /* a given target: 3.5 is reached by fp8 at 600 (s1) and 700 (s2), by rh16 at 600 */
     mx_study_opts o;
@@ -385,7 +419,8 @@ TEST(study_paired_statistics) {
                        "+0.0800 ± 0.0300 (se 0.0173, n 3) (4.6 se, above fp8); mxfp4-fdw-h16 tokens-to-target "
                        "+103 ± 60 (se 35, n 3) (3.0 se, above fp8); mxfp4-fdw-h16 paired overhead +20.0% ± 10.0% "
                        "(se 5.8%, n 3) (3.5 se, above fp8); mxfp4-fdw-h16 val loss at 6 of 11 evaluations with n >= 2."));
-    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad |  | +45.5% (n 1); 2/3 did not converge | no paired seed | "
+    CHECK(file_has(md, "| Fprop + Dgrad + Wgrad |  | +45.5% (n 1); 2/3 did not converge (1 not run on to the limit) | "
+                       "no paired seed | "
                        "+20.0% ± 10.0% (se 5.8%, n 3) |"));
     CHECK(file_has(md, "| fp8 | baseline (0 by definition) | | | |"));
     CHECK(file_has(md, "| 600 | +0.0000 ± 0.1000 (se 0.0577, n 3) | +0.2000 ± 0.1000 (se 0.0577, n 3) | +0.4000 (n 1) |"));
@@ -435,21 +470,22 @@ static int file_has(const char* path, const char* needle) {
 TEST(study_report_rows) {
     fake_study();
     const char* t = test_tmpdir();
-    REQUIRE(test_sh("%s study report %s/fake > %s/fake.log 2>&1", test_mxlm_bin(), t, t) == 0);
+    REQUIRE(test_sh("%s study report %s/fake --target-rule pooled > %s/fake.log 2>&1", test_mxlm_bin(), t, t) == 0);
     char md[512];
     snprintf(md, sizeof md, "%s/fake/results.md", t);
     CHECK(file_has(md, "| fp8 (baseline) | no | 2 / 2 / 3 | 800 | +0.0% (-12.5%..+12.5%, 2 seeds) | 2.9000 |"));
     CHECK(file_has(md, "| mxfp4-fdw-h16 | yes | 2 / 2 / 2 | 912 | +14.1% (+6.3%..+21.9%, 2 seeds) | 3.0250 |"));
     CHECK(file_has(md, "| bf16 | no | 1 / 1 / 1 | 800 | +0.0% (1 seed) | 2.9000 |"));
     CHECK(file_has(md, "| mxfp4-fdw-sr | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | - |"));
-    CHECK(file_has(md, "| mxfp4-fdw-rh16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.5000 |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) (1 not run on to the "
+                       "limit) | 3.5000 |"));
     CHECK(file_has(md, "| mxfp4-fdw | yes | 1 / 1 / 1 | 1688 | +110.9% (1 seed) | 3.0000 |"));
     CHECK(file_has(md, "| mxfp4-fd | no | 0 / 1 / 1 | - | did not converge (1/1 seeds) | 3.0000 |"));
     /* the paper's grid */
     /* the paper's grid: paired overheads; fdw s1 1687.5 / 700 - 1 = +141.1%; h16 (+39.29%, -5.56%): mean +16.9%,
      * sd |a - b| / sqrt 2 = 31.7%, se |a - b| / 2 = 22.4% */
     CHECK(file_has(md, "| Fprop + Dgrad + Wgrad | +141.1% (n 1) | did not converge (1/1 seeds) | "
-                       "did not converge (1/1 seeds) | +16.9% ± 31.7% (se 22.4%, n 2) |"));
+                       "did not converge (1/1 seeds) (1 not run on to the limit) | +16.9% ± 31.7% (se 22.4%, n 2) |"));
     CHECK(file_has(md, "| bf16 | +14.3% (n 1) | | | |")); /* an extra row: 800 / 700 - 1 */
     /* Table 2 */
     CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +14.1% | 1.052x |"));
@@ -458,7 +494,7 @@ TEST(study_report_rows) {
     /* runs, target, commands */
     CHECK(file_has(md, "| mxfp4-fd-s1 | mxfp4-fd | 1 | budget (target beyond the budget: did not converge) | 3000 |"));
     CHECK(file_has(md, "| fp8-s3 | fp8 | 3 | not finished | 400 |"));
-    CHECK(file_has(md, "validation loss 3.125 nats: the mean over 2 fp8 seeds"));
+    CHECK(file_has(md, "validation loss 3.125 nats: pooled: the mean over 2 fp8 seeds"));
     CHECK(file_has(md, "seed 1: 3 at 800 tokens; seed 2: 3.25 at 800 tokens"));
     CHECK(file_has(md, "mxlm train --preset tiny --recipe mxfp4-fdw-h16 --seed 2 --steps 10 --batch 1 --seq 100"));
     char svg[512];
@@ -477,6 +513,17 @@ TEST(study_report_rows) {
     CHECK(test_log_has("fake3", "cannot open"));
     CHECK_EQ_INT(test_sh("%s study report %s/fake --baseline nonesuch > %s/fake4.log 2>&1", test_mxlm_bin(), t, t), 1);
     CHECK(test_log_has("fake4", "no target loss"));
+    /* the default target rule, per seed: h16 s1 never gets to fp8 s1's 3.0 and ended at half the limit */
+    REQUIRE(test_sh("%s study report %s/fake > %s/fake5.log 2>&1", test_mxlm_bin(), t, t) == 0);
+    CHECK(file_has(md, "- **Target**: per seed: each run's target is the validation loss of the fp8 run of its seed at "
+                       "the first evaluation at or after 80% of the budget (seed 1: 3 at 800 tokens; seed 2: 3.25 at 800 "
+                       "tokens); runs of the other seeds take the mean, 3.125."));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | yes | 1 / 2 / 2 | 800 | +0.0% (1 seed); 1/2 did not converge (1 not run on "
+                       "to the limit) |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16-s1 | mxfp4-fdw-h16 | 1 | budget (target not reached: did not converge; not run "
+                       "on to the limit) | 1000 | 3.1000 | - | - | 120 | 3 |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16-s2 | mxfp4-fdw-h16 | 2 | converged | 1000 | 2.9500 | 800 | +0.0% | 120 | 3.25 |"));
+    CHECK_EQ_INT(test_sh("%s study report %s/fake --target-rule mean > %s/fake6.log 2>&1", test_mxlm_bin(), t, t), 2);
 }
 
 /* A tiny real study: 2 recipes x 1 seed, 10 steps of a micro model on synthetic shards. */
@@ -543,7 +590,7 @@ TEST(study_run_end_to_end) {
 
     /* the report alone takes the baseline the study recorded (study.txt: baseline = bf16), not fp8 */
     REQUIRE(test_sh("%s study report %s/real > %s/real3.log 2>&1", bin, t, t) == 0);
-    CHECK(test_log_has("real3", "the mean over 1 bf16 seed"));
+    CHECK(test_log_has("real3", "per seed: each run's target is the validation loss of the bf16 run of its seed"));
     snprintf(p, sizeof p, "%s/real/results.md", t);
     CHECK(file_has(p, "| bf16 (baseline) | no | 1 / 1 / 1 |"));
     /* --dry-run: the commands, nothing run */
@@ -579,6 +626,72 @@ TEST(study_run_end_to_end) {
     CHECK(test_log_has("bad4", "--target: '-1' is not a positive number"));
     snprintf(p, sizeof p, "%s/bad", t);
     CHECK(stat(p, &st) != 0); /* nothing created by a refused study */
+}
+
+/* --extend: runs that ended before the did-not-converge limit without reaching their target are trained on to
+ * it; with a checkpoint by --resume, without one from step 0 (the old directory kept as .short, its evaluations
+ * reproduced); both equal to a run made directly with --steps 15 --schedule-steps 10. */
+TEST(study_run_extend) {
+    test_sentence_shards("study_", 4242, 20000, 2000);
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    /* target 0.5: never reached in 10 steps; limit 1.5 x 320 = 480 tokens = 15 steps */
+    REQUIRE(test_sh("%s study run --out %s/ext --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 --target 0.5 "
+                    "--budget-factor 1.5 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/ext1.log 2>&1",
+                    bin, t, t, t, t) == 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/ext/results.md", t);
+    CHECK(file_has(p, "| mxfp4-fdw-h16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) (1 not run on to the limit) |"));
+    CHECK(file_has(p, "(target not reached: did not converge; not run on to the limit)"));
+    snprintf(p, sizeof p, "%s/ext/mxfp4-fdw-h16-s1/ckpt-00000010.bin", t);
+    REQUIRE(remove(p) == 0); /* this one goes again from step 0 */
+    REQUIRE(test_sh("%s study run --out %s/ext --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 --target 0.5 "
+                    "--budget-factor 1.5 --extend " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "> %s/ext2.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("ext2", "[1/2] bf16 seed 1: finished, skipped"));
+    CHECK(test_log_has("ext2", "--extend: 2 runs to train on"));
+    CHECK(test_log_has("ext2", "bf16 seed 1: target 0.5 not reached by its end (320 tokens); on to 15 steps (480 tokens)\n"));
+    CHECK(test_log_has("ext2", "[1/2] bf16 seed 1: extending "));
+    CHECK(test_log_has("ext2", "[2/2] mxfp4-fdw-h16 seed 1: extending (from step 0; no checkpoint) "));
+    CHECK(test_log_has("ext2", "[2/2] mxfp4-fdw-h16 seed 1: budget at step 15, 480 tokens"));
+    CHECK(test_log_has("ext2", "6 evaluations identical, 0 different")); /* steps 0, 2, ..., 10 */
+    snprintf(p, sizeof p, "%s/ext/results.md", t);
+    CHECK(file_has(p, "| mxfp4-fdw-h16 | yes | 0 / 1 / 1 | - | did not converge (1/1 seeds) |"));
+    mx_study s;
+    snprintf(p, sizeof p, "%s/ext", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    REQUIRE(s.n_runs == 2); /* mxfp4-fdw-h16-s1.short is not a run of the study */
+    mx_study_opts o;
+    mx_study_opts_default(&o);
+    o.baseline = "bf16";
+    o.target = 0.5;
+    o.budget_factor = 1.5;
+    REQUIRE(mx_study_compute(&s, &o) == 0);
+    /* each equal to a run made directly with the extended length and the original schedule */
+    for (int i = 0; i < 2; i++) {
+        const mx_study_run* r = &s.runs[i];
+        CHECK(!strcmp(r->status, "budget") && r->last_step == 15 && !r->short_run && !r->reached);
+        REQUIRE(test_sh("%s train --recipe %s --seed 1 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                        "--steps 15 --schedule-steps 10 --out %s/ext-direct-%d > %s/ext-direct.log 2>&1", bin, r->recipe,
+                        t, t, t, i, t) == 0);
+        char d[512];
+        snprintf(d, sizeof d, "%s/ext-direct-%d", t, i);
+        mx_study_run q;
+        REQUIRE(mx_study_load_run(d, &q) == 0);
+        REQUIRE(q.n_evals == r->n_evals);
+        int same = 1;
+        for (int e = 0; e < q.n_evals; e++) same &= q.evals[e].val_loss == r->evals[e].val_loss;
+        CHECK(same);
+        mx_study_run_free(&q);
+    }
+    mx_study_free(&s);
+    /* nothing left to extend */
+    REQUIRE(test_sh("%s study run --out %s/ext --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 --target 0.5 "
+                    "--budget-factor 1.5 --extend " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
+                    "> %s/ext3.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("ext3", "--extend: 0 runs to train on"));
+    CHECK_EQ_INT(test_sh("%s study run --out %s/ext --recipes bf16 --target-rule median > %s/ext4.log 2>&1", bin, t, t), 2);
+    CHECK(test_log_has("ext4", "--target-rule: 'median' is not seed or pooled"));
 }
 
 /* --parallel 2 on the CPU: two runs at a time, each with half the threads (--threads 2 -> 1 each) and its own

@@ -6,7 +6,11 @@
  *
  *   target loss        --target, or the baseline's validation loss at 80% of
  *                      its token budget (the first evaluation at or after
- *                      0.8 x budget tokens), the mean over the baseline's seeds
+ *                      0.8 x budget tokens): per seed (the default: each run's
+ *                      target is its seed's baseline run's, so that the
+ *                      seed-to-seed spread of the loss does not decide what is
+ *                      reached; runs of a seed without a baseline run take the
+ *                      mean), or pooled (the mean over the baseline's seeds)
  *   tokens-to-target   the loss curve interpolated linearly in tokens between the last
  *                      evaluation above the target and the first at or below it
  *   did not converge   diverged, or the target not reached within
@@ -58,7 +62,8 @@ typedef struct {
     char recipe[256];
     char preset[64];
     uint64_t seed;
-    int64_t steps, tokens_per_step, budget_tokens; /* config.txt: steps, batch x seq x accum, their product */
+    int64_t steps, tokens_per_step, budget_tokens; /* config.txt: steps, batch x seq x accum, and the budget:
+                                                    * schedule-steps (an extended run's) or steps x tokens per step */
     char* config;          /* config.txt as read (malloc'ed) */
     /* metrics.jsonl */
     char status[16];       /* converged, budget, diverged, halted, error; "": no status line (running or killed) */
@@ -75,8 +80,11 @@ typedef struct {
     /* set by mx_study_compute */
     int finished;          /* status converged, budget or diverged */
     int diverged;
+    double target;         /* this run's target loss (its seed's baseline run's, or the pooled one) */
     double tokens_to_target; /* interpolated between evaluations (-1: no evaluation at or below the target) */
     int reached;           /* finished, not diverged, tokens_to_target within the budget limit */
+    int short_run;         /* finished, not diverged, not reached, and ended before the budget limit: the
+                            * target may lie between its end and the limit (mxlm study run --extend) */
     double overhead;       /* tokens_to_target / baseline mean - 1 (NaN: undefined) */
     /* paired with the baseline's run of the same seed (both reached the target); NaN: not paired */
     int paired;
@@ -109,6 +117,7 @@ typedef struct {
     /* paired with the baseline by seed (not for the baseline itself) */
     int n_pairs;           /* seeds where both this recipe's and the baseline's run reached the target */
     int n_dnc;             /* finished seeds of this recipe that did not converge (reported as such) */
+    int n_short;           /* of its runs, those not run on to the limit (mx_study_run.short_run) */
     int n_nobase;          /* seeds of this recipe that reached it but whose baseline seed did not (or is absent) */
     mx_study_stat d_final, d_ttt, p_overhead;
     int n_points;          /* the baseline's evaluations (of its first paired seed) */
@@ -121,6 +130,7 @@ typedef struct {
     double target;         /* > 0: the target loss; else the default rule */
     double budget_factor;  /* did not converge beyond this x the baseline's budget (default 2) */
     double target_frac;    /* the default rule's fraction of the baseline budget (default 0.8) */
+    int pooled;            /* the default rule: 0 per seed (default), 1 the mean over the baseline's seeds */
 } mx_study_opts;
 
 typedef struct {
@@ -133,7 +143,7 @@ typedef struct {
     /* set by mx_study_compute */
     mx_study_opts opts;
     char baseline[256];
-    double target;         /* NaN: undefined */
+    double target;         /* the pooled target (per seed: the mean of the seeds' targets); NaN: undefined */
     char target_rule[1024]; /* how the target was obtained, in words */
     int64_t baseline_budget;  /* tokens (0: no baseline run) */
     double budget_limit;   /* tokens; a run must reach the target within it (inf: no baseline) */

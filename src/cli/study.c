@@ -29,17 +29,23 @@ static const char* k_run_usage =
     "  --seeds LIST     seeds separated by commas (default 1)\n"
     "  --machine TEXT   the hardware, for the report (default: the CPU model and core count)\n"
     "  --dry-run        print the train commands and exit\n"
+    "  --extend         then train on every run of these recipes and seeds that ended before the did-not-converge\n"
+    "                   limit (budget-factor x the baseline's tokens) without reaching its target, to that limit\n"
+    "                   (--resume from its last checkpoint, else from step 0 with its schedule, the old directory\n"
+    "                   kept as DIR/<run>.short); steps past the run's own schedule at its floor learning rate\n"
     "  --parallel N     N runs at a time, one per GPU (run i sees CUDA_VISIBLE_DEVICES=i, or the i-th entry of\n"
     "                   the study's own CUDA_VISIBLE_DEVICES); each run gets --threads T/N (T: --threads, else\n"
     "                   the cores); on the CPU build that is N concurrent CPU runs (default 1)\n"
     "  report options: --baseline R (default fp8; recorded in DIR/study.txt for the report), --target X,\n"
-    "  --budget-factor F (see mxlm study report --help)";
+    "  --target-rule seed|pooled, --budget-factor F (see mxlm study report --help)";
 static const char* k_report_usage =
-    "report DIR [--baseline fp8] [--target X] [--budget-factor 2]\n"
+    "report DIR [--baseline fp8] [--target X] [--target-rule seed|pooled] [--budget-factor 2]\n"
     "  Re-renders DIR/results.md, DIR/paired.json, DIR/loss.svg and DIR/telemetry.svg from the run directories\n"
     "  in DIR, without training. Baseline: --baseline, else the last `baseline = ` of DIR/study.txt, else fp8.\n"
-    "  Target: --target X, or the baseline's mean validation loss at the first evaluation at or after 80% of\n"
-    "  its token budget. Tokens-to-target: the loss curve interpolated linearly between evaluations. A run did\n"
+    "  Target: --target X, or the baseline's validation loss at the first evaluation at or after 80% of its\n"
+    "  token budget: per seed (default: a run's target is its seed's baseline run's; seeds without one take\n"
+    "  the mean) or pooled (the mean over the baseline's seeds, for every run). Tokens-to-target: the loss\n"
+    "  curve interpolated linearly between evaluations. A run did\n"
     "  not converge when it diverged or did not reach the target within budget-factor x the baseline's token\n"
     "  budget. Paired differences vs the baseline's run of the same seed: mean, sd, se. Definitions: docs/study.md.";
 
@@ -49,19 +55,30 @@ static double pct1(double x) {
     return v == 0 ? 0.0 : v;
 }
 
-static int render(const char* dir, const char* baseline, double target, double factor) {
+/* --target-rule: 0 per seed, 1 pooled, -1 neither */
+static int parse_rule(const char* v) { return !strcmp(v, "seed") ? 0 : !strcmp(v, "pooled") ? 1 : -1; }
+
+/* The report's options from the command line (NULL / 0: the defaults; the baseline recorded in study.txt). */
+static void report_opts(const mx_study* s, mx_study_opts* o, char* recorded, size_t nrec, const char* baseline,
+                        double target, double factor, const char* rule) {
+    mx_study_opts_default(o);
+    recorded[0] = 0;
+    for (const char* p = s->study_txt; !baseline && p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, "baseline = ", 11)) /* the last one: the latest study run */
+            snprintf(recorded, nrec, "%.*s", (int)strcspn(p + 11, "\n"), p + 11);
+    if (baseline) o->baseline = baseline;
+    else if (recorded[0]) o->baseline = recorded;
+    if (target > 0) o->target = target;
+    if (factor > 0) o->budget_factor = factor;
+    if (rule) o->pooled = parse_rule(rule) == 1;
+}
+
+static int render(const char* dir, const char* baseline, double target, double factor, const char* rule) {
     mx_study s;
     if (mx_study_load(dir, &s)) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); return 1; }
     mx_study_opts o;
-    mx_study_opts_default(&o);
-    char recorded[256] = "";
-    for (const char* p = s.study_txt; !baseline && p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (!strncmp(p, "baseline = ", 11)) /* the last one: the latest study run */
-            snprintf(recorded, sizeof recorded, "%.*s", (int)strcspn(p + 11, "\n"), p + 11);
-    if (baseline) o.baseline = baseline;
-    else if (recorded[0]) o.baseline = recorded;
-    if (target > 0) o.target = target;
-    if (factor > 0) o.budget_factor = factor;
+    char recorded[256];
+    report_opts(&s, &o, recorded, sizeof recorded, baseline, target, factor, rule);
     int rc = mx_study_compute(&s, &o);
     if (!rc) rc = mx_study_write_report(&s);
     if (rc) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); mx_study_free(&s); return 1; }
@@ -91,22 +108,93 @@ static int render(const char* dir, const char* baseline, double target, double f
 }
 
 static int cmd_report(int argc, char** argv) {
-    const char* baseline = NULL;
+    const char *baseline = NULL, *rule = NULL;
     double target = 0, factor = 0;
     const cli_opt opts[] = {
         {"baseline", OPT_STR, &baseline, "the baseline recipe (default fp8)"},
         {"target", OPT_DOUBLE, &target, "target validation loss (default: the baseline's at 80% of its budget)"},
         {"budget-factor", OPT_DOUBLE, &factor, "did not converge beyond this x the baseline's tokens (default 2)"},
+        {"target-rule", OPT_STR, &rule, "seed (each seed its baseline run's target; default) or pooled (their mean)"},
     };
     char* pos[64];
     int npos = 0;
-    int rc = cli_parse(argc, argv, "study", k_report_usage, opts, 3, pos, &npos);
+    int rc = cli_parse(argc, argv, "study", k_report_usage, opts, 4, pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     if (npos != 1) { fprintf(stderr, "mxlm study report: give one study directory\n"); return 2; }
-    return render(pos[0], baseline, target, factor);
+    if (rule && parse_rule(rule) < 0) {
+        fprintf(stderr, "mxlm study report: --target-rule: '%s' is not seed or pooled\n", rule);
+        return 2;
+    }
+    return render(pos[0], baseline, target, factor, rule);
 }
 
 /* ---- study run ---------------------------------------------------------------------- */
+
+/* One train command of `study run`: recipe k, seed j; steps > 0: --extend it to that many steps (fresh: no
+ * checkpoint at its last step, so from step 0 with --schedule-steps sched, the old directory kept as .short). */
+typedef struct { int k, j, fresh; int64_t steps, sched; } study_job;
+
+/* The --extend jobs: this command's runs that ended before the did-not-converge limit without reaching their
+ * target (mx_study_run.short_run), each to ceil(limit / tokens per step) steps. Returns their number, or -1
+ * (printed) when the study cannot be computed. */
+static int extend_jobs(const char* out, const char* baseline, double target, double factor, const char* rule,
+                       char* const* recipes, int n_rec, const uint64_t* seeds, int n_seeds, study_job* jobs) {
+    mx_study s;
+    if (mx_study_load(out, &s)) { fprintf(stderr, "mxlm study run: --extend: %s\n", mx_last_error()); return -1; }
+    mx_study_opts o;
+    char recorded[256];
+    report_opts(&s, &o, recorded, sizeof recorded, baseline, target, factor, rule);
+    if (mx_study_compute(&s, &o)) {
+        fprintf(stderr, "mxlm study run: --extend: %s\n", mx_last_error());
+        mx_study_free(&s);
+        return -1;
+    }
+    int n = 0;
+    for (int i = 0; i < s.n_runs; i++) {
+        const mx_study_run* r = &s.runs[i];
+        if (!r->short_run || r->tokens_per_step <= 0) continue;
+        int k = 0, j = 0;
+        while (k < n_rec && strcmp(recipes[k], r->recipe)) k++;
+        while (j < n_seeds && seeds[j] != r->seed) j++;
+        char name[300];
+        if (k < n_rec) mx_study_run_name(recipes[k], r->seed, name, sizeof name);
+        if (k == n_rec || j == n_seeds || strcmp(name, r->name)) continue; /* not one of this command's runs */
+        study_job* J = &jobs[n++];
+        J->k = k;
+        J->j = j;
+        J->steps = (int64_t)ceil(s.budget_limit / (double)r->tokens_per_step);
+        J->sched = r->budget_tokens / r->tokens_per_step; /* its schedule's steps (of an earlier extension too) */
+        char ck[1400];
+        snprintf(ck, sizeof ck, "%s/%s/ckpt-%08lld.bin", out, r->name, (long long)r->last_step);
+        J->fresh = access(ck, F_OK) != 0;
+        printf("study: --extend: %s seed %llu: target %.6g not reached by its end (%lld tokens); on to %lld steps "
+               "(%.0f tokens)%s\n", r->recipe, (unsigned long long)r->seed, r->target, (long long)r->last_tokens,
+               (long long)J->steps, (double)J->steps * (double)r->tokens_per_step,
+               J->fresh ? ", from step 0 (no checkpoint at its last step)" : "");
+    }
+    mx_study_free(&s);
+    return n;
+}
+
+/* After an extension from step 0: are its evaluations up to the old run's end those of the old run (DIR.short)?
+ * They should be (the same seed, schedule and code); a difference means another binary or device. */
+static void same_start(const char* rundir, const mx_study_run* r) {
+    char aside[1300];
+    snprintf(aside, sizeof aside, "%s.short", rundir);
+    mx_study_run o;
+    if (mx_study_load_run(aside, &o)) return;
+    int same = 0, diff = 0;
+    for (int a = 0; a < o.n_evals; a++)
+        for (int b = 0; b < r->n_evals; b++)
+            if (r->evals[b].tokens == o.evals[a].tokens) {
+                if (r->evals[b].val_loss == o.evals[a].val_loss) same++;
+                else diff++;
+                break;
+            }
+    printf("study:   its first %lld tokens against the run it extends (%s): %d evaluations identical, %d different%s\n",
+           (long long)o.last_tokens, aside, same, diff, diff ? " (another binary or device?)" : "");
+    mx_study_run_free(&o);
+}
 
 /* argv[*i] is --name VALUE or --name=VALUE: the value (advancing *i), else NULL. */
 static const char* own_opt(int argc, char** argv, int* i, const char* name, int* missing) {
@@ -216,7 +304,8 @@ static int cmd_run(int argc, char** argv) {
     const char *out = NULL, *baseline = NULL, *machine = NULL, *seeds_s = "1";
     const char *parallel_s = NULL, *threads_s = NULL;
     double target = 0, factor = 0;
-    int dry = 0, n_rec = 0, n_pass = 0, gpus_opt = 0;
+    const char* rule = NULL;
+    int dry = 0, extend = 0, n_rec = 0, n_pass = 0, gpus_opt = 0;
     char* recipes[256];
     char** pass = calloc((size_t)argc + 16, sizeof(char*)); /* the train options, then ours */
     if (!pass) return 1;
@@ -231,7 +320,9 @@ static int cmd_run(int argc, char** argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--dry-run")) { dry = 1; continue; }
+        if (!strcmp(argv[i], "--extend")) { extend = 1; continue; }
         if ((v = own_opt(argc, argv, &i, "out", &missing))) out = v;
+        else if ((v = own_opt(argc, argv, &i, "target-rule", &missing))) rule = v;
         else if ((v = own_opt(argc, argv, &i, "recipes", &missing))) { if (n_lists < 64) lists[n_lists++] = (char*)v; }
         else if ((v = own_opt(argc, argv, &i, "recipe", &missing))) { if (n_rec < 256) recipes[n_rec++] = (char*)v; }
         else if ((v = own_opt(argc, argv, &i, "seeds", &missing))) seeds_s = v;
@@ -301,6 +392,10 @@ static int cmd_run(int argc, char** argv) {
         seeds[n_seeds++] = x;
     }
     if (!rc && !out) { fprintf(stderr, "mxlm study run: --out DIR is required\n"); rc = 2; }
+    if (!rc && rule && parse_rule(rule) < 0) {
+        fprintf(stderr, "mxlm study run: --target-rule: '%s' is not seed or pooled\n", rule);
+        rc = 2;
+    }
     if (!rc && (!n_rec || !n_seeds)) { fprintf(stderr, "mxlm study run: give --recipes and --seeds\n"); rc = 2; }
     for (int k = 0; k < n_rec && !rc; k++) {
         mx_recipe r;
@@ -435,18 +530,46 @@ static int cmd_run(int argc, char** argv) {
         snprintf(slot_cvd[q], sizeof slot_cvd[q], "%s", n_cvd ? cvd_list[q] : "");
         if (!n_cvd) snprintf(slot_cvd[q], sizeof slot_cvd[q], "%d", q);
     }
-    int next = 0, running = 0;
+    /* the jobs: phase 0 every recipe x seed; phase 1 (--extend) the runs that ended before the
+     * did-not-converge limit without reaching their target, trained on to it */
+    study_job* jobs = calloc((size_t)total + 1, sizeof *jobs);
+    char steps_s[32], sched_s[32];
+    if (!jobs) rc = 1;
+    for (int jb = 0; jb < total && jobs; jb++) { jobs[jb].k = jb / n_seeds; jobs[jb].j = jb % n_seeds; }
+    int next = 0, running = 0, phase = 0;
     while (!rc) {
+        if (!running && next >= total && !phase && extend && !dry && !stopped && !errors) {
+            phase = 1; /* every run of phase 0 is done: which ones to extend */
+            total = extend_jobs(out, baseline, target, factor, rule, recipes, n_rec, seeds, n_seeds, jobs);
+            if (total < 0) { rc = 1; break; }
+            next = 0;
+            printf("study: --extend: %d run%s to train on to the did-not-converge limit\n", total, total == 1 ? "" : "s");
+        }
         while (!rc && !stopped && next < total && running < parallel) {
-            int jb = next++, k = jb / n_seeds, j = jb % n_seeds, n = jb + 1;
+            int jb = next++, k = jobs[jb].k, j = jobs[jb].j, n = jb + 1;
+            const study_job* J = &jobs[jb];
             mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
             snprintf(rundir, sizeof rundir, "%s/%s", out, name);
             snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seeds[j]);
-            int state = mx_study_run_state(rundir);
+            int state = J->steps ? (J->fresh ? 0 : 1) : mx_study_run_state(rundir);
+            if (J->steps && J->fresh) { /* no checkpoint to resume: the run again from step 0, kept aside */
+                char aside[1300];
+                snprintf(aside, sizeof aside, "%s.short", rundir);
+                if (access(aside, F_OK) == 0 || rename(rundir, aside)) {
+                    fprintf(stderr, "mxlm study run: --extend: cannot move %s aside to %s (%s)\n", rundir, aside,
+                            access(aside, F_OK) == 0 ? "it exists" : strerror(errno));
+                    rc = 1;
+                    break;
+                }
+            }
             int a = 0;
             args[a++] = "mxlm";
             args[a++] = "train";
-            for (int i = 0; i < n_pass; i++) args[a++] = pass[i];
+            for (int i = 0; i < n_pass; i++) {
+                if (J->steps && !strcmp(pass[i], "--steps")) { i++; continue; } /* replaced below */
+                if (J->steps && !strncmp(pass[i], "--steps=", 8)) continue;
+                args[a++] = pass[i];
+            }
             if (thr_s[0]) { args[a++] = "--threads"; args[a++] = thr_s; }
             args[a++] = "--recipe";
             args[a++] = recipes[k];
@@ -455,6 +578,16 @@ static int cmd_run(int argc, char** argv) {
             args[a++] = "--out";
             args[a++] = rundir;
             if (state == 1) args[a++] = "--resume";
+            if (J->steps) {
+                snprintf(steps_s, sizeof steps_s, "%lld", (long long)J->steps);
+                args[a++] = "--steps";
+                args[a++] = steps_s;
+            }
+            if (J->steps && J->fresh) { /* the original schedule: steps past it at the floor, as a resume does */
+                snprintf(sched_s, sizeof sched_s, "%lld", (long long)J->sched);
+                args[a++] = "--schedule-steps";
+                args[a++] = sched_s;
+            }
             args[a] = NULL;
             if (dry) {
                 printf("%s", exe);
@@ -485,16 +618,18 @@ static int cmd_run(int argc, char** argv) {
             slot_job[q] = jb;
             slot_t0[q] = now_s();
             running++;
+            const char* what = J->steps ? (J->fresh ? "extending (from step 0; no checkpoint)" : "extending")
+                                        : state == 1 ? "resuming" : "training";
             if (parallel > 1)
                 printf("study: [%d/%d] %s seed %llu: %s %s (log %s) on slot %d (CUDA_VISIBLE_DEVICES=%s, --threads %s)\n",
-                       n, total, recipes[k], (unsigned long long)seeds[j], state == 1 ? "resuming" : "training", rundir,
-                       log, q, slot_cvd[q], thr_s);
+                       n, total, recipes[k], (unsigned long long)seeds[j], what, rundir, log, q, slot_cvd[q], thr_s);
             else
                 printf("study: [%d/%d] %s seed %llu: %s %s (log %s)\n", n, total, recipes[k],
-                       (unsigned long long)seeds[j], state == 1 ? "resuming" : "training", rundir, log);
+                       (unsigned long long)seeds[j], what, rundir, log);
             fflush(stdout);
         }
-        if (!running) break;
+        if (!running && !(next >= total && !phase && extend && !dry && !stopped && !errors && !rc)) break;
+        if (!running) continue; /* on to phase 1 */
         int wst = 0;
         pid_t done = waitpid(-1, &wst, 0);
         if (done < 0) {
@@ -508,7 +643,7 @@ static int cmd_run(int argc, char** argv) {
         if (q == parallel) continue; /* not one of ours */
         slot_pid[q] = 0;
         running--;
-        int jb = slot_job[q], k = jb / n_seeds, j = jb % n_seeds, n = jb + 1, st = exit_code(wst);
+        int jb = slot_job[q], k = jobs[jb].k, j = jobs[jb].j, n = jb + 1, st = exit_code(wst);
         double dt = now_s() - slot_t0[q];
         mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
         snprintf(rundir, sizeof rundir, "%s/%s", out, name);
@@ -521,6 +656,7 @@ static int cmd_run(int argc, char** argv) {
                    total, recipes[k], (unsigned long long)seeds[j], loaded ? r.status : "?",
                    loaded ? (long long)r.last_step : -1LL, loaded ? (long long)r.last_tokens : -1LL, vl, dt,
                    loaded ? r.tok_per_s : NAN);
+            if (loaded && jobs[jb].steps && jobs[jb].fresh) same_start(rundir, &r);
         } else {
             fprintf(stderr, "study: [%d/%d] %s seed %llu: mxlm train failed (exit %d); the end of %s:\n", n, total,
                     recipes[k], (unsigned long long)seeds[j], st, log);
@@ -538,6 +674,7 @@ static int cmd_run(int argc, char** argv) {
         for (int q = 0; q < parallel; q++)
             if (done > 0 && slot_pid[q] == done) { slot_pid[q] = 0; running--; }
     }
+    free(jobs);
     free(cvd_copy);
     free(args);
     free(pass);
@@ -545,7 +682,7 @@ static int cmd_run(int argc, char** argv) {
     for (int k = 0; k < n_lists; k++) free(lists[k]);
     if (rc || dry) return rc;
     if (stopped) { fprintf(stderr, "mxlm study run: stopped; run the same command again to continue\n"); return 1; }
-    int r2 = render(out, baseline, target, factor);
+    int r2 = render(out, baseline, target, factor, rule);
     if (errors) fprintf(stderr, "mxlm study run: %d run%s failed (see above)\n", errors, errors > 1 ? "s" : "");
     return errors || r2 ? 1 : 0;
 }

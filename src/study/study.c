@@ -212,7 +212,8 @@ int mx_study_load_run(const char* dir, mx_study_run* r) {
     r->steps = cfg_i64(r->config, "steps", 0);
     r->tokens_per_step = cfg_i64(r->config, "batch", 0) * cfg_i64(r->config, "seq", 0) * cfg_i64(r->config, "accum", 1) *
                          cfg_i64(r->config, "gpus", 1); /* data parallel: every GPU's micro-batches */
-    r->budget_tokens = r->steps * r->tokens_per_step;
+    int64_t sched = cfg_i64(r->config, "schedule-steps", 0); /* an extended run: its budget is its schedule's */
+    r->budget_tokens = (sched > 0 && sched < r->steps ? sched : r->steps) * r->tokens_per_step;
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     FILE* f = fopen(p, "r");
     if (!f) return MX_OK; /* not started yet */
@@ -264,6 +265,7 @@ void mx_study_opts_default(mx_study_opts* o) {
     o->target = 0;
     o->budget_factor = 2.0;
     o->target_frac = 0.8;
+    o->pooled = 0;
 }
 
 static void free_recipes(mx_study* s) {
@@ -327,6 +329,8 @@ int mx_study_load(const char* dir, mx_study* s) {
     struct dirent* e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
+        size_t nl = strlen(e->d_name); /* DIR.short: a run `study run --extend` replaced (kept for comparison) */
+        if (nl > 6 && !strcmp(e->d_name + nl - 6, ".short")) continue;
         char p[1400];
         struct stat st;
         snprintf(p, sizeof p, "%s/%s/config.txt", dir, e->d_name);
@@ -378,6 +382,15 @@ static const mx_study_eval* eval_at(const mx_study_run* r, double tokens) {
     for (int i = 0; i < r->n_evals; i++)
         if ((double)r->evals[i].tokens >= tokens) return &r->evals[i];
     return NULL;
+}
+
+/* The baseline run's evaluation that defines a target: the first at or after target_frac of its budget
+ * (NULL: r is not a finished, non-diverged run of the baseline, or has no such evaluation). */
+static const mx_study_eval* baseline_mark(const mx_study* s, const mx_study_run* r) {
+    if (strcmp(r->recipe, s->baseline) || !status_finished(r->status) || !strcmp(r->status, "diverged")) return NULL;
+    for (int j = 0; j < r->n_evals; j++)
+        if (!isfinite(r->evals[j].val_loss)) return NULL;
+    return eval_at(r, s->opts.target_frac * (double)r->budget_tokens);
 }
 
 void mx_study_stat_of(const double* x, int n, mx_study_stat* st) {
@@ -530,20 +543,20 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
     s->baseline_budget = n_base ? (int64_t)llround(budget_sum / n_base) : 0;
     s->budget_limit = n_base ? s->opts.budget_factor * (double)s->baseline_budget : INFINITY;
 
-    /* the target */
+    /* the target: given; else the baseline's loss at target_frac of its budget, per seed or pooled */
     s->target = NAN;
+    for (int i = 0; i < s->n_runs; i++) s->runs[i].target = NAN;
     if (s->opts.target > 0) {
         s->target = s->opts.target;
         snprintf(s->target_rule, sizeof s->target_rule, "given (--target %.9g)", s->target);
+        for (int i = 0; i < s->n_runs; i++) s->runs[i].target = s->target;
     } else {
         mx_sbuf why = {0};
         double sum = 0;
         int used = 0;
         for (int i = 0; i < s->n_runs; i++) {
             const mx_study_run* r = &s->runs[i];
-            if (strcmp(r->recipe, B) || !r->finished || r->diverged) continue;
-            double at = s->opts.target_frac * (double)r->budget_tokens;
-            const mx_study_eval* e = eval_at(r, at);
+            const mx_study_eval* e = baseline_mark(s, r);
             if (!e) continue;
             sum += e->val_loss;
             mx_sb_printf(&why, "%sseed %llu: %.9g at %lld tokens", used ? "; " : "", (unsigned long long)r->seed,
@@ -559,17 +572,35 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
                                       "--baseline RECIPE)", B, 100 * s->opts.target_frac);
         }
         s->target = sum / used;
-        snprintf(s->target_rule, sizeof s->target_rule,
-                 "the mean over %d %s seed%s of the validation loss at the first evaluation at or after %.0f%% of "
-                 "the budget (%s)", used, B, used > 1 ? "s" : "", 100 * s->opts.target_frac, w ? w : "");
+        int n_other = 0; /* runs of a seed without a baseline target: the pooled one */
+        for (int i = 0; i < s->n_runs; i++) {
+            mx_study_run* r = &s->runs[i];
+            const mx_study_eval* e = NULL;
+            for (int j = 0; j < s->n_runs && !s->opts.pooled && !e; j++)
+                if (s->runs[j].seed == r->seed) e = baseline_mark(s, &s->runs[j]);
+            r->target = e ? e->val_loss : s->target;
+            n_other += !e && !s->opts.pooled;
+        }
+        if (s->opts.pooled)
+            snprintf(s->target_rule, sizeof s->target_rule,
+                     "pooled: the mean over %d %s seed%s of the validation loss at the first evaluation at or after "
+                     "%.0f%% of the budget (%s)", used, B, used > 1 ? "s" : "", 100 * s->opts.target_frac, w ? w : "");
+        else
+            snprintf(s->target_rule, sizeof s->target_rule,
+                     "per seed: each run's target is the validation loss of the %s run of its seed at the first "
+                     "evaluation at or after %.0f%% of the budget (%s)%s%.9g%s", B, 100 * s->opts.target_frac,
+                     w ? w : "", n_other ? "; runs of the other seeds take the mean, " : "; mean ",
+                     s->target, n_other ? "" : " (the figure's line)");
         free(w);
     }
 
     /* tokens-to-target, did not converge */
     for (int i = 0; i < s->n_runs; i++) {
         mx_study_run* r = &s->runs[i];
-        r->tokens_to_target = mx_study_cross(r->evals, r->n_evals, s->target);
+        r->tokens_to_target = mx_study_cross(r->evals, r->n_evals, r->target);
         r->reached = r->finished && !r->diverged && r->tokens_to_target >= 0 && r->tokens_to_target <= s->budget_limit;
+        r->short_run = r->finished && !r->diverged && !r->reached && r->tokens_to_target < 0 &&
+                       (double)r->last_tokens < s->budget_limit;
     }
     /* the baseline's mean tokens-to-target */
     double bsum = 0;
@@ -594,6 +625,7 @@ int mx_study_compute(mx_study* s, const mx_study_opts* o) {
             if (strcmp(r->recipe, R->recipe)) continue;
             R->n_runs++;
             R->n_finished += r->finished;
+            R->n_short += r->short_run;
             if (isfinite(r->tok_per_s)) { psum += r->tok_per_s; np++; }
             if (r->finished && !r->diverged && r->n_evals) { lsum += r->evals[r->n_evals - 1].val_loss; nl++; }
             if (!r->reached) continue;
@@ -637,11 +669,18 @@ static const char* num(char* b, size_t n, const char* fmt, double x) {
     return b;
 }
 
+/* Appended to a cell that counts runs as not converged: how many of them ended before the limit. */
+static void short_note(const mx_study_recipe* R, char* b, size_t n) {
+    size_t l = strlen(b);
+    if (R->n_short) snprintf(b + l, n - l, " (%d not run on to the limit)", R->n_short);
+}
+
 /* A recipe's Table 1 cell: overhead with spread, or "did not converge". */
 static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
     char o[32], lo[32], hi[32];
     if (!R->n_reached) {
         snprintf(b, n, R->n_finished ? "did not converge (%d/%d seeds)" : "not finished", R->n_finished, R->n_runs);
+        short_note(R, b, n);
         return;
     }
     if (!isfinite(R->overhead)) { snprintf(b, n, "reached (no baseline)"); return; }
@@ -652,6 +691,7 @@ static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
     if (R->n_reached < R->n_finished) {
         size_t l = strlen(b);
         snprintf(b + l, n - l, "; %d/%d did not converge", R->n_finished - R->n_reached, R->n_finished);
+        short_note(R, b, n);
     }
 }
 
@@ -678,11 +718,13 @@ static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t
     if (!R->n_pairs) {
         if (R->n_dnc) snprintf(b, n, "did not converge (%d/%d seeds)", R->n_dnc, fin);
         else snprintf(b, n, R->n_finished ? "no paired seed" : "not finished");
+        if (R->n_dnc) short_note(R, b, n);
         return;
     }
     stat_cell(b, n, &R->p_overhead, "%+.1f", 100, "%");
     size_t l = strlen(b);
     if (R->n_dnc) snprintf(b + l, n - l, "; %d/%d did not converge", R->n_dnc, fin);
+    if (R->n_dnc) short_note(R, b, n);
 }
 
 /* `s` quoted for a POSIX shell when it needs it. */
@@ -768,7 +810,7 @@ static int line_seen(const char* text, const char* p, size_t l) {
 
 char* mx_study_markdown(const mx_study* s) {
     mx_sbuf b = {0};
-    char t1[64], t2[64], t3[64], t4[64], cell[160];
+    char t1[64], t2[64], t3[64], t4[64], t5[64], cell[160];
     const char* B = s->baseline;
     mx_sb_printf(&b, "# Study: %s\n\n", s->dir);
     /* the setup, from the first run (the baseline's when there is one) */
@@ -792,10 +834,14 @@ char* mx_study_markdown(const mx_study* s) {
         if (!strncmp(p, "machine = ", 10)) mx_sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
         if (!strncmp(p, "command = ", 10)) mx_sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
     }
-    mx_sb_printf(&b, "- **Target**: validation loss %s nats: %s.\n", num(t1, sizeof t1, "%.6g", s->target), s->target_rule);
+    if (s->opts.target > 0 || s->opts.pooled)
+        mx_sb_printf(&b, "- **Target**: validation loss %s nats: %s.\n", num(t1, sizeof t1, "%.6g", s->target), s->target_rule);
+    else mx_sb_printf(&b, "- **Target**: %s.\n", s->target_rule);
     if (isfinite(s->budget_limit))
-        mx_sb_printf(&b, "- **Budget**: a run that does not reach the target within %.9g tokens (%.9gx the baseline's %lld) "
-                      "or diverges did not converge.\n", s->budget_limit, s->opts.budget_factor,
+        mx_sb_printf(&b, "- **Budget**: a run that does not reach its target within %.9g tokens (%.9gx the baseline's %lld) "
+                      "or diverges did not converge. A run that ended before that limit without reaching its target "
+                      "is counted as not converged too, and marked \"not run on to the limit\" (`mxlm study run "
+                      "--extend` trains such runs on to it).\n", s->budget_limit, s->opts.budget_factor,
                   (long long)s->baseline_budget);
     mx_sb_printf(&b, "- **Baseline** %s: mean tokens-to-target %s.\n\n", B, num(t1, sizeof t1, "%.0f", s->baseline_ttt));
 
@@ -951,7 +997,7 @@ char* mx_study_markdown(const mx_study* s) {
 
     /* the runs */
     mx_sb_printf(&b, "\n## Runs\n\n| run | recipe | seed | status | tokens | final val loss | tokens to target | "
-                  "overhead | median tok/s |\n|---|---|---|---|---|---|---|---|---|\n");
+                  "overhead | median tok/s | target |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_runs; i++) {
         const mx_study_run* r = &s->runs[i];
         char st[320];
@@ -961,13 +1007,15 @@ char* mx_study_markdown(const mx_study* s) {
             size_t l = strlen(st);
             snprintf(st + l, sizeof st - l, r->diverged ? " (did not converge)"
                                             : r->tokens_to_target >= 0 ? " (target beyond the budget: did not converge)"
-                                                                       : " (target not reached: did not converge)");
+                                            : r->short_run ? " (target not reached: did not converge; not run on to the limit)"
+                                                           : " (target not reached: did not converge)");
         }
         double fl = r->n_evals ? r->evals[r->n_evals - 1].val_loss : NAN;
-        mx_sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s |\n", r->name, r->recipe,
+        mx_sb_printf(&b, "| %s | %s | %llu | %s | %lld | %s | %s | %s | %s | %s |\n", r->name, r->recipe,
                   (unsigned long long)r->seed, st, (long long)r->last_tokens, num(t1, sizeof t1, "%.4f", fl),
                   r->tokens_to_target >= 0 ? num(t2, sizeof t2, "%.0f", r->tokens_to_target) : "-",
-                  pct(t3, sizeof t3, r->overhead), num(t4, sizeof t4, "%.0f", r->tok_per_s));
+                  pct(t3, sizeof t3, r->overhead), num(t4, sizeof t4, "%.0f", r->tok_per_s),
+                  num(t5, sizeof t5, "%.6g", r->target));
     }
     mx_sb_printf(&b, "\nCommands (each run's config.txt, as `mxlm train` flags that differ from the preset's defaults):\n\n");
     for (int i = 0; i < s->n_runs; i++) {
