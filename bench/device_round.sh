@@ -68,9 +68,8 @@ if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device
   done > "$OUT/ab.txt"
   echo "ab done ($(( $(date +%s) - t0 )) s)"
 fi
-if has xshare; then # MXLM_GPU_SHARE_X (experimental: q/k/v and gate/up share X's MXFP4 operands): the 20-step
-  # tiny losses with and without it must be identical (the same bytes), then its speed (the model tests
-  # with it: MXLM_GPU_SHARE_X=1 in front of PARTS=tests)
+if has xshare; then # MXLM_GPU_SHARE_X (q/k/v and gate/up share X's MXFP4 operands; the default, =0 turns it off):
+  # the 20-step tiny losses with and without it must be identical (the same bytes), then its speed
   mkdir -p "$OUT/xs"
   for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr fp8}; do
     tiny_pair "xshare (a off, b on)" "$OUT/xs" "$r" "MXLM_GPU_SHARE_X=0 build/cuda/mxlm" "MXLM_GPU_SHARE_X=1 build/cuda/mxlm"

@@ -337,11 +337,33 @@ TEST(mxfp4_quantization_changes_and_telemetry) {
     double s0 = mx_stats_sqnr_db(&st.op[MX_FPROP][0]);
     CHECKF(s0 > 15 && s0 < 22, "operand SQNR %.2f", s0);
     CHECK(st.op[MX_FPROP][0].clipped > 0);  /* floor rule on uniform data clips some blocks */
+    /* the product's telemetry: sum C^2 of the unquantized product, sum (Cq - C)^2, and Y unchanged by it */
+    CHECK(st.out[MX_FPROP].sig2 == den);
+    CHECK_NEAR(st.out[MX_FPROP].err2, num, 1e-6 * num);
+    CHECK_NEAR(mx_stats_sqnr_db(&st.out[MX_FPROP]), sqnr, 1e-4);
+    mx_linear_ctx c0 = c;
+    c0.telemetry = 0;
+    float* Y0 = malloc(4 * M * N);
+    mx_linear_forward(&c0, X, W, Y0, M, K, N);
+    CHECK(memcmp(Y0, Y, 4 * M * N) == 0);
     float* dX = calloc(M * K, 4);
+    float* dX0 = calloc(M * K, 4);
+    for (int i = 0; i < M * K; i++) dX[i] = dX0[i] = 0.25f * (float)(i % 7); /* accumulated into */
     mx_linear_backward(&c, X, W, dY, dX, NULL, M, K, N);
+    mx_linear_backward(&c0, X, W, dY, dX0, NULL, M, K, N);
+    CHECK(memcmp(dX0, dX, 4 * M * K) == 0);
     CHECK_EQ_INT(st.op[MX_DGRAD][0].blocks, M * N / 32);
     CHECK_EQ_INT(st.op[MX_WGRAD][0].blocks, 0);
-    free(X); free(W); free(dY); free(Y); free(Yf); free(dX);
+    double sd = mx_stats_sqnr_db(&st.out[MX_DGRAD]);
+    CHECKF(sd > 8 && sd < 25, "Dgrad product SQNR %.2f dB", sd);
+    CHECK(st.out[MX_WGRAD].sig2 == 0 && st.out[MX_WGRAD].err2 == 0); /* no Wgrad ran */
+    mx_linear_state sf; /* an FP32 GEMM records nothing */
+    memset(&sf, 0, sizeof sf);
+    cf.state = &sf;
+    cf.telemetry = 1;
+    mx_linear_forward(&cf, X, W, Yf, M, K, N);
+    CHECK(sf.out[MX_FPROP].sig2 == 0 && sf.out[MX_FPROP].err2 == 0);
+    free(X); free(W); free(dY); free(Y); free(Yf); free(Y0); free(dX); free(dX0);
 }
 
 TEST(sr_streams_follow_step_and_layer) {

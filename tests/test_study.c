@@ -82,11 +82,14 @@ static void fake_study(void) {
     FILE* m = fopen(f, "a");
     REQUIRE(m);
     fprintf(m, "{\"type\":\"telemetry\",\"step\":5,\"layer\":0,\"linear\":\"q\",\"fprop_a_sqnr_db\":10,\"fprop_a_clipped\":0.5,"
-               "\"wgrad_b_sqnr_db\":null,\"wgrad_b_clipped\":0}\n");
+               "\"wgrad_b_sqnr_db\":null,\"wgrad_b_clipped\":0,\"fprop_out_sqnr_db\":12,\"dgrad_out_sqnr_db\":9,"
+               "\"wgrad_out_sqnr_db\":6}\n");
     fprintf(m, "{\"type\":\"telemetry\",\"step\":5,\"layer\":0,\"linear\":\"k\",\"fprop_a_sqnr_db\":20,\"fprop_a_clipped\":0.25,"
-               "\"wgrad_b_sqnr_db\":1e999,\"wgrad_b_clipped\":0}\n");
+               "\"wgrad_b_sqnr_db\":1e999,\"wgrad_b_clipped\":0,\"fprop_out_sqnr_db\":14,\"dgrad_out_sqnr_db\":3,"
+               "\"wgrad_out_sqnr_db\":4}\n");
     fprintf(m, "{\"type\":\"telemetry\",\"step\":10,\"layer\":0,\"linear\":\"q\",\"fprop_a_sqnr_db\":12,\"fprop_a_clipped\":0,"
-               "\"wgrad_b_sqnr_db\":7,\"wgrad_b_clipped\":0}\n");
+               "\"wgrad_b_sqnr_db\":7,\"wgrad_b_clipped\":0,\"fprop_out_sqnr_db\":10,\"dgrad_out_sqnr_db\":8,"
+               "\"wgrad_out_sqnr_db\":7.5}\n");
     fclose(m);
 }
 
@@ -142,6 +145,10 @@ TEST(study_known_curves) {
     CHECK(isnan(r->tele[0].sqnr_db[5])); /* null and inf only */
     CHECK(isnan(r->tele[0].sqnr_db[1])); /* absent */
     CHECK_NEAR(r->tele[1].sqnr_db[5], 7, 0);
+    /* the products: mean and lowest linear per step */
+    CHECK(r->tele[0].out_db[0] == 13 && r->tele[0].out_db[1] == 6 && r->tele[0].out_db[2] == 5);
+    CHECK(r->tele[0].out_min_db[2] == 4 && r->tele[0].out_min_layer[2] == 0 && !strcmp(r->tele[0].out_min_linear[2], "k"));
+    CHECK(r->tele[1].out_db[2] == 7.5 && r->tele[1].out_min_db[1] == 8);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
     CHECK(r->finished && r->diverged && !r->reached);
     CHECK_NEAR(r->tokens_to_target, -1, 0);
@@ -497,6 +504,9 @@ TEST(study_report_rows) {
     CHECK(file_has(md, "validation loss 3.125 nats: pooled: the mean over 2 fp8 seeds"));
     CHECK(file_has(md, "seed 1: 3 at 800 tokens; seed 2: 3.25 at 800 tokens"));
     CHECK(file_has(md, "mxlm train --preset tiny --recipe mxfp4-fdw-h16 --seed 2 --steps 10 --batch 1 --seq 100"));
+    /* the products against Chmiel et al.'s sqrt(3): wgrad 4 (layer 0 k) and dgrad 3 below 4.77 dB at step 5 */
+    CHECK(file_has(md, "| mxfp4-fdw-h16-s1 | 13.00 -> 10.00 | 6.00 -> 8.00 | 5.00 -> 7.50 | 4.00 (step 5, layer 0 k) | "
+                       "step 5 | step 5 |"));
     char svg[512];
     snprintf(svg, sizeof svg, "%s/fake/loss.svg", t);
     CHECK(file_has(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));

@@ -264,12 +264,17 @@ typedef struct {
                              Y): the same single rounding as the product followed by an add */
     int dw_first;         /* 1: dW = its product (the caller's gradient buffer was not zeroed), 0: dW += */
     int x_same;           /* Sharing X's fast-path MXFP4 operands (and FP8 codes) between the linears that read the same X
-                             (q/k/v, gate/up); experimental, off unless the model enables it (MXLM_GPU_SHARE_X=1,
-                             not yet run on a GPU). 0: off (each linear quantizes X itself); 1: on, X is new
+                             (q/k/v, gate/up); the model's default (MXLM_GPU_SHARE_X=0 turns it off). 0: off (each linear quantizes X itself); 1: on, X is new
                              (quantize it and keep Fprop's operand a and Wgrad's operand b); 2: on, X is the
                              tensor the previous linear of this workspace read, unchanged: those operands are
                              reused where they are the same bytes (RNE, no random rotation, no telemetry, the
                              same shape and spec) */
+    mxg_opstats* gout;    /* device [3] ([gemm]): telemetry of this linear's products added to it, as
+                             mx_linear_state.out (linear.h): sig2 += sum C^2, err2 += sum (Cq - C)^2 with C the
+                             FP32 product of the unquantized operands as stored and Cq the recipe's product,
+                             made again into a buffer of its own (the GEMM's own output is untouched); FP32
+                             GEMMs record nothing; NULL: off. Last in the struct, so that initializers that
+                             stop before it leave it off */
 } mxg_linear_ctx;
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T

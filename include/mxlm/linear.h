@@ -27,6 +27,13 @@ typedef struct {
 
 typedef struct {
     mx_operand_stats op[3][2];    /* [gemm][operand a, b] */
+    /* [gemm]: the product against the product of the unquantized operands, per call (linear.c):
+     * sig2 += sum C^2 and err2 += sum (Cq - C)^2, C = A B^T in FP32 and Cq = Q(rot A) Q(rot B)^T, over the
+     * finite C; blocks and clipped unused. Its SQNR is 20 log10 of the ratio of the product's norm to the
+     * norm of the error this GEMM's own quantization adds to it (its inputs taken as given): for Wgrad the
+     * gradient-to-noise ratio of Chmiel et al. 2025 ("FP4 All the Way"), whose criterion is sqrt(3)
+     * (4.77 dB). FP32 GEMMs record nothing. */
+    mx_operand_stats out[3];
     /* FP8 delayed scaling: amax history (length 4) per [gemm][operand]. */
     float amax_hist[3][2][4];
     int amax_n[3][2];
@@ -38,7 +45,7 @@ typedef struct {
     uint32_t layer_id;    /* distinct per linear layer of the model */
     uint64_t step;        /* training step (SR bits change each step; rhN too with rh=step) */
     mx_linear_state* state; /* optional: telemetry and FP8 delayed-scaling history (NULL: none) */
-    int telemetry;        /* 1: accumulate SQNR / clipping stats into state */
+    int telemetry;        /* 1: accumulate SQNR / clipping stats into state (operands and products) */
 } mx_linear_ctx;
 
 /* Y[M,N] = X[M,K] W[N,K]^T (overwrites Y). */

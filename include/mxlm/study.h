@@ -54,7 +54,15 @@ typedef struct {
     int64_t step;
     double sqnr_db[MX_STUDY_OPS]; /* mean over the layers' linears (finite values only; NaN: none) */
     double clipped[MX_STUDY_OPS]; /* mean clipped-block fraction */
+    /* the products' SQNR (`<gemm>_out_sqnr_db`, [fprop, dgrad, wgrad]): mean and minimum over the linears
+     * (finite values only; NaN: none logged), and where the minimum is */
+    double out_db[3], out_min_db[3];
+    int out_min_layer[3];
+    char out_min_linear[3][16];
 } mx_study_tele;
+
+/* Chmiel et al.'s criterion for a product's SQNR (mx_study_tele.out_db): 20 log10(sqrt 3) dB. */
+#define MX_STUDY_GNR_DB 4.7712125472
 
 typedef struct {
     char dir[1024];        /* the run directory */

@@ -26,6 +26,26 @@ static void accumulate_stats(mx_operand_stats* s, const float* x, const float* q
     s->nonfinite += bad;
 }
 
+/* Telemetry of a GEMM's product (mx_linear_state.out): C (+)= Aq Bq^T as without it (the product made on its
+ * own, then added: the same bits, mx_sgemm_tn adds its finished sums), and the product of the unquantized,
+ * unrotated A and B as the reference. */
+static int product_stats(mx_operand_stats* st, const float* A, const float* B, const float* Aq, const float* Bq,
+                         float* C, int Ma, int Nb, int R, int accumulate) {
+    size_t n = (size_t)Ma * Nb;
+    float* Cq = malloc(n * sizeof *Cq); // [Ma, Nb]
+    float* Cr = malloc(n * sizeof *Cr); // [Ma, Nb]
+    int rc = (!Cq || !Cr) ? mx_fail(MX_ENOMEM, "linear: out of memory (telemetry of a product)") : MX_OK;
+    if (!rc) rc = mx_sgemm_tn(Aq, Bq, Cq, Ma, Nb, R, 0);
+    if (!rc) rc = mx_sgemm_tn(A, B, Cr, Ma, Nb, R, 0);
+    if (!rc) {
+        accumulate_stats(st, Cr, Cq, n);
+        for (size_t i = 0; i < n; i++) C[i] = accumulate ? C[i] + Cq[i] : Cq[i];
+    }
+    free(Cq);
+    free(Cr);
+    return rc;
+}
+
 /* Quantize operand `o` ([rows, R], rotated already) in place as GEMM g says. */
 static int quantize_operand(const mx_linear_ctx* c, mx_gemm_id g, int o, float* x, int rows, int R) {
     const mx_gemm_recipe* q = &c->recipe->g[g];
@@ -103,7 +123,8 @@ int mx_gemm_recipe_tn(const mx_linear_ctx* c, mx_gemm_id g, const float* A, cons
     }
     if (!rc) rc = quantize_operand(c, g, 0, Aq, Ma, R);
     if (!rc) rc = quantize_operand(c, g, 1, Bq, Nb, R);
-    if (!rc) rc = mx_sgemm_tn(Aq, Bq, C, Ma, Nb, R, accumulate);
+    if (!rc && c->telemetry && c->state) rc = product_stats(&c->state->out[g], A, B, Aq, Bq, C, Ma, Nb, R, accumulate);
+    else if (!rc) rc = mx_sgemm_tn(Aq, Bq, C, Ma, Nb, R, accumulate);
     free(Aq);
     free(Bq);
     return rc;

@@ -84,12 +84,26 @@ static int cmp_dbl(const void* a, const void* b) {
 static const char* k_ops[MX_STUDY_OPS] = {"fprop_a", "fprop_b", "dgrad_a", "dgrad_b", "wgrad_a", "wgrad_b"};
 
 /* Telemetry sums of the current step (means taken when the step is complete). */
-typedef struct { double s[MX_STUDY_OPS], c[MX_STUDY_OPS]; int ns[MX_STUDY_OPS]; } tele_acc;
+typedef struct {
+    double s[MX_STUDY_OPS], c[MX_STUDY_OPS];
+    int ns[MX_STUDY_OPS];
+    double os[3], omin[3]; /* the products: sum and minimum over the linears */
+    int on[3], omin_layer[3];
+    char omin_linear[3][16];
+} tele_acc;
+
+static const char* k_gemms[3] = {"fprop", "dgrad", "wgrad"};
 
 static void tele_close(mx_study_tele* t, const tele_acc* a) {
     for (int o = 0; o < MX_STUDY_OPS; o++) {
         t->sqnr_db[o] = a->ns[o] ? a->s[o] / a->ns[o] : NAN;
         t->clipped[o] = a->ns[o] ? a->c[o] / a->ns[o] : NAN;
+    }
+    for (int g = 0; g < 3; g++) {
+        t->out_db[g] = a->on[g] ? a->os[g] / a->on[g] : NAN;
+        t->out_min_db[g] = a->on[g] ? a->omin[g] : NAN;
+        t->out_min_layer[g] = a->on[g] ? a->omin_layer[g] : -1;
+        snprintf(t->out_min_linear[g], sizeof t->out_min_linear[g], "%s", a->on[g] ? a->omin_linear[g] : "");
     }
 }
 
@@ -126,6 +140,19 @@ static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, doubl
             snprintf(key, sizeof key, "%s_clipped", k_ops[o]);
             double c = mx_json_num(jo, key, NULL);
             if (isfinite(q)) { acc->s[o] += q; acc->c[o] += isfinite(c) ? c : 0; acc->ns[o]++; }
+        }
+        for (int g = 0; g < 3; g++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_out_sqnr_db", k_gemms[g]);
+            double q = mx_json_num(jo, key, NULL);
+            if (!isfinite(q)) continue;
+            if (!acc->on[g] || q < acc->omin[g]) {
+                acc->omin[g] = q;
+                acc->omin_layer[g] = (int)mx_json_num(jo, "layer", NULL);
+                copy_str(jo, "linear", acc->omin_linear[g], sizeof acc->omin_linear[g]);
+            }
+            acc->os[g] += q;
+            acc->on[g]++;
         }
     } else if (mx_json_get(jo, "val_loss")) {
         if (r->n_evals == *cap_ev) {
@@ -727,6 +754,46 @@ static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t
     if (R->n_dnc) short_note(R, b, n);
 }
 
+/* The products' SQNR against Chmiel et al.'s criterion (runs that logged it: `--telemetry-every` with this
+ * telemetry): per run, each GEMM's mean over the linears at the first and the last telemetry step, the lowest
+ * single linear over all steps (and where), and the first step at which a linear fell below the criterion. */
+static void gnr_section(mx_sbuf* b, const mx_study* s) {
+    int any = 0;
+    for (int i = 0; i < s->n_runs && !any; i++)
+        for (int t = 0; t < s->runs[i].n_tele && !any; t++) any = isfinite(s->runs[i].tele[t].out_min_db[2]);
+    if (!any) return;
+    mx_sb_printf(b, "\n## Products against the quantization noise (Chmiel et al. 2025)\n\n"
+                    "Per GEMM, the SQNR of its product against the product of the unquantized operands, 20 log10 "
+                    "||C|| / ||Cq - C|| (the noise this GEMM's own quantization adds; for Wgrad the gradient-to-noise "
+                    "ratio): the mean over the linears at the first and the last telemetry step, the lowest linear "
+                    "of any step, and the first step at which a linear fell below sqrt(3) (%.2f dB), the point "
+                    "past which Chmiel et al. find quantized training stops making progress.\n\n"
+                    "| run | fprop (first -> last, dB) | dgrad | wgrad | lowest wgrad linear | first wgrad below "
+                    "%.2f dB | first dgrad below |\n|---|---|---|---|---|---|---|\n", MX_STUDY_GNR_DB, MX_STUDY_GNR_DB);
+    for (int i = 0; i < s->n_runs; i++) {
+        const mx_study_run* r = &s->runs[i];
+        if (!r->n_tele || !isfinite(r->tele[r->n_tele - 1].out_db[2])) continue;
+        const mx_study_tele *t0 = &r->tele[0], *t1 = &r->tele[r->n_tele - 1];
+        mx_sb_printf(b, "| %s |", r->name);
+        for (int g = 0; g < 3; g++) mx_sb_printf(b, " %.2f -> %.2f |", t0->out_db[g], t1->out_db[g]);
+        const mx_study_tele* lo = NULL;
+        int64_t below[3] = {-1, -1, -1};
+        for (int t = 0; t < r->n_tele; t++) {
+            const mx_study_tele* e = &r->tele[t];
+            if (isfinite(e->out_min_db[2]) && (!lo || e->out_min_db[2] < lo->out_min_db[2])) lo = e;
+            for (int g = 1; g < 3; g++)
+                if (below[g] < 0 && e->out_min_db[g] < MX_STUDY_GNR_DB) below[g] = e->step;
+        }
+        if (lo) mx_sb_printf(b, " %.2f (step %lld, layer %d %s) |", lo->out_min_db[2], (long long)lo->step,
+                             lo->out_min_layer[2], lo->out_min_linear[2]);
+        else mx_sb_printf(b, " - |");
+        for (int g = 2; g >= 1; g--)
+            if (below[g] >= 0) mx_sb_printf(b, " step %lld |", (long long)below[g]);
+            else mx_sb_printf(b, " never |");
+        mx_sb_printf(b, "\n");
+    }
+}
+
 /* `s` quoted for a POSIX shell when it needs it. */
 static void sh_word(mx_sbuf* b, const char* s) {
     int plain = *s != 0;
@@ -994,6 +1061,8 @@ char* mx_study_markdown(const mx_study* s) {
         if (col16) mx_sb_printf(&b, " %s |", num(t3, sizeof t3, "%.3fx", R->vs_bf16));
         mx_sb_printf(&b, " %s | %s |\n", pct(cell, sizeof cell, R->overhead), e2e);
     }
+
+    gnr_section(&b, s);
 
     /* the runs */
     mx_sb_printf(&b, "\n## Runs\n\n| run | recipe | seed | status | tokens | final val loss | tokens to target | "

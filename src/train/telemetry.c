@@ -1,5 +1,6 @@
 /* telemetry.c: per-GEMM-operand quantization error (SQNR, dB) and clipped
- * MXFP4 block fraction of every linear layer, as JSON lines. */
+ * MXFP4 block fraction of every linear layer, and the SQNR of each GEMM's
+ * product against the unquantized product, as JSON lines. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,10 @@
 
 void mx_telemetry_reset(mx_llama* mdl) {
     int n = mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
-    for (int i = 0; i < n; i++) memset(mdl->lstate[i].op, 0, sizeof mdl->lstate[i].op);
+    for (int i = 0; i < n; i++) {
+        memset(mdl->lstate[i].op, 0, sizeof mdl->lstate[i].op);
+        memset(mdl->lstate[i].out, 0, sizeof mdl->lstate[i].out);
+    }
 }
 
 static void put_num(FILE* f, double x) {
@@ -34,6 +38,12 @@ int mx_telemetry_write(const mx_llama* mdl, int64_t step, void* file) {
                     put_num(f, st->blocks ? (double)st->clipped / (double)st->blocks : 0.0);
                     if (st->nonfinite) fprintf(f, ",\"%s_%s_nonfinite\":%lld", gn[g], on[o], (long long)st->nonfinite);
                 }
+            for (int g = 0; g < 3; g++) { /* the products (mx_linear_state.out); none for FP32 GEMMs */
+                const mx_operand_stats* st = &s->out[g];
+                if (st->sig2 == 0 && st->err2 == 0 && !st->nonfinite) continue;
+                fprintf(f, ",\"%s_out_sqnr_db\":", gn[g]);
+                put_num(f, mx_stats_sqnr_db(st));
+            }
             fprintf(f, "}\n");
         }
     if (fflush(f)) return mx_fail(MX_EIO, "telemetry: write failed");

@@ -14,7 +14,8 @@
 # update that differs in a few elements: 0.5 dB and 0.15 (a 32x32-tiled weight of the tiny
 # model has 16 tiles: one tile is 0.0625). A wrong operand or a missing rotation moves an
 # SQNR by dB (sums over the micro-batches are checked by build/cuda/tests/gpu/layers); the
-# line count and the nonfinite fields must agree.
+# line count and the nonfinite fields must agree. The products' SQNR (`*_out_sqnr_db`: the
+# same quantized operands, the sums in cuBLASLt's order) are held to the same tolerances.
 set -u
 MXLM=${MXLM:-build/cuda/mxlm}
 OUT=${OUT_DIR:-build/telemetry}

@@ -56,6 +56,11 @@ struct mxg_linws {
     float* fsx;            // [cap/128 + 4]
     float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
     struct { int valid, fmt; const float* x; int xr, xc; mxg_qspec s; } xk[2];
+    /* mxg_linear_ctx.gout: the product made again and its FP32 reference ([gcap] each, grown at telemetry
+     * steps), and the counters that second quantization adds to (not counters: nothing counted twice) */
+    float *gq, *gr;
+    size_t gcap;
+    unsigned long long* gcount;
 };
 
 namespace {
@@ -90,17 +95,20 @@ __global__ void k_broadcast(float* __restrict__ out, size_t n, const float* __re
 }
 
 /* Telemetry of a BF16 (kind 0: Q(x) = h) or FP8 (1: E4M3, 2: E5M2; Q(x) =
- * decode(q8) * inv, mx_fp8_fakequant's value) operand x [n]: linear.c's
+ * decode(q8) * inv, mx_fp8_fakequant's value) operand x [n], or of a product
+ * (3: x = C, Q(x) = Cq given as FP32 in h's place): linear.c's
  * accumulate_stats, per-thread FP64 sums, warp-reduced, atomics into *st. */
 __global__ void k_opstats(const float* __restrict__ x, size_t n, int kind, const uint16_t* __restrict__ h,
                           const uint8_t* __restrict__ q8, const float* __restrict__ inv_p, mxg_opstats* st) {
+    /* kind 3 (a product, mx_linear_state.out): x the reference C, Q(x) the product Cq, in h's place as FP32 */
+    const float* qf = (const float*)h;
     const float inv = inv_p ? *inv_p : 1.0f;
     double sg = 0.0, er = 0.0;
     unsigned long long nf = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float xv = x[i];
         if (!(fabsf(xv) <= 3.4028235e38f)) { nf++; continue; }
-        const float q = kind == 0 ? mx_bf16_to_f32(h[i])
+        const float q = kind == 3 ? qf[i] : kind == 0 ? mx_bf16_to_f32(h[i])
                                   : (kind == 1 ? mx_e4m3_decode(q8[i]) : mx_e5m2_decode(q8[i])) * inv;
         const double d = (double)xv - (double)q;
         sg += (double)xv * (double)xv;
@@ -194,6 +202,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
         cudaFree(w->q8[o]); cudaFree(w->fs[o]);
     }
     cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
+    cudaFree(w->gq); cudaFree(w->gr); cudaFree(w->gcount);
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -274,8 +283,8 @@ int xbuffers(mxg_linws* w) {
  * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
  * made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
  * scale in sc[0..7]; the caller checks that the two GEMMs take the same operand). */
-int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
-                int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
+int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
+                     int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
     const mx_gemm_recipe* q = &c->recipe->g[g];
     int rc = check_dims(g, c->recipe, Ma, Nb, R);
     if (rc) return rc;
@@ -462,6 +471,55 @@ int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, 
     }
     default: return mx_fail(MX_EINVAL, "linear %s: unknown format %d", mx_gemm_name(g), (int)q->fmt);
     }
+}
+
+/* mxg_linear_ctx.gout for GEMM g (after it ran): the product again into gq, quantized as before (the same
+ * bytes: the same seeds and streams) with nothing else recorded (no operand telemetry, no counters, no x_same,
+ * no BF16 output or residual), its FP32 reference from the operands as stored into gr, then their stats. */
+int product_stats(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, int Ma,
+                  int Nb, int R, void* stream) {
+    mxg_linws* w = c->ws;
+    const size_t n = (size_t)Ma * Nb;
+    if (n > w->gcap) {
+        cudaFree(w->gq); cudaFree(w->gr);
+        w->gq = w->gr = NULL;
+        w->gcap = 0;
+        if (cudaMalloc((void**)&w->gq, n * 4) != cudaSuccess || cudaMalloc((void**)&w->gr, n * 4) != cudaSuccess) {
+            cudaGetLastError();
+            cudaFree(w->gq); cudaFree(w->gr);
+            w->gq = w->gr = NULL;
+            return mx_fail(MX_ENOMEM, "GPU out of memory: telemetry of a product (2 x %.1f MiB)", n * 4 / 1048576.0);
+        }
+        w->gcap = n;
+    }
+    if (!w->gcount && cudaMalloc((void**)&w->gcount, 2 * sizeof(unsigned long long)) != cudaSuccess) {
+        cudaGetLastError();
+        w->gcount = NULL;
+        return mx_fail(MX_ENOMEM, "GPU out of memory: telemetry counters");
+    }
+    mxg_linear_ctx c2 = *c;
+    c2.tele = NULL;
+    c2.gout = NULL;
+    c2.out16 = NULL;
+    c2.res = NULL;
+    c2.x_same = 0;
+    unsigned long long* counters = w->counters;
+    w->counters = w->gcount;
+    int rc = recipe_gemm_core(&c2, g, A, a_t, B, b_t, w->gq, Ma, Nb, R, 0, 0, stream);
+    w->counters = counters;
+    if (!rc) rc = mxg_sgemm(a_t, !b_t, Ma, Nb, R, A, a_t ? Ma : R, B, b_t ? Nb : R, w->gr, Nb, 0, stream);
+    if (!rc) rc = opstats(w->gr, n, 3, (const uint16_t*)w->gq, NULL, NULL, c->gout + (int)g, MXG_STREAM(stream));
+    return rc;
+}
+
+/* GEMM g as recipe_gemm_core makes it, then (mxg_linear_ctx.gout) the telemetry of its product. */
+int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
+                int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
+    int rc = recipe_gemm_core(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, a_ready, stream);
+    if (rc || !c->gout || mx_format_get(c->recipe->g[g].fmt)->elem == MX_ELEM_FP32) return rc;
+    if (!A || !B) return mx_fail(MX_EINVAL, "linear %s: the telemetry of a product needs both operands in FP32",
+                                 mx_gemm_name(g));
+    return product_stats(c, g, A, a_t, B, b_t, Ma, Nb, R, stream);
 }
 
 /* Dgrad's operand a (dY as stored) serves Wgrad's (dY^T) unchanged: the same BF16 values, or the same

@@ -33,6 +33,10 @@
 #include "mxlm/gpu_model.h"
 #include "mxlm/linear_plan.h"
 
+/* Telemetry entries per block linear (mxg_opstats): 6 operands ([gemm][a, b]: mxg_linear_ctx.tele), then 3
+ * products ([gemm]: mxg_linear_ctx.gout); read into mx_linear_state.op and .out. */
+enum { TELE_PER_LIN = 9 };
+
 struct mxg_llama {
     mx_model_config cfg;
     mx_param_info info[MX_P_COUNT];
@@ -42,8 +46,8 @@ struct mxg_llama {
     int act16;                      /* BF16 storage (mxg_llama_create's act16): xn1, xn2, hid, gate, up, dhid,
                                        dgate, dup, and the linears' weights once per update (w16) */
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
-    int share_x;                    /* MXLM_GPU_SHARE_X=1 (experimental, not yet run on a GPU): q/k/v and gate/up
-                                       share X's fast-path MXFP4 operands (mxg_linear_ctx.x_same) */
+    int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
+                                       operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -80,7 +84,7 @@ struct mxg_llama {
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
                                        the next backward's Wgrad GEMMs overwrite them */
     mxg_linws* lin;
-    mxg_opstats* tele;              // [L * 7 * 6] telemetry per block linear, [gemm][operand]
+    mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -328,7 +332,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     if (!g) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
     g->cfg = *cfg;
     const char* sx = getenv("MXLM_GPU_SHARE_X");
-    g->share_x = sx && *sx && strcmp(sx, "0");
+    g->share_x = !(sx && !strcmp(sx, "0")); /* the default since 2026-12-02 (docs/gpu.md) */
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
@@ -390,7 +394,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
     if (g->act16) DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
-    DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), "telemetry");
+    DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
     rc = mxg_linws_create(&g->lin, max_operand(cfg, N), mx_act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
@@ -402,7 +406,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N), mx_act16_applies(recipe));
     CU_TRY(cudaMemset(g->params, 0, np * 4));
-    CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats)));
+    CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
     CU_TRY(cudaMemset(g->v, 0, g->nshard * 4));
@@ -534,7 +538,8 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.layer_id = mx_linear_id(l, j);
     c.exact = g->exact;
     c.ws = g->lin;
-    c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * 6 : NULL;
+    c.tele = g->tele_on ? g->tele + (size_t)c.layer_id * TELE_PER_LIN : NULL;
+    c.gout = c.tele ? c.tele + 6 : NULL; /* the products' telemetry after the operands' */
     c.x16 = NULL;
     c.dy16 = NULL;
     c.w16 = NULL;
@@ -916,25 +921,27 @@ extern "C" int mxg_llama_set_telemetry(mxg_llama* g, int on) {
     if (on && g->act16)
         return mx_fail(MX_EINVAL, "GPU model: telemetry measures the FP32 operands; this model keeps BF16-only "
                                   "activations (made with act16: create it with act16 0)");
-    if (on) CU_TRY(cudaMemsetAsync(g->tele, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * 6 * sizeof(mxg_opstats), g->st));
+    if (on)
+        CU_TRY(cudaMemsetAsync(g->tele, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats),
+                               g->st));
     g->tele_on = on != 0;
     return MX_OK;
 }
 
 extern "C" int mxg_llama_telemetry_read(mxg_llama* g, mx_linear_state* lstate) {
     const size_t n = (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK;
-    mxg_opstats* h = (mxg_opstats*)malloc(n * 6 * sizeof *h);
+    mxg_opstats* h = (mxg_opstats*)malloc(n * TELE_PER_LIN * sizeof *h);
     if (!h) return mx_fail(MX_ENOMEM, "GPU telemetry: out of host memory");
-    cudaError_t e = cudaMemcpyAsync(h, g->tele, n * 6 * sizeof *h, cudaMemcpyDeviceToHost, g->st);
+    cudaError_t e = cudaMemcpyAsync(h, g->tele, n * TELE_PER_LIN * sizeof *h, cudaMemcpyDeviceToHost, g->st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(g->st);
     if (e != cudaSuccess) {
         free(h);
         return mx_fail(MX_EIO, "GPU telemetry: copy failed: %s", cudaGetErrorString(e));
     }
     for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < 6; k++) {
-            const mxg_opstats* s = &h[i * 6 + k];
-            mx_operand_stats* d = &lstate[i].op[k / 2][k % 2];
+        for (int k = 0; k < TELE_PER_LIN; k++) {
+            const mxg_opstats* s = &h[i * TELE_PER_LIN + k];
+            mx_operand_stats* d = k < 6 ? &lstate[i].op[k / 2][k % 2] : &lstate[i].out[k - 6];
             d->sig2 = s->sig2;
             d->err2 = s->err2;
             d->blocks = (int64_t)s->blocks;
