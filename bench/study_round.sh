@@ -1,38 +1,53 @@
 #!/bin/bash
-# bench/study_round.sh: one device call of issue 17's 20m sweep. Not a test. The study resumes: each
-# call trains for at most BUDGET seconds, then brings back every finished run, and the next call
-# carries those back in and goes on. Run from the repository root on the GPU machine:
-#   OUT=$OUT BUDGET=480 PARALLEL=4 [RECIPES=...] [SEEDS=1,2,3] [EXTEND=1] bash bench/study_round.sh
+# bench/study_round.sh: one device call of issue 17's sweeps. Not a test. The study resumes: each call
+# trains for at most BUDGET seconds, then brings back every finished run, and the next call carries
+# those back in and goes on. Run from the repository root on the GPU machine:
+#   OUT=$OUT SIZE=20m|60m BUDGET=480 PARALLEL=4 [RECIPES=...] [SEEDS=1,2,3] [EXTEND=1] bash bench/study_round.sh
+# SIZE=20m (default): preset 20m, 1000 steps x 32 x 512 = 16.4M tokens, evaluation and telemetry every 100
+#   steps, the 15 recipes of item 2. SIZE=60m (item 4, the second size): preset 60m, 2000 steps x 16 x 1024 =
+#   32.8M tokens (0.52 per non-embedding parameter), every 200 steps, the decisive subset. Both: 1M
+#   validation tokens per evaluation, the same seeds for every recipe.
 # EXTEND=1 adds --extend (runs that ended above their target are trained on to the did-not-converge limit;
 # without checkpoints, which are not carried, from step 0).
-# Carried (git-ignored .device-carry/, named in the device call's `carry`):
+# Carried (git-ignored .device-carry/, named in the device call's `carry`; S = study20m or study60m):
 #   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm)
 #   study20m-train.bin.xz   mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin'
 #                           --val-fraction 0 ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst
-#                           (one shard, 28.8M tokens), xz'd
+#                           (one shard, 28.8M tokens, sha256 bad5a90a...), xz'd
+#   study60m-train.bin.xz   the same with train-00, -01 and -02 into build/study60m/ (44.3M tokens, sha256
+#                           b7304b32...; 47.5 MB xz'd: leave the 20m files out of a 60m call)
 #   study20m-val.bin        the same from ../shared/corpus/val.jsonl.zst with --train-pattern
-#                           build/study20m/val.bin (1.27M tokens: the whole validation set)
-#   study20m-runs.tgz       the finished runs of the earlier calls (absent on the first call)
-# Brings back $OUT/study20m-runs.tgz (every finished run: config.txt, metrics.jsonl, summary.json,
-# train.log, tokenizer.txt, and study.txt; no checkpoints (ckpt-*.bin, ~660 MB per 20m run): an unfinished run starts again next call),
-# $OUT/study-run.log and the report of what is finished ($OUT/report.md). Unpack it over
+#                           build/study20m/val.bin (1.27M tokens: the whole validation set; both sizes)
+#   S-runs.tgz              the finished runs of the earlier calls (absent on the first call)
+# Brings back $OUT/S-runs.tgz (every finished run: config.txt, metrics.jsonl, summary.json, train.log,
+# tokenizer.txt, and study.txt; no checkpoints (ckpt-*.bin, ~660 MB per 20m run): an unfinished run starts
+# again next call), $OUT/study-run.log and the report of what is finished ($OUT/report.md). Unpack it over
 # runs/ here and commit the run directories (issue 17 asks for them in docs/results/).
 set -u
 RET=${OUT:-/tmp/study-out}
 mkdir -p "$RET"
 C=.device-carry
-D=runs/study20m
-RECIPES=${RECIPES:-fp8,bf16,mxfp4-f,mxfp4-fd,mxfp4-fdw,mxfp4-f-sr,mxfp4-fd-sr,mxfp4-fdw-sr,mxfp4-f-rh16,mxfp4-fd-rh16,mxfp4-fdw-rh16,mxfp4-fdw-h16,mxfp4-fdw-h32,mxfp4-fdw-h16-2d,mxfp4-fdw-h16-even}
+SIZE=${SIZE:-20m}
+case $SIZE in
+  20m) ARGS="--preset 20m --steps 1000 --batch 32 --seq 512 --eval-every 100 --telemetry-every 100"
+       ALL=fp8,bf16,mxfp4-f,mxfp4-fd,mxfp4-fdw,mxfp4-f-sr,mxfp4-fd-sr,mxfp4-fdw-sr,mxfp4-f-rh16,mxfp4-fd-rh16,mxfp4-fdw-rh16,mxfp4-fdw-h16,mxfp4-fdw-h32,mxfp4-fdw-h16-2d,mxfp4-fdw-h16-even ;;
+  60m) ARGS="--preset 60m --steps 2000 --batch 16 --seq 1024 --eval-every 200 --telemetry-every 200"
+       ALL=fp8,mxfp4-fd,mxfp4-fdw,mxfp4-fdw-sr,mxfp4-fdw-rh16,mxfp4-fdw-h16 ;;
+  *) echo "study_round: SIZE=$SIZE: 20m or 60m" >&2; exit 2 ;;
+esac
+S=study$SIZE
+D=runs/$S
+RECIPES=${RECIPES:-$ALL}
 SEEDS=${SEEDS:-1,2,3}
 P=${PARALLEL:-4}
-for f in mxlm.xz study20m-train.bin.xz study20m-val.bin; do
+for f in mxlm.xz $S-train.bin.xz study20m-val.bin; do
   [ -f "$C/$f" ] || { echo "study_round: $C/$f missing (see the header)" >&2; exit 2; }
 done
-mkdir -p build/study20m runs /tmp/sr
+mkdir -p build/$S runs /tmp/sr
 xz -dc "$C/mxlm.xz" > /tmp/sr/mxlm && chmod +x /tmp/sr/mxlm
-[ -f build/study20m/train_000000.bin ] || xz -dc "$C/study20m-train.bin.xz" > build/study20m/train_000000.bin
-cp "$C/study20m-val.bin" build/study20m/val.bin
-[ -f "$C/study20m-runs.tgz" ] && tar xzf "$C/study20m-runs.tgz" -C runs
+[ -f build/$S/train_000000.bin ] || xz -dc "$C/$S-train.bin.xz" > build/$S/train_000000.bin
+cp "$C/study20m-val.bin" build/$S/val.bin
+[ -f "$C/$S-runs.tgz" ] && tar xzf "$C/$S-runs.tgz" -C runs
 export OMP_WAIT_POLICY=passive
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader > "$RET/gpu.txt"
 # P runs at a time on the one GPU (slot i gets the i-th entry of CUDA_VISIBLE_DEVICES: all 0), under MPS
@@ -50,8 +65,8 @@ echo "MPS: $mps" >> "$RET/gpu.txt"
 t0=$(date +%s)
 CUDA_VISIBLE_DEVICES=$DEVS timeout "${BUDGET:-480}" /tmp/sr/mxlm study run --parallel "$P" --out "$D" \
   --machine "$(head -1 "$RET/gpu.txt") x1, $P runs at a time" --recipes "$RECIPES" --seeds "$SEEDS" \
-  --preset 20m --steps 1000 --batch 32 --seq 512 --train 'build/study20m/train_*.bin' --val build/study20m/val.bin \
-  --val-tokens 1048576 --eval-every 100 --telemetry-every 100 --device cuda ${EXTEND:+--extend} > "$RET/study-run.log" 2>&1
+  $ARGS --train "build/$S/train_*.bin" --val build/$S/val.bin \
+  --val-tokens 1048576 --device cuda ${EXTEND:+--extend} > "$RET/study-run.log" 2>&1
 echo "study run: exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$RET/study-run.log"
 [ $mps = 1 ] && { echo quit | nvidia-cuda-mps-control; sleep 1; }
 # the finished runs (their metrics end with a final status), without checkpoints
@@ -77,14 +92,14 @@ for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         os.rename(os.path.join(d, r), os.path.join(d, r[:-6]))
 for r in sorted(os.listdir(d)) if os.path.isdir(d) else []:
     if status(r) in ("converged", "budget", "diverged"):
-        print(os.path.join("study20m", r))
+        print(os.path.join(os.path.basename(d), r))
 EOF
 )
 n=$(echo "$fin" | grep -c . || true)
 echo "finished runs: $n" | tee -a "$RET/study-run.log"
 if [ "$n" -gt 0 ]; then
-  (cd runs && tar czf "$RET/study20m-runs.tgz" --exclude='ckpt-*' --exclude='*.ckpt' --exclude='*.part' --exclude='.lock' \
-     $( [ -f study20m/study.txt ] && echo study20m/study.txt ) $fin)
+  (cd runs && tar czf "$RET/$S-runs.tgz" --exclude='ckpt-*' --exclude='*.ckpt' --exclude='*.part' --exclude='.lock' \
+     $( [ -f $S/study.txt ] && echo $S/study.txt ) $fin)
   /tmp/sr/mxlm study report "$D" > "$RET/report.md" 2>&1 || true
   tail -40 "$RET/report.md"
 fi
