@@ -80,7 +80,8 @@ TEST(train_refuses_missing_shards_before_the_run_dir) {
     }
 }
 
-/* --device cuda with a recipe the GPU does not run (nvfp4, fp8 delayed scaling, a rotation on bf16) or
+/* --device cuda with a recipe the GPU does not run (nvfp4, fp8 delayed scaling, a rotation on bf16, the
+ * dither scale of mxfp4-tseng) or
  * --attn flash at a head dim it does not run: a usage error (2) before anything is created, on any
  * machine (this one has no GPU: the recipe is judged before the device is probed). */
 TEST(train_gpu_refusals_are_usage_errors) {
@@ -89,6 +90,7 @@ TEST(train_gpu_refusals_are_usage_errors) {
         {"--recipe nvfp4", "has no GPU path"},
         {"--recipe fp8-delayed", "delayed scaling is CPU-only"},
         {"--recipe bf16+f:had=h16", "rotates MXFP4 operands only"},
+        {"--recipe mxfp4-tseng", "scale=dither is CPU-only"},
         {"--recipe bf16 --attn flash", "runs head dims 64 and 128"},
     };
     for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {

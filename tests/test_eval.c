@@ -364,14 +364,15 @@ TEST(plot_runs_and_telemetry) {
     CHECK_EQ_INT(poly_points(svg, 10), -1);
     free(svg);
     /* errors: nothing written */
-    REQUIRE(test_sh("rm -f %s/pl2.svg %s/pl2.png", T, T) == 0);
+    REQUIRE(test_sh("rm -f %s/pl2.svg %s/pl2.png %s/pl2.gif", T, T, T) == 0);
     CHECK_EQ_INT(test_sh("%s plot --out %s/pl2.svg > %s/pl_e1.log 2>&1", bin, T, T), 2);
-    CHECK_EQ_INT(test_sh("%s plot %s/pl_a --out %s/pl2.png > %s/pl_e2.log 2>&1", bin, T, T, T), 2);
-    CHECK(test_log_has("pl_e2", ".svg"));
+    CHECK_EQ_INT(test_sh("%s plot %s/pl_a --out %s/pl2.gif > %s/pl_e2.log 2>&1", bin, T, T, T), 2);
+    CHECK(test_log_has("pl_e2", ".svg or .png"));
+    CHECK_EQ_INT(test_sh("%s plot %s/pl_a %s/nowhere --out %s/pl2.png > %s/pl_e5.log 2>&1", bin, T, T, T, T), 1);
     CHECK_EQ_INT(test_sh("%s plot %s/pl_a %s/nowhere --out %s/pl2.svg > %s/pl_e3.log 2>&1", bin, T, T, T, T), 1);
     CHECK(test_log_has("pl_e3", "nowhere"));
     CHECK_EQ_INT(test_sh("%s plot %s/pl_a --bogus --out %s/pl2.svg > %s/pl_e4.log 2>&1", bin, T, T, T), 2);
-    CHECK(test_sh("test -e %s/pl2.svg || test -e %s/pl2.png", T, T) != 0);
+    CHECK(test_sh("test -e %s/pl2.svg || test -e %s/pl2.png || test -e %s/pl2.gif", T, T, T) != 0);
 }
 
 TEST(tokrec_round_trip_shard_header_and_checks) {

@@ -157,6 +157,16 @@ TEST(format_table_drives_the_checks) {
     CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 1); /* NVFP4 has no GPU path yet */
     CHECK(mx_recipe_parse("nvfp4-nvidia+w:had=h16", &r) == 0 && r.g[MX_WGRAD].had_n == 16 && !r.g[MX_WGRAD].had_random &&
           r.g[MX_DGRAD].w2d);
+    /* mxfp4-tseng (arXiv 2502.20586): Fprop BF16; Dgrad and Wgrad MXFP4 with rh64 (signs each step), SR on both
+     * operands and the 3/4 scaling (scale=dither); CPU-only for now */
+    CHECK(mx_recipe_parse("mxfp4-tseng", &r) == 0 && !strcmp(r.name, "mxfp4-tseng") && r.rh_mode == MX_RH_STEP);
+    CHECK(r.g[MX_FPROP].fmt == MX_FMT_BF16 && !r.g[MX_FPROP].had_n);
+    for (int g = 1; g < 3; g++)
+        CHECK(r.g[g].fmt == MX_FMT_MXFP4 && r.g[g].had_n == 64 && r.g[g].had_random && r.g[g].round_a == MX_ROUND_SR &&
+              r.g[g].round_b == MX_ROUND_SR && r.g[g].scale == MX_SCALE_DITHER && !r.g[g].w2d);
+    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 0 && mx_gemm_gpu_refusal(&r, MX_DGRAD) == 4);
+    CHECK(mx_recipe_parse("mxfp4-fdw-sr-dither", &r) == 0 && r.g[MX_WGRAD].scale == MX_SCALE_DITHER);
+    CHECK(mx_recipe_parse("mxfp8+all:scale=dither", &r) == MX_EINVAL); /* MXFP8: floor and ceil only */
     /* what the GPU runs */
     CHECK(mx_recipe_parse("mxfp4-fdw-h16", &r) == 0);
     for (int g = 0; g < 3; g++) CHECK(mx_gemm_gpu_refusal(&r, (mx_gemm_id)g) == 0);

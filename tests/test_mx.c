@@ -400,6 +400,63 @@ TEST(sr_unbiased_and_reproducible) {
     CHECKF(diff > R * C / 10, "another seed changed only %d of %d values", diff, R * C);
 }
 
+/* scale=dither (Tseng et al.'s 3/4 scaling): floor's exponent, the scaled values times 3/4 before rounding,
+ * decoded times 4/3 (correctly rounded); stochastic rounding never clips and stays unbiased where floor's
+ * clips. */
+TEST(dither_scale_rule) {
+    CHECK(mx_scale_parse("dither") == MX_SCALE_DITHER && !strcmp(mx_scale_name(MX_SCALE_DITHER), "dither"));
+    CHECK(mx_e8m0_for_amax(7.5f, MX_SCALE_DITHER) == mx_e8m0_for_amax(7.5f, MX_SCALE_FLOOR));
+    CHECK(mx_e8m0_for_amax(7.5f, MX_SCALE_DITHER) == 127); /* floor(log2 7.5) - 2 = 0 */
+    /* a hand-made block: amax 7.5 -> e = 0; x * 3/4 = 5.625, 0.75, -2.25 round (RNE) to 6, 1 (tie: even code),
+     * -2; decoded x 4/3: 8, 4/3, -8/3 (each the float nearest) */
+    float x[32] = {7.5f, 1.0f, -3.0f}, y[32], y0[32];
+    mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_DITHER, MX_ROUND_RNE, 0, 0};
+    int64_t clipped = -1;
+    CHECK(mx_fakequant_fp4(x, y, 1, 32, &o, &clipped) == 0 && clipped == 0);
+    CHECK_SAME_F(y[0], 8.0f);
+    CHECK_SAME_F(y[1], 4.0f / 3.0f);
+    CHECK_SAME_F(y[2], -8.0f / 3.0f);
+    CHECK_SAME_F(y[3], 0.0f);
+    o.scale = MX_SCALE_FLOOR; /* floor: 7.5 clips to 6, the block counts as clipped */
+    CHECK(mx_fakequant_fp4(x, y0, 1, 32, &o, &clipped) == 0 && clipped == 1 && y0[0] == 6.0f);
+    /* the packed tensor (every layout) decodes the same values: mx_fp4.scale carries the rule */
+    for (int l = 0; l < 3; l++) {
+        float big[32 * 32], a[32 * 32], b[32 * 32];
+        uint64_t st = 77 + (uint64_t)l;
+        for (int i = 0; i < 32 * 32; i++) big[i] = 3.0f * nrand(&st);
+        mx_qopts q = {(mx_layout)l, MX_SCALE_DITHER, MX_ROUND_RNE, 0, 0};
+        mx_fp4 t;
+        REQUIRE(mx_fp4_alloc(&t, 32, 32, (mx_layout)l) == 0);
+        CHECK(mx_quantize_fp4(big, 32, 32, &q, &t) == 0 && t.scale == MX_SCALE_DITHER && t.n_clipped_blocks == 0);
+        CHECK(mx_dequantize_fp4(&t, a) == 0);
+        CHECK(mx_fakequant_fp4(big, b, 32, 32, &q, NULL) == 0);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        for (int r = 0; r < 32; r++) /* the value is the code's grid point x 2^e x 4/3, rounded once */
+            for (int c = 0; c < 32; c++) {
+                double want = (double)mx_e2m1_decode(mx_fp4_code_at(&t, r, c)) * mx_e8m0_decode(mx_fp4_scale_at(&t, r, c)) *
+                              4.0 / 3.0;
+                CHECK_SAME_F(a[r * 32 + c], (float)want);
+            }
+        mx_fp4_free(&t);
+    }
+    /* SR: 7.9 in a block of amax 7.9 (e = 0) is 5.925 after the 3/4, between 4 and 6: the mean of the decoded
+     * draws is 7.9; floor's SR clips it to 6 every time */
+    const int rows = 4096;
+    float* xs = calloc((size_t)rows * 32, sizeof(float));
+    float* ys = calloc((size_t)rows * 32, sizeof(float));
+    for (int r = 0; r < rows; r++) xs[(size_t)r * 32] = 7.9f;
+    mx_qopts sr = {MX_LAYOUT_1x32, MX_SCALE_DITHER, MX_ROUND_SR, 99, 3};
+    CHECK(mx_fakequant_fp4(xs, ys, rows, 32, &sr, &clipped) == 0 && clipped == 0);
+    double sum = 0;
+    for (int r = 0; r < rows; r++) sum += ys[(size_t)r * 32];
+    double sd = 2.0 * 4.0 / 3.0 * 0.5 / sqrt((double)rows); /* Bernoulli of one step (2), times 4/3 */
+    CHECKF(fabs(sum / rows - 7.9) < 5 * sd, "dither SR mean %.5f (want 7.9, 5 sd %.5f)", sum / rows, 5 * sd);
+    sr.scale = MX_SCALE_FLOOR;
+    CHECK(mx_fakequant_fp4(xs, ys, rows, 32, &sr, &clipped) == 0 && clipped == rows && ys[0] == 6.0f);
+    free(xs);
+    free(ys);
+}
+
 /* ---- Hadamard ------------------------------------------------------------------ */
 
 TEST(hadamard_orthonormal_and_sylvester) {

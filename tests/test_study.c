@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "mxlm/json.h"
 #include "mxlm/study.h"
@@ -840,4 +842,110 @@ TEST(study_budget_counts_gpus) {
     CHECK_EQ_INT(b.budget_tokens, 32000);
     mx_study_run_free(&a);
     mx_study_run_free(&b);
+}
+
+/* A PNG's chunks (signature, IHDR, IDAT, IEND, every CRC-32), inflated: rgb [h][w][3] (malloc'ed). */
+static unsigned char* png_pixels(const unsigned char* png, size_t n, int* w, int* h) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (n < 8 || memcmp(png, sig, 8)) return NULL;
+    unsigned char* z = NULL;
+    size_t zn = 0, k = 8;
+    *w = *h = 0;
+    int end = 0;
+    while (k + 12 <= n && !end) {
+        uint32_t len = (uint32_t)png[k] << 24 | (uint32_t)png[k + 1] << 16 | (uint32_t)png[k + 2] << 8 | png[k + 3];
+        if (k + 12 + len > n) break;
+        const unsigned char* type = png + k + 4;
+        uint32_t crc = (uint32_t)png[k + 8 + len] << 24 | (uint32_t)png[k + 9 + len] << 16 |
+                       (uint32_t)png[k + 10 + len] << 8 | png[k + 11 + len];
+        if ((uint32_t)crc32(crc32(0L, Z_NULL, 0), type, len + 4) != crc) { free(z); return NULL; }
+        if (!memcmp(type, "IHDR", 4)) {
+            *w = (int)((uint32_t)type[4] << 24 | (uint32_t)type[5] << 16 | (uint32_t)type[6] << 8 | type[7]);
+            *h = (int)((uint32_t)type[8] << 24 | (uint32_t)type[9] << 16 | (uint32_t)type[10] << 8 | type[11]);
+            if (type[12] != 8 || type[13] != 2) { free(z); return NULL; } /* 8-bit RGB */
+        } else if (!memcmp(type, "IDAT", 4)) {
+            unsigned char* q = realloc(z, zn + len);
+            if (!q) { free(z); return NULL; }
+            z = q;
+            memcpy(z + zn, type + 4, len);
+            zn += len;
+        } else if (!memcmp(type, "IEND", 4)) end = 1;
+        k += 12 + len;
+    }
+    if (!end || *w <= 0 || *h <= 0) { free(z); return NULL; }
+    uLongf rn = (uLongf)*h * (3 * (uLongf)*w + 1);
+    unsigned char* raw = malloc(rn);
+    unsigned char* rgb = malloc((size_t)*w * *h * 3);
+    if (!raw || !rgb || uncompress(raw, &rn, z, zn) != Z_OK || rn != (uLongf)*h * (3 * (uLongf)*w + 1)) {
+        free(z); free(raw); free(rgb);
+        return NULL;
+    }
+    for (int y = 0; y < *h; y++) {
+        if (raw[(size_t)y * (3 * *w + 1)] != 0) { free(z); free(raw); free(rgb); return NULL; } /* filter none */
+        memcpy(rgb + (size_t)y * 3 * *w, raw + (size_t)y * (3 * *w + 1) + 1, 3 * (size_t)*w);
+    }
+    free(z);
+    free(raw);
+    return rgb;
+}
+
+/* PNG output (issue 19: mxlm plot --out FILE.png): mx_svg_png on a hand-written figure of the SVG the study
+ * writes (a background, a clip rectangle, a thick line, a dashed line, a clipped polyline, a translucent
+ * polygon, a disc, text), checked pixel by pixel; then `mxlm plot --out x.png` on a run. */
+TEST(plot_png) {
+    const char* svg =
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60\" height=\"40\" viewBox=\"0 0 60 40\">\n"
+        "<rect width=\"60\" height=\"40\" fill=\"#fff\"/>\n"
+        "<clipPath id=\"c0\"><rect x=\"0\" y=\"0\" width=\"30\" height=\"40\"/></clipPath>\n"
+        "<line x1=\"0\" y1=\"5\" x2=\"60\" y2=\"5\" stroke=\"#f00\" stroke-width=\"3\"/>\n"
+        "<line x1=\"0\" y1=\"12.5\" x2=\"60\" y2=\"12.5\" stroke=\"#000\" stroke-dasharray=\"4,4\"/>\n"
+        "<polyline clip-path=\"url(#c0)\" fill=\"none\" stroke=\"#0000ff\" stroke-width=\"3\" points=\"0,20 60,20 \"/>\n"
+        "<polygon fill=\"#00ff00\" fill-opacity=\"0.5\" stroke=\"none\" points=\"40,30 50,30 50,38 40,38\"/>\n"
+        "<circle cx=\"10\" cy=\"32\" r=\"3\" fill=\"#000\"><title>a dot</title></circle>\n"
+        "<text x=\"20\" y=\"38\">A&amp;</text>\n"
+        "</svg>\n";
+    unsigned char* png = NULL;
+    size_t n = 0;
+    REQUIRE(mx_svg_png(svg, &png, &n) == 0);
+    int w = 0, h = 0;
+    unsigned char* px = png_pixels(png, n, &w, &h);
+    REQUIRE(px);
+    CHECK(w == 60 && h == 40);
+#define PX(x, y, k) px[((size_t)(y) * w + (x)) * 3 + (k)]
+    CHECK(PX(30, 5, 0) == 255 && PX(30, 5, 1) == 0 && PX(30, 5, 2) == 0);       /* the red line's middle */
+    CHECK(PX(30, 1, 0) == 255 && PX(30, 1, 1) == 255 && PX(30, 1, 2) == 255);   /* white above it */
+    CHECK(PX(1, 12, 0) < 128 && PX(5, 12, 0) == 255 && PX(9, 12, 0) < 128);   /* dashes 4 on, 4 off */
+    CHECK(PX(15, 20, 2) == 255 && PX(15, 20, 0) == 0);                          /* blue inside the clip */
+    CHECK(PX(45, 20, 0) == 255 && PX(45, 20, 2) == 255);                        /* clipped: white */
+    CHECK(PX(45, 34, 0) == 128 && PX(45, 34, 1) == 255 && PX(45, 34, 2) == 128); /* green at half opacity */
+    CHECK(PX(10, 32, 0) == 0);                                                  /* the disc */
+    int ink = 0; /* "A&": glyph pixels in the text's box (x 20..31, rows 31..37) */
+    for (int y = 31; y < 38; y++)
+        for (int x = 20; x < 32; x++) ink += PX(x, y, 0) == 0;
+    CHECK(ink > 15 && ink < 60);
+#undef PX
+    free(px);
+    free(png);
+    CHECK(mx_svg_png("<rect width=\"2\"/>", &png, &n) == MX_EINVAL && !png); /* no <svg> */
+
+    /* the CLI: a run's figure as PNG, the same size as its SVG; another extension is a usage error */
+    fake_study();
+    const char* t = test_tmpdir();
+    REQUIRE(test_sh("%s plot %s/fake/fp8-s1 %s/fake/mxfp4-fdw-h16-s1 --telemetry --out %s/fig.png > %s/png.log 2>&1",
+                    test_mxlm_bin(), t, t, t, t) == 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/fig.png", t);
+    png = (unsigned char*)test_read_file(p, &n);
+    REQUIRE(png);
+    px = png_pixels(png, n, &w, &h);
+    CHECK(px && w == 1000 && h > 500);
+    int blue = 0; /* the first run's colour, #1f77b4 */
+    for (int i = 0; px && i < w * h; i++) blue += px[3 * i] == 0x1f && px[3 * i + 1] == 0x77 && px[3 * i + 2] == 0xb4;
+    CHECK(blue > 50);
+    free(px);
+    free(png);
+    CHECK_EQ_INT(test_sh("%s plot %s/fake/fp8-s1 --out %s/fig.jpg > %s/png2.log 2>&1", test_mxlm_bin(), t, t, t), 2);
+    CHECK(test_log_has("png2", "give a name ending in .svg or .png"));
+    snprintf(p, sizeof p, "%s/fig.jpg", t);
+    CHECK(access(p, F_OK) != 0);
 }

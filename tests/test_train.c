@@ -296,8 +296,9 @@ TEST(train_device_and_head_options) {
 /* issue 18: the CPU trainer runs the NVFP4 and MXFP8 recipes (the linear layer's fake-quant of each
  * format), a few steps with finite losses. */
 TEST(train_nvfp4_and_mxfp8_recipes_on_cpu) {
-    static const char* recipes[] = {"nvfp4", "mxfp8", "nvfp4+w:had=rh16,round=sr/rne+fd:w=2d", "nvfp4-nvidia"};
-    for (int i = 0; i < 4; i++) {
+    static const char* recipes[] = {"nvfp4", "mxfp8", "nvfp4+w:had=rh16,round=sr/rne+fd:w=2d", "nvfp4-nvidia",
+                                    "mxfp4-tseng+dw:had=rh32"}; /* rh32: this model's kv dim is 32 */
+    for (int i = 0; i < 5; i++) {
         char out[32], extra[160];
         snprintf(out, sizeof out, "fmt18_%d", i);
         snprintf(extra, sizeof extra, "--steps 4 --eval-every 0 --recipe '%s'", recipes[i]);

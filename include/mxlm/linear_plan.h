@@ -107,6 +107,7 @@ static inline int mx_gemm_gpu_refusal(const mx_recipe* r, mx_gemm_id g) {
     if (!f || !f->gpu) return 1;
     if (q->had_n && !f->gpu_hadamard) return 2;
     if (f->fp8_scalings && !(f->gpu_fp8_scalings & MX_BIT(r->fp8_scaling))) return 3;
+    if (q->scale == MX_SCALE_DITHER) return 4; /* no GPU quantizer for it yet */
     return 0;
 }
 

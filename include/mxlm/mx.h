@@ -78,6 +78,7 @@ typedef struct {
     uint8_t* scales;      /* rows*cols/32 (1D) or rows*cols/1024 (32x32) bytes */
     /* statistics of the last quantization (telemetry) */
     int64_t n_blocks, n_clipped_blocks;  /* blocks with an element beyond +-6 after scaling */
+    mx_scale_rule scale;  /* the rule it was quantized with (mx_quantize_fp4 sets it): dither decodes x 4/3 */
 } mx_fp4;
 
 /* Check that rows/cols suit a layout (multiples of its block edge, positive). */

@@ -175,8 +175,27 @@ MX_HD float mx_e8m0_decode(uint8_t b) {
     return mx_exp2i((int)b - 127);
 }
 
-/* Shared-scale rules: names match the CLI and the docs. */
-typedef enum { MX_SCALE_FLOOR = 0, MX_SCALE_EVEN = 1, MX_SCALE_CEIL = 2 } mx_scale_rule;
+/* Shared-scale rules: names match the CLI and the docs. dither: floor's exponent, and the scaled
+ * values multiplied by 3/4 before rounding (so |x| / 2^e * 3/4 < 6: stochastic rounding never clips),
+ * decoded times 4/3 (mx_fp4_scaled): the "dither_scale" of Tseng et al. 2025 (arXiv 2502.20586, their
+ * patch of microxcaling's mx_ops.py: A = 3A / 2^(e+2), rounded, times 2^(e+2) / 3). */
+typedef enum { MX_SCALE_FLOOR = 0, MX_SCALE_EVEN = 1, MX_SCALE_CEIL = 2, MX_SCALE_DITHER = 3 } mx_scale_rule;
+
+/* The value an MXFP4 element is rounded from: x / 2^e (exact: a power of two), and under dither that
+ * times 3/4, one rounding (the same as 3x / 2^(e+2) of the original). inv = 2^-e. */
+MX_HD float mx_fp4_prescale(float x, float inv, mx_scale_rule rule) {
+    const float v = x * inv;
+    return rule == MX_SCALE_DITHER ? v * 0.75f : v;
+}
+
+/* The value of a decoded element q (an E2M1 value, +-0..6) under the block scale sc = 2^e: q * sc, exact;
+ * under dither q * sc * 4/3 rounded once (computed in double: q * sc * 4 is exact there and the division
+ * rounds to double, then to float: with 53 >= 2 * 24 + 2 bits the double rounding is innocuous, so this
+ * is the correctly rounded q * 2^(e+2) / 3). */
+MX_HD float mx_fp4_scaled(float q, float sc, mx_scale_rule rule) {
+    if (rule != MX_SCALE_DITHER) return q * sc;
+    return (float)((double)q * (double)sc * 4.0 / 3.0);
+}
 
 /* The E8M0 byte for a block whose largest magnitude is `amax` (|x| of every
  * element, NaN/Inf included as they are).
@@ -187,7 +206,7 @@ typedef enum { MX_SCALE_FLOOR = 0, MX_SCALE_EVEN = 1, MX_SCALE_CEIL = 2 } mx_sca
  * Exponents clamp to [-127, 127]. amax NaN or Inf -> 0xFF. amax 0 -> 2^-127.
  * Subnormal amax all land on the -127 clamp, so the biased exponent field is
  * enough (floor(log2) of a subnormal is below -126). */
-MX_HD uint8_t mx_e8m0_for_amax(float amax, mx_scale_rule rule) {
+MX_HD uint8_t mx_e8m0_for_amax(float amax, mx_scale_rule rule) { /* dither: floor's */
     uint32_t u = mx_f2u(amax) & 0x7fffffffu;
     if (u >= 0x7f800000u) return MX_E8M0_NAN;
     int fl = (int)(u >> 23) - 127;           /* -127 for zero and subnormals */

@@ -201,6 +201,12 @@ const char* mx_svg_color(int k);                  /* the report's 10 colours, k 
  * of each GEMM operand against tokens. A malloc'ed SVG document (NULL: out of memory). */
 char* mx_plot_svg(const mx_study_run* runs, int n, int telemetry, const char* title);
 
+/* One of these SVG documents as a PNG image (src/study/raster.c: a rasterizer for the SVG subset that
+ * src/study writes, not for SVG in general): *png malloc'ed, *n bytes. */
+int mx_svg_png(const char* svg, unsigned char** png, size_t* n);
+/* 8-bit RGB pixels rgb[h][w][3] as a PNG file image (zlib deflate). */
+int mx_png_encode(const unsigned char* rgb, int w, int h, unsigned char** png, size_t* n);
+
 #ifdef __cplusplus
 }
 #endif

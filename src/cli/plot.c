@@ -10,18 +10,19 @@
 #include "mxlm/study.h"
 
 static const char* k_usage =
-    "RUN... [--out FILE.svg] [--telemetry] [--title TEXT]\n"
+    "RUN... [--out FILE.svg|FILE.png] [--telemetry] [--title TEXT]\n"
     "  One figure of the training loss (thin lines) and validation loss (thick, with dots) against tokens of\n"
     "  every RUN (run directories of mxlm train: config.txt + metrics.jsonl; runs being written are fine),\n"
     "  one colour each; --telemetry adds a panel per run that logged telemetry (--telemetry-every): the mean\n"
-    "  SQNR of each GEMM operand against tokens. SVG only (rsvg-convert turns it into PNG). Written\n"
-    "  atomically; exit status 0, 1 (a run cannot be read, the file cannot be written), 2 usage error.";
+    "  SQNR of each GEMM operand against tokens. SVG, or PNG when the name ends in .png (the same figure,\n"
+    "  rasterized by mxlm itself). Written atomically; exit status 0, 1 (a run cannot be read, the file\n"
+    "  cannot be written), 2 usage error.";
 
 int cmd_plot(int argc, char** argv) {
     const char *out = "plot.svg", *title = NULL;
     int telemetry = 0;
     const cli_opt opts[] = {
-        {"out", OPT_STR, &out, "the SVG file to write (default plot.svg)"},
+        {"out", OPT_STR, &out, "the file to write: .svg or .png (default plot.svg)"},
         {"telemetry", OPT_FLAG, &telemetry, "add the per-GEMM telemetry of the runs that have it"},
         {"title", OPT_STR, &title, "the figure's title"},
     };
@@ -31,9 +32,9 @@ int cmd_plot(int argc, char** argv) {
     if (rc) return rc == 1 ? 0 : rc;
     if (npos < 1) { fprintf(stderr, "mxlm plot: give one or more run directories (see mxlm plot --help)\n"); return 2; }
     size_t ol = strlen(out);
-    if (ol < 5 || strcmp(out + ol - 4, ".svg")) {
-        fprintf(stderr, "mxlm plot: --out %s: the figure is SVG: give a name ending in .svg (rsvg-convert makes a PNG "
-                        "of it)\n", out);
+    const int png = ol >= 5 && !strcmp(out + ol - 4, ".png");
+    if (ol < 5 || (strcmp(out + ol - 4, ".svg") && !png)) {
+        fprintf(stderr, "mxlm plot: --out %s: give a name ending in .svg or .png\n", out);
         return 2;
     }
     mx_study_run* runs = calloc((size_t)npos, sizeof *runs);
@@ -48,7 +49,11 @@ int cmd_plot(int argc, char** argv) {
     }
     char* svg = rc ? NULL : mx_plot_svg(runs, n, telemetry, title);
     if (!rc && !svg) { fprintf(stderr, "mxlm plot: out of memory\n"); rc = 1; }
-    if (!rc && cli_write_file_atomic(out, svg, strlen(svg))) rc = 1;
+    unsigned char* img = NULL;
+    size_t img_n = 0;
+    if (!rc && png && mx_svg_png(svg, &img, &img_n)) { fprintf(stderr, "mxlm plot: %s\n", mx_last_error()); rc = 1; }
+    if (!rc && cli_write_file_atomic(out, png ? (const char*)img : svg, png ? img_n : strlen(svg))) rc = 1;
+    free(img);
     if (!rc) {
         int with_tele = 0;
         for (int i = 0; i < n; i++) {

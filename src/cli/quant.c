@@ -49,7 +49,7 @@ int cmd_quant(int argc, char** argv) {
         {"cols", OPT_INT, &cols, "columns of the input matrix (required)"},
         {"format", OPT_STR, &format_s, "mxfp4 (default) | nvfp4 | mxfp8 | e4m3 | e5m2 (FP8, per-tensor current scaling) | bf16"},
         {"layout", OPT_STR, &layout_s, "mxfp4: 1x32 (default) | 32x1 | 32x32; nvfp4: 1x16 (default) | 16x1 | 16x16; mxfp8: 1x32 (default) | 32x1"},
-        {"scale", OPT_STR, &scale_s, "shared-scale rule: floor (OCP, default) | even | ceil (mxfp4); floor | ceil (mxfp8)"},
+        {"scale", OPT_STR, &scale_s, "shared-scale rule: floor (OCP, default) | even | ceil | dither (mxfp4); floor | ceil (mxfp8)"},
         {"round", OPT_STR, &round_s, "rne (default) | sr (stochastic, Philox4x32-10; mxfp4, nvfp4)"},
         {"hadamard", OPT_STR, &had_s, "none (default) | hN | rhN, N a power of two 2..256"},
         {"seed", OPT_U64, &seed, "seed for sr bits and rhN signs (default 0)"},
@@ -89,10 +89,10 @@ int cmd_quant(int argc, char** argv) {
                  fmt == Q_MXFP4 ? "1x32, 32x1 or 32x32" : fmt == Q_NVFP4 ? "1x16, 16x1 or 16x16"
                  : fmt == Q_MXFP8 ? "1x32 or 32x1" : "per-tensor: no layout");
         err = msg;
-    } else if (scale < 0) err = "--scale must be floor, even or ceil";
+    } else if (scale < 0) err = "--scale must be floor, even, ceil or dither";
     else if (scale_s && !(row && (row->scale_rules & MX_BIT(scale)))) {
         snprintf(msg, sizeof msg, "--scale %s does not apply to --format %s (%s)", scale_s, format_s,
-                 fmt == Q_MXFP4 ? "floor, even or ceil" : fmt == Q_MXFP8 ? "floor or ceil"
+                 fmt == Q_MXFP4 ? "floor, even, ceil or dither" : fmt == Q_MXFP8 ? "floor or ceil"
                  : fmt == Q_NVFP4 ? "its block scale is E4M3 of amax/6 x S: no rule" : "no shared scale");
         err = msg;
     } else if (round < 0) err = "--round must be rne or sr";

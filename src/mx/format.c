@@ -25,7 +25,7 @@ int mx_fail(int code, const char* fmt, ...) {
 /* ---- names ----------------------------------------------------------------- */
 
 static const char* k_layout[MX_LAYOUT_COUNT] = {"1x32", "32x1", "32x32", "1x16", "16x1", "16x16"};
-static const char* k_scale[] = {"floor", "even", "ceil"};
+static const char* k_scale[] = {"floor", "even", "ceil", "dither"};
 static const char* k_round[] = {"rne", "sr"};
 
 static int lookup(const char* s, const char* const* names, int n) {
@@ -34,10 +34,10 @@ static int lookup(const char* s, const char* const* names, int n) {
     return -1;
 }
 int mx_layout_parse(const char* s) { return lookup(s, k_layout, MX_LAYOUT_COUNT); }
-int mx_scale_parse(const char* s) { return lookup(s, k_scale, 3); }
+int mx_scale_parse(const char* s) { return lookup(s, k_scale, 4); }
 int mx_round_parse(const char* s) { return lookup(s, k_round, 2); }
 const char* mx_layout_name(mx_layout l) { return (unsigned)l < MX_LAYOUT_COUNT ? k_layout[l] : "?"; }
-const char* mx_scale_name(mx_scale_rule r) { return (unsigned)r < 3 ? k_scale[r] : "?"; }
+const char* mx_scale_name(mx_scale_rule r) { return (unsigned)r < 4 ? k_scale[r] : "?"; }
 const char* mx_round_name(mx_round r) { return (unsigned)r < 2 ? k_round[r] : "?"; }
 
 /* ---- the format table (formats.h) ---------------------------------------------------- */
@@ -46,7 +46,7 @@ const char* mx_round_name(mx_round r) { return (unsigned)r < 2 ? k_round[r] : "?
 #define L_MX (MX_BIT(MX_LAYOUT_1x32) | MX_BIT(MX_LAYOUT_32x1) | MX_BIT(MX_LAYOUT_32x32))
 #define L_NV (MX_BIT(MX_LAYOUT_1x16) | MX_BIT(MX_LAYOUT_16x1) | MX_BIT(MX_LAYOUT_16x16))
 #define L_MX1D (MX_BIT(MX_LAYOUT_1x32) | MX_BIT(MX_LAYOUT_32x1))
-#define ALL_RULES (MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_EVEN) | MX_BIT(MX_SCALE_CEIL))
+#define ALL_RULES (MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_EVEN) | MX_BIT(MX_SCALE_CEIL) | MX_BIT(MX_SCALE_DITHER))
 #define FP8_BOTH (MX_BIT(MX_FP8_CURRENT) | MX_BIT(MX_FP8_DELAYED))
 static const mx_format_info k_formats[MX_FMT_COUNT] = {
     /* id           name     label    element       bits block scale                 layouts roundings             rules                                      fp8 scalings gpu had gpu fp8 scalings */

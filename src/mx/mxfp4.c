@@ -52,7 +52,7 @@ uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const 
     uint8_t sb = mx_e8m0_for_amax(amax, rule);
     float inv = mx_exp2i(127 - (int)sb);  /* 1 / 2^(sb-127), exact */
     for (int i = 0; i < MX_BLOCK; i++) {
-        float v = x[(size_t)i * stride] * inv;
+        float v = mx_fp4_prescale(x[(size_t)i * stride], inv, rule);
         if (fabsf(v) > 6.0f) *clipped = 1;
         codes[i] = rbits ? mx_e2m1_sr(v, rbits[i]) : mx_e2m1_rne(v);
     }
@@ -82,8 +82,9 @@ int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp
     if (t->rows != rows || t->cols != cols || t->layout != o->layout || !t->codes)
         return mx_fail(MX_EINVAL, "mx_quantize_fp4: destination is not a %dx%d %s tensor", rows, cols,
                        mx_layout_name(o->layout));
-    if ((unsigned)o->scale > MX_SCALE_CEIL || (unsigned)o->round > MX_ROUND_SR)
+    if ((unsigned)o->scale > MX_SCALE_DITHER || (unsigned)o->round > MX_ROUND_SR)
         return mx_fail(MX_EINVAL, "mx_quantize_fp4: bad scale rule or rounding");
+    t->scale = o->scale;
     int64_t clipped_blocks = 0, n_blocks = 0;
     const int B = MX_BLOCK;
     if (o->layout == MX_LAYOUT_32x32) {
@@ -109,7 +110,7 @@ int mx_quantize_fp4(const float* x, int rows, int cols, const mx_qopts* o, mx_fp
                     for (int j = 0; j < B; j++) {
                         uint8_t code = 0;
                         if (!bad) {
-                            float v = tile[i * B + j] * inv;
+                            float v = mx_fp4_prescale(tile[i * B + j], inv, o->scale);
                             if (fabsf(v) > 6.0f) clip = 1;
                             if (o->round == MX_ROUND_SR) {
                                 uint64_t idx = (uint64_t)(tr + i) * cols + tc + j;
@@ -158,8 +159,8 @@ int mx_dequantize_fp4(const mx_fp4* t, float* y) {
         for (int c = 0; c < t->cols; c++) {
             uint8_t sb = mx_fp4_scale_at(t, r, c);
             /* decode(code) * 2^e is exact: a 2-bit significand times a power of two
-             * (subnormal results included). 0xFF gives NaN. */
-            y[(size_t)r * t->cols + c] = mx_e2m1_decode(mx_fp4_code_at(t, r, c)) * mx_e8m0_decode(sb);
+             * (subnormal results included; dither: then x 4/3, mx_fp4_scaled). 0xFF gives NaN. */
+            y[(size_t)r * t->cols + c] = mx_fp4_scaled(mx_e2m1_decode(mx_fp4_code_at(t, r, c)), mx_e8m0_decode(sb), t->scale);
         }
     return MX_OK;
 }
@@ -196,9 +197,9 @@ static void fakequant_block_rne(const float* x, float* y, mx_scale_rule rule, in
     float inv = mx_exp2i(127 - (int)sb), sc = mx_e8m0_decode(sb);
     int clip = 0;
     for (int i = 0; i < MX_BLOCK; i++) {
-        float v = x[i] * inv;
+        float v = mx_fp4_prescale(x[i], inv, rule);
         clip |= fabsf(v) > 6.0f;
-        y[i] = e2m1_rne_value(v) * sc;
+        y[i] = mx_fp4_scaled(e2m1_rne_value(v), sc, rule);
     }
     *clipped = clip;
 }
@@ -217,7 +218,7 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
     /* 1x32: the same block function, without packing, rows in parallel */
     int rc = fp4_check(rows, cols, o->layout);
     if (rc) return rc;
-    if ((unsigned)o->scale > MX_SCALE_CEIL || (unsigned)o->round > MX_ROUND_SR)
+    if ((unsigned)o->scale > MX_SCALE_DITHER || (unsigned)o->round > MX_ROUND_SR)
         return mx_fail(MX_EINVAL, "mx_fakequant_fp4: bad scale rule or rounding");
     int64_t clipped = 0;
 #pragma omp parallel for schedule(static) reduction(+ : clipped)
@@ -234,7 +235,7 @@ int mx_fakequant_fp4(const float* x, float* y, int rows, int cols, const mx_qopt
             } else {
                 uint8_t sb = mx_quantize_block(x + base, 1, o->scale, rb, codes, &clip);
                 float sc = mx_e8m0_decode(sb);
-                for (int i = 0; i < MX_BLOCK; i++) y[base + i] = mx_e2m1_decode(codes[i]) * sc;
+                for (int i = 0; i < MX_BLOCK; i++) y[base + i] = mx_fp4_scaled(mx_e2m1_decode(codes[i]), sc, o->scale);
             }
             clipped += clip;
         }

@@ -18,7 +18,7 @@ static const char* const k_names[] = {
     "fp32",           "bf16",           "fp8",           "fp8-delayed",    "mxfp4-f",        "mxfp4-fd",
     "mxfp4-fdw",      "mxfp4-f-sr",     "mxfp4-fd-sr",   "mxfp4-fdw-sr",   "mxfp4-f-rh16",   "mxfp4-fd-rh16",
     "mxfp4-fdw-rh16", "mxfp4-fdw-h16",  "mxfp4-fdw-h32", "mxfp4-fdw-h16-2d", "mxfp4-fdw-h16-even", "mxfp8",
-    "nvfp4",          "nvfp4-nvidia",   NULL};
+    "nvfp4",          "nvfp4-nvidia",   "mxfp4-tseng",   NULL};
 
 /* NVIDIA's NVFP4 pretraining recipe (arXiv 2509.25149), written in the override grammar: NVFP4 on all
  * three GEMMs, the weights (operand b of Fprop and Dgrad) in 16x16 blocks, a random 16-point Hadamard on
@@ -26,6 +26,13 @@ static const char* const k_names[] = {
  * round-to-nearest-even on weights and activations. (The paper also keeps the last ~15% of the blocks in
  * BF16: `--bf16-last K` of mxlm train, not part of a recipe.) */
 static const char k_nvfp4_nvidia[] = "nvfp4+fd:w=2d;d:round=sr/rne;w:had=rh16,round=sr/rne";
+
+/* Tseng, Yu and Park, "Training LLMs with MXFP4" (arXiv 2502.20586; their code: amazon-science/mxfp4-llm,
+ * BW_USE_MXFP4=3): Fprop in BF16, Dgrad and Wgrad in MXFP4 (OCP blocks of 32, floor exponent) with a random
+ * Hadamard transform of 64 (their HBS default) along the reduction dimension of both operands, its signs
+ * drawn afresh (here: each step, rh=step), and stochastic rounding of both operands with their 3/4 scaling
+ * against clipping (scale=dither: x 3/4 before rounding, x 4/3 after). */
+static const char k_mxfp4_tseng[] = "bf16+dw:fmt=mxfp4,had=rh64,round=sr,scale=dither+rh=step";
 
 const char* const* mx_recipe_names(void) { return k_names; }
 
@@ -54,6 +61,7 @@ static int parse_name(const char* name, mx_recipe* r) {
     }
     if (!strcmp(name, "nvfp4")) { set_all(r, MX_FMT_NVFP4); return 0; }
     if (!strcmp(name, "nvfp4-nvidia")) return mx_recipe_parse(k_nvfp4_nvidia, r); /* mx_recipe_parse names it */
+    if (!strcmp(name, "mxfp4-tseng")) return mx_recipe_parse(k_mxfp4_tseng, r);
     if (strncmp(name, "mxfp4-", 6) != 0) {
         char list[1024];
         size_t off = 0;
@@ -85,7 +93,7 @@ static int parse_name(const char* name, mx_recipe* r) {
         else if (!strcmp(part, "2d") && !w2d) w2d = 1;
         else if (mx_scale_parse(part) >= 0 && !seen_scale) { scale = mx_scale_parse(part); seen_scale = 1; }
         else if ((part[0] == 'h' || part[0] == 'r') && !seen_had && !mx_hadamard_parse(part, &had, &rnd)) seen_had = 1;
-        else return mx_fail(MX_EINVAL, "recipe '%s': unknown or repeated part '%s' (sr, hN, rhN, 2d, floor, even, ceil)", name, part);
+        else return mx_fail(MX_EINVAL, "recipe '%s': unknown or repeated part '%s' (sr, hN, rhN, 2d, floor, even, ceil, dither)", name, part);
     }
     for (int g = 0; g < 3; g++)
         if (mask & (1 << g)) {
@@ -153,7 +161,7 @@ static int apply_override(const char* s, mx_recipe* r) {
                 q->round_a = (mx_round)ra; q->round_b = (mx_round)rb;
             } else if (!strcmp(k, "scale")) {
                 int sc = mx_scale_parse(v);
-                if (sc < 0) return mx_fail(MX_EINVAL, "recipe: scale=%s: must be floor, even or ceil", v);
+                if (sc < 0) return mx_fail(MX_EINVAL, "recipe: scale=%s: must be floor, even, ceil or dither", v);
                 q->scale = (mx_scale_rule)sc;
             } else if (!strcmp(k, "w")) {
                 if (!strcmp(v, "1d")) q->w2d = 0;

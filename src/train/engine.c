@@ -69,6 +69,9 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 2)
             return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates MXFP4 operands only (use --device cpu)",
                            c->recipe);
+    for (int g = 0; g < 3; g++)
+        if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 4)
+            return mx_fail(MX_EINVAL, "train: recipe %s: scale=dither is CPU-only for now (use --device cpu)", c->recipe);
     const int hd = c->model.dim / c->model.n_heads;
     if (c->attn == MX_ATTN_FLASH && hd != 64 && hd != 128)
         return mx_fail(MX_EINVAL, "train: --attn flash runs head dims 64 and 128; preset %s has %d (use --attn auto, "

@@ -79,7 +79,7 @@ static int one_nvfp4_mxfp8(const uint8_t* data, size_t n, int nv) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {
     if (n < 8) return 0;
     if (data[7] % 3) return one_nvfp4_mxfp8(data, n, data[7] % 3 == 1);
-    int layout = data[0] % 3, rule = data[1] % 3, round = data[2] & 1;
+    int layout = data[0] % 3, rule = data[1] % 4, round = data[2] & 1; /* floor, even, ceil, dither */
     int had = data[3] % 5;  /* none, h2, h16, h32, rh16 */
     int rows = 32 * (1 + (data[4] & 1)), cols = 32 * (1 + ((data[4] >> 1) & 1));
     if (layout == MX_LAYOUT_1x32) rows = 1 + (data[4] >> 2) % 3;
@@ -102,13 +102,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {
     int64_t clipped;
     if (mx_fakequant_fp4(x, b, rows, cols, &o, &clipped)) abort();
     if (clipped != t.n_clipped_blocks) abort();
+    if (rule == MX_SCALE_DITHER && clipped) abort(); /* x 2^-e x 3/4 < 6: dither never clips */
     for (size_t i = 0; i < cnt; i++) {
         if (memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]))) abort();
         int r = (int)(i / cols), c = (int)(i % cols);
         uint8_t sb = mx_fp4_scale_at(&t, r, c);
         if (sb == 0xFF) {
             if (!isnan(a[i])) abort();
-        } else if (!(fabsf(a[i]) <= 6.0f * mx_e8m0_decode(sb))) abort();
+        } else if (!(fabsf(a[i]) <= (rule == MX_SCALE_DITHER ? 8.0f : 6.0f) * mx_e8m0_decode(sb))) abort();
         if (sb != 0xFF && !isfinite(x[i])) abort();
     }
     mx_fp4_free(&t);

@@ -742,8 +742,8 @@ int make_slot(const mxg_qspec* sp, const mxg_qout* o, int dir, int rows, int col
     memset(s, 0, sizeof *s);
     int rc = mx_check_shape(rows, cols, sp->layout);
     if (rc) return rc;
-    if ((unsigned)sp->scale > MX_SCALE_CEIL || (unsigned)sp->round > MX_ROUND_SR)
-        return mx_fail(MX_EINVAL, "mxg_quantize: bad scale rule or rounding");
+    if ((unsigned)sp->scale > MX_SCALE_CEIL || (unsigned)sp->round > MX_ROUND_SR) /* dither: CPU-only so far */
+        return mx_fail(MX_EINVAL, "mxg_quantize: scale rule %s or rounding not on the GPU", mx_scale_name(sp->scale));
     int len = dir == 0 ? cols : rows;
     if (sp->had_n && (!mx_hadamard_valid(sp->had_n) || len % sp->had_n))
         return mx_fail(MX_EINVAL, "mxg_quantize: Hadamard h%d along a dimension of %d", sp->had_n, len);

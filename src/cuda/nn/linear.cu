@@ -145,6 +145,7 @@ int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
     case 3:
         return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
                                   "GPU)", mx_gemm_name(g));
+    case 4: return mx_fail(MX_EINVAL, "linear %s: scale=dither is CPU-only (no GPU quantizer for it yet)", mx_gemm_name(g));
     default: return MX_OK;
     }
 }
