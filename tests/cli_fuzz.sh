@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli_fuzz.sh MXLM WORKDIR [SEED] [SECONDS]: random option values and random bad files for
-# mxlm train / prep / export / eval / sample / quant / study run, reproducible from SEED (bash's RANDOM), bounded by
+# mxlm train / prep / export / eval / sample / quant / study run / plot, reproducible from SEED (bash's RANDOM), bounded by
 # SECONDS (default 20) of wall time. Each run must end with a documented exit status (train: 0 1 2 3
 # 4 5, docs/using.md; the others 0 1 2), a message on stderr when it is not 0, and, on a usage error
 # (2), nothing in the output folder it was given; no sanitizer report (the ASan build). Prints the
@@ -37,7 +37,7 @@ T_FILE=(train val init-from)
 P_OPTS=(val-fraction val-docs shard-tokens threads format field encoding)
 E_OPTS=(val-tokens seq batch recipe threads device format field)
 S_OPTS=(tokens temperature top-k top-p seed threads recipe prompt)
-ST_OPTS=(seeds parallel baseline target budget-factor machine threads lr steps preset device)
+ST_OPTS=(seeds parallel baseline target target-rule budget-factor machine threads lr steps preset device)
 RECIPES=(bf16 fp32 mxfp4-fdw-h16 "bf16++" "mxfp4-fdw+w:had=h16+w:had=h32" nosuch "" "%s")
 Q_OPTS=(rows cols scale round hadamard seed tensor-id rot-id tensor-scale)
 Q_FMT=(mxfp4 nvfp4 mxfp8 e4m3 e5m2 bf16 nosuch "" "%s")
@@ -48,7 +48,7 @@ fail=0; n=0; declare -A codes
 end=$((SECONDS + SECS))
 while [ $SECONDS -lt $end ]; do
     n=$((n + 1)); out="$W/o$n"; args=(); ok_codes="0 1 2"
-    case $((RANDOM % 7)) in
+    case $((RANDOM % 8)) in
     0) cmd=train; ok_codes="0 1 2 3 4 5"
        args=(--steps 2 --batch 2 --seq 32 --val-tokens 64 --eval-every 0 --threads 1 --recipe bf16 --out "$out")
        for _ in $(seq $((1 + RANDOM % 3))); do
@@ -105,6 +105,16 @@ while [ $SECONDS -lt $end ]; do
            2) args+=("--$(pick T_OPTS)" "$(pick VALS)") ;;
            esac
        done ;;
+    7) cmd=plot; mkdir -p "$out" # run directories (and not), SVG or PNG or a bad name, a title
+       args=("$(pick FILES)")
+       [ $((RANDOM % 2)) = 0 ] && args+=("$(pick FILES)")
+       case $((RANDOM % 4)) in
+       0) args+=(--out "$out/f.png") ;;
+       1) args+=(--out "$out/f.svg") ;;
+       2) args+=(--out "$out/$(pick VALS)") ;;
+       3) args+=(--title "$(pick VALS)" --out "$out/t.png") ;;
+       esac
+       [ $((RANDOM % 3)) = 0 ] && args+=(--telemetry) ;;
     esac
     timeout 60 "$M" $cmd "${args[@]}" > "$W/out.log" 2> "$W/err.log"
     rc=$?
