@@ -517,6 +517,8 @@ TEST(study_report_rows) {
     CHECK(file_has(svg, "</svg>\n"));
     snprintf(svg, sizeof svg, "%s/fake/telemetry.svg", t);
     CHECK(file_has(svg, ">mxfp4-fdw-h16-s1</text>"));
+    CHECK(file_has(svg, ">wgrad product</text>")); /* the products' SQNR, dashed, and the sqrt(3) line */
+    CHECK(file_has(svg, "stroke=\"#000\" stroke-dasharray=\"2,2\""));
     /* --target and --baseline from the command line; a missing directory is an error */
     REQUIRE(test_sh("%s study report %s/fake --target 3.5 --baseline bf16 > %s/fake2.log 2>&1", test_mxlm_bin(), t, t) == 0);
     CHECK(file_has(md, "validation loss 3.5 nats: given (--target 3.5)"));

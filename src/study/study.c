@@ -1385,17 +1385,26 @@ static char* telemetry_svg(const mx_study* s) {
     for (int o = 0; o < MX_STUDY_OPS; o++)
         mx_sb_printf(&b, "<line x1=\"%d\" y1=\"40\" x2=\"%d\" y2=\"40\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
                       "y=\"44\">%s</text>\n", 20 + 110 * o, 40 + 110 * o, k_colors[o], 46 + 110 * o, k_ops[o]);
+    /* the products' SQNR (<gemm>_out_sqnr_db), dashed, where the runs logged it */
+    int prod = 0;
+    for (int p = 0; p < n && !prod; p++)
+        for (int t = 0; t < s->runs[idx[p]].n_tele && !prod; t++) prod = isfinite(s->runs[idx[p]].tele[t].out_db[2]);
+    for (int g = 0; prod && g < 3; g++)
+        mx_sb_printf(&b, "<line x1=\"%d\" y1=\"60\" x2=\"%d\" y2=\"60\" stroke=\"%s\" stroke-width=\"2\" "
+                      "stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"64\">%s product</text>\n", 20 + 165 * g, 40 + 165 * g,
+                      k_colors[6 + g], 46 + 165 * g, k_gemms[g]);
     /* one scale for every panel, so that runs compare at a glance */
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int p = 0; p < n; p++)
         for (int t = 0; t < s->runs[idx[p]].n_tele; t++)
-            for (int o = 0; o < MX_STUDY_OPS; o++) {
+            for (int o = 0; o < MX_STUDY_OPS + 3; o++) {
                 const mx_study_tele* te = &s->runs[idx[p]].tele[t];
-                if (!isfinite(te->sqnr_db[o])) continue;
+                const double v = o < MX_STUDY_OPS ? te->sqnr_db[o] : te->out_db[o - MX_STUDY_OPS];
+                if (!isfinite(v)) continue;
                 x0 = fmin(x0, (double)te->step);
                 x1 = fmax(x1, (double)te->step);
-                y0 = fmin(y0, te->sqnr_db[o]);
-                y1 = fmax(y1, te->sqnr_db[o]);
+                y0 = fmin(y0, v);
+                y1 = fmax(y1, v);
             }
     if (!(x0 < INFINITY)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
     if (!(x0 < x1)) x0 -= 1, x1 += 1;
@@ -1416,6 +1425,18 @@ static char* telemetry_svg(const mx_study* s) {
                     mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].sqnr_db[o]));
             mx_sb_printf(&b, "\"/>\n");
         }
+        for (int g = 0; prod && g < 3; g++) {
+            mx_sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                          "stroke-dasharray=\"5,3\" points=\"", p + 1, k_colors[6 + g]);
+            for (int t = 0; t < r->n_tele; t++)
+                if (isfinite(r->tele[t].out_db[g]))
+                    mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].out_db[g]));
+            mx_sb_printf(&b, "\"/>\n");
+        }
+        if (prod && f.y0 <= MX_STUDY_GNR_DB) /* Chmiel et al.'s criterion where the range reaches it */
+            mx_sb_printf(&b, "<line clip-path=\"url(#c%d)\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+                          "stroke-dasharray=\"2,2\"/>\n", p + 1, f.L, fy(&f, MX_STUDY_GNR_DB), f.L + f.W,
+                          fy(&f, MX_STUDY_GNR_DB));
     }
     mx_sb_printf(&b, "</svg>\n");
     return sb_take(&b);
