@@ -42,7 +42,7 @@ $(B_CUDA)/%.o: %.c
 # the CPU): the quantizers, the layers, AdamW. llama.o's one kernel is the residual add of
 # layers.cu (the rest of llama.cu is host code, which the flag does not touch). Not gemm, linear,
 # attention_gemm, dist, bench, lt.
-NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama \
+NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama nn/decode \
                   train/adamw
 $(patsubst %,$(B_CUDA)/src/cuda/%.o,$(NVCC_EXACT_OBJ)): NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu

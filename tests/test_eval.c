@@ -300,6 +300,10 @@ TEST(sample_deterministic_per_seed_and_train_sample_every) {
         {"--top-p 1.5", 2, "--top-p"},         {"--top-k -2", 2, "--top-k"},
         {"--tokens 200", 2, "context"},        {"--seed -1", 2, "--seed"},
         {"--encoding zz", 2, "unknown encoding"}, {"--recipe nope", 2, "--recipe"},
+        {"--device tpu", 2, "--device"},       {"--gemm slow", 2, "--gemm"},
+#ifndef MXLM_CUDA
+        {"--device cuda", 2, "built without CUDA"},
+#endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char o[64];

@@ -17,8 +17,9 @@
  * and the -sr ones (the SR bits of an activation element are indexed by its
  * row in the call). tests/test_eval.c checks the identity.
  *
- * The cache is on the CPU; there is no GPU-side decode (sampling from a run
- * trained on the GPU uses the host copy of its weights).
+ * The cache is on the CPU here; the GPU twin (src/cuda/nn/decode.cu,
+ * gpu_model.h: mxg_kv_create, mxg_llama_decode, mxg_generate) keeps it in
+ * device memory.
  *
  * The sampler draws from Philox (mx_rand_u32(seed, MX_RNG_SAMPLE, 0, ...)),
  * counter-based: the same seed gives the same tokens on any machine and
@@ -75,6 +76,16 @@ int mx_sample_pick(const float* logits, int V, const mx_sample_opts* o, uint64_t
  * model's context. Draw i is the i-th generated token. */
 int mx_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
                 int32_t stop_id, int32_t* out, int* n_out);
+
+/* What both devices share (the GPU's mxg_llama_decode and mxg_generate, gpu_model.h): the checks of a decode
+ * call (n >= 1 tokens at pos within cap, every id in the vocabulary) and of a generation (a prompt, prompt +
+ * new within the context), and mx_generate's loop over any decoder: decode(cache, tokens, n, logits, 0) feeds
+ * tokens and writes the last position's logits [V] (host memory). */
+int mx_decode_check(const mx_llama* m, int pos, int cap, const int32_t* tokens, int n);
+int mx_generate_check(const mx_llama* m, int n_prompt, int n_new);
+typedef int (*mx_decode_fn)(void* cache, const int32_t* tokens, int n, float* logits, int all);
+int mx_generate_loop(const mx_llama* m, mx_decode_fn decode, void* cache, const int32_t* prompt, int n_prompt,
+                     int n_new, const mx_sample_opts* o, int32_t stop_id, int32_t* out, int* n_out);
 
 #ifdef __cplusplus
 }

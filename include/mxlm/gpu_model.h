@@ -28,6 +28,7 @@
 #define MXLM_GPU_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/decode.h"
 #include "mxlm/gpu.h"
 #include "mxlm/model.h"
 #include "mxlm/train.h"
@@ -416,6 +417,20 @@ size_t mxg_llama_shard_size(const mxg_llama* g);
  * shard [shard_size] (to_full 0: full -> shard; 1: shard -> full). */
 int mxg_llama_shard_copy(const mxg_llama* g, int rank, float* full, float* shard, int to_full);
 int mxg_llama_set_sync(mxg_llama* g, int on);
+
+/* ---- decoding with a key/value cache on the GPU (src/cuda/nn/decode.cu, the twin of src/nn/decode.c) ----
+ * mxg_kv_create uploads the host model's weights (m: shape, recipes, seed, step, head_bf16; the head rounded
+ * to BF16 where head_bf16, as decode.c rounds it) and makes a cache of cap positions; the recipe must be one
+ * the GPU runs (exact: MXFP4 GEMMs by the exact emulation, else the fast path). mxg_llama_decode is
+ * mx_llama_decode on the GPU: n tokens at positions pos .. pos+n-1, logits (host memory) [n, V] (all) or
+ * [V]. mxg_generate is mx_generate with it (the same sampler on the host). The logits equal the CPU's up to
+ * the accumulation order of the GEMMs and the GPU's expf. */
+typedef struct mxg_kv_cache mxg_kv_cache;
+int mxg_kv_create(mxg_kv_cache** out, const mx_llama* m, int cap, int exact);
+void mxg_kv_free(mxg_kv_cache* c);
+int mxg_llama_decode(mxg_kv_cache* c, const int32_t* tokens, int n, float* logits, int all);
+int mxg_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
+                 int32_t stop_id, int32_t* out, int* n_out, int exact);
 
 #ifdef __cplusplus
 }

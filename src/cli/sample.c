@@ -1,7 +1,8 @@
 /* sample.c: ./mxlm sample - text from a run's checkpoint or a Hugging Face
- * directory, on the CPU with a key/value cache (src/nn/decode.c): the prompt
- * (after the document token) in one forward, then one token at a time. The
- * same seed gives the same text (Philox draws, decode.h). */
+ * directory, with a key/value cache on the CPU (src/nn/decode.c) or, with
+ * --device cuda, on the GPU (src/cuda/nn/decode.cu): the prompt (after the
+ * document token) in one forward, then one token at a time. The same seed
+ * gives the same text on a device (Philox draws, decode.h). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -12,20 +13,24 @@
 #include "cli/cli.h"
 #include "cli/using.h"
 #include "mxlm/mx.h"
+#ifdef MXLM_CUDA
+#include "mxlm/gpu_model.h"
+#endif
 
 static const char* k_usage =
     "--run DIR [--ckpt FILE] | --hf DIR  [--prompt TEXT] [--tokens N] [--temperature X] [--top-k K] [--top-p P]\n"
     "           [--seed S] [options]\n"
     "  Continue the prompt (after the document token the training data puts before every document) with N\n"
-    "  sampled tokens, and print the prompt and the continuation on stdout (a summary line on stderr). On the\n"
-    "  CPU, with a key/value cache (there is no GPU decode: a run trained on the GPU is sampled from its\n"
-    "  checkpoint on the CPU). The same seed gives the same text; --temperature 0 is greedy. Generation stops\n"
+    "  sampled tokens, and print the prompt and the continuation on stdout (a summary line on stderr). With a\n"
+    "  key/value cache on the CPU, or on the GPU with --device cuda (CUDA build). The same seed gives the same\n"
+    "  text (on one device: the GPU's logits differ from the CPU's in their last bits); --temperature 0 is\n"
+    "  greedy. Generation stops\n"
     "  at the document token (the end of a document) unless --ignore-eot. The tokenizer is the run's\n"
     "  (RUN/tokenizer.txt), or --encoding / --ranks --pattern. Exit status: 0, 1 run-time failure, 2 usage error.";
 
 int cmd_sample(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *recipe = NULL, *prompt = "";
-    const char *encoding = NULL, *ranks = NULL, *pattern = NULL;
+    const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *device = "cpu", *gemm = "fast";
     int tokens = 64, top_k = 0, threads = 0, ignore_eot = 0, json = 0;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1;
@@ -46,6 +51,8 @@ int cmd_sample(int argc, char** argv) {
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; the text does not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line (prompt ids, generated ids, text) instead of the text"},
+        {"device", OPT_STR, &device, "cpu (default) or cuda (CUDA build: the forward and the cache on the GPU)"},
+        {"gemm", OPT_STR, &gemm, "with --device cuda: MXFP4 GEMMs fast (E4M3 fold, default) or exact"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = cli_parse(argc, argv, "sample", k_usage, opts, nopts, NULL, NULL);
@@ -58,6 +65,15 @@ int cmd_sample(int argc, char** argv) {
     if (top_k < 0) { fprintf(stderr, "mxlm sample: --top-k %d: must be >= 0\n", top_k); return 2; }
     if (!(top_p > 0 && top_p <= 1)) { fprintf(stderr, "mxlm sample: --top-p %g: in (0, 1]\n", top_p); return 2; }
     if (threads < 0) { fprintf(stderr, "mxlm sample: --threads %d: must be positive\n", threads); return 2; }
+    const int on_gpu = !strcmp(device, "cuda") || !strcmp(device, "gpu");
+    if (!on_gpu && strcmp(device, "cpu")) { fprintf(stderr, "mxlm sample: --device: cpu or cuda, not '%s'\n", device); return 2; }
+    if (strcmp(gemm, "fast") && strcmp(gemm, "exact")) {
+        fprintf(stderr, "mxlm sample: --gemm: fast or exact, not '%s'\n", gemm);
+        return 2;
+    }
+#ifndef MXLM_CUDA
+    if (on_gpu) { fprintf(stderr, "mxlm sample: --device cuda: this mxlm was built without CUDA (make cuda)\n"); return 2; }
+#endif
     if ((rc = cli_tokenizer_check("sample", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm sample: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm sample: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
@@ -106,7 +122,14 @@ int cmd_sample(int argc, char** argv) {
     else {
         for (size_t i = 0; i < pids.n; i++) pr[i] = (int32_t)pids.ids[i];
         mx_sample_opts o = {temperature, top_k, top_p, seed};
-        rc = mx_generate(&cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got);
+#ifdef MXLM_CUDA
+        char info[256];
+        if (on_gpu && mxg_device_info(info, sizeof info) != 0) rc = mx_fail(MX_EIO, "--device cuda: no usable GPU: %s", info);
+        else if (on_gpu)
+            rc = mxg_generate(&cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got, !strcmp(gemm, "exact"));
+        else
+#endif
+            rc = mx_generate(&cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     char* text = NULL;
@@ -119,9 +142,10 @@ int cmd_sample(int argc, char** argv) {
         fprintf(stderr, "mxlm sample: %s\n", mx_last_error());
     } else {
         double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        fprintf(stderr, "sample: %s (step %lld), recipe %s, CPU with a KV cache; %zu prompt + %d generated tokens%s in "
+        fprintf(stderr, "sample: %s (step %lld), recipe %s, %s with a KV cache; %zu prompt + %d generated tokens%s in "
                         "%.2f s (%.0f tok/s); seed %llu, temperature %g, top-k %d, top-p %g\n",
-                cm.source, (long long)cm.meta.step, cm.recipe, pids.n, got, ended ? " (ended at the document token)" : "",
+                cm.source, (long long)cm.meta.step, cm.recipe, on_gpu ? "GPU" : "CPU", pids.n, got,
+                ended ? " (ended at the document token)" : "",
                 s, s > 0 ? got / s : 0.0, (unsigned long long)seed, temperature, top_k, top_p);
         if (json) {
             printf("{\"prompt_ids\":[");

@@ -96,17 +96,23 @@ static void attend(float* out, const float* q, const float* K, const float* V, i
     }
 }
 
+int mx_decode_check(const mx_llama* m, int pos, int cap, const int32_t* tokens, int n) {
+    if (n <= 0 || pos + n > cap)
+        return mx_fail(MX_EINVAL, "decode: %d tokens at position %d exceed the cache's %d positions", n, pos, cap);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab)
+            return mx_fail(MX_EINVAL, "decode: token id %d at position %d outside the vocabulary [0, %d)", tokens[i],
+                           pos + i, m->cfg.vocab);
+    return MX_OK;
+}
+
 int mx_llama_decode(mx_kv_cache* c, const int32_t* tokens, int n, float* logits, int all) {
     const mx_llama* m = c->m;
     const mx_model_config* cf = &m->cfg;
     const int D = cf->dim, L = cf->n_layers, V = cf->vocab, F = cf->ffn, H = cf->n_heads, KV = cf->n_kv_heads;
     const int hd = D / H, QD = H * hd, KD = KV * hd, h2 = hd / 2;
-    if (n <= 0 || c->pos + n > c->cap)
-        return mx_fail(MX_EINVAL, "decode: %d tokens at position %d exceed the cache's %d positions", n, c->pos, c->cap);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return mx_fail(MX_EINVAL, "decode: token id %d at position %d outside the vocabulary [0, %d)", tokens[i],
-                           c->pos + i, V);
+    int rc = mx_decode_check(m, c->pos, c->cap, tokens, n);
+    if (rc) return rc;
     const int p0 = c->pos, W = F > QD ? (F > D ? F : D) : (QD > D ? QD : D);
     const size_t N = (size_t)n;
     float* x = malloc(sizeof(float) * N * D);      /* [n, D] residual stream */
@@ -120,7 +126,6 @@ int mx_llama_decode(mx_kv_cache* c, const int32_t* tokens, int n, float* logits,
     float* hid = malloc(sizeof(float) * N * F);    /* [n, F] */
     float* tmp = malloc(sizeof(float) * N * W);    /* [n, W] */
     float* headq = NULL;                           /* [V, D] BF16-rounded head (head_bf16) */
-    int rc = MX_OK;
     if (!x || !xn || !xmid || !rstd || !q || !ao || !gate || !up || !hid || !tmp) {
         rc = mx_fail(MX_ENOMEM, "decode: out of memory for %d tokens", n);
         goto out;
@@ -222,29 +227,44 @@ int mx_sample_pick(const float* logits, int V, const mx_sample_opts* o, uint64_t
     return MX_OK;
 }
 
-int mx_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
-                int32_t stop_id, int32_t* out, int* n_out) {
-    *n_out = 0;
+int mx_generate_check(const mx_llama* m, int n_prompt, int n_new) {
     if (n_prompt < 1) return mx_fail(MX_EINVAL, "sample: the prompt needs at least one token");
     if (n_new < 0 || (int64_t)n_prompt + n_new > m->cfg.seq_len)
         return mx_fail(MX_EINVAL, "sample: %d prompt tokens + %d new exceed the model's context %d", n_prompt, n_new,
                        m->cfg.seq_len);
-    if (n_new == 0) return MX_OK;
-    mx_kv_cache kv;
-    int rc = mx_kv_create(&kv, m, n_prompt + n_new);
-    if (rc) return rc;
+    return MX_OK;
+}
+
+int mx_generate_loop(const mx_llama* m, mx_decode_fn decode, void* cache, const int32_t* prompt, int n_prompt,
+                     int n_new, const mx_sample_opts* o, int32_t stop_id, int32_t* out, int* n_out) {
+    *n_out = 0;
     float* logits = malloc(sizeof(float) * (size_t)m->cfg.vocab); /* [V] */
-    if (!logits) { mx_kv_free(&kv); return mx_fail(MX_ENOMEM, "sample: out of memory"); }
-    rc = mx_llama_decode(&kv, prompt, n_prompt, logits, 0);
+    if (!logits) return mx_fail(MX_ENOMEM, "sample: out of memory");
+    int rc = decode(cache, prompt, n_prompt, logits, 0);
     for (int g = 0; g < n_new && !rc; g++) {
         int32_t id = 0;
         rc = mx_sample_pick(logits, m->cfg.vocab, o, (uint64_t)g, &id);
         if (rc) break;
         out[(*n_out)++] = id;
         if (id == stop_id || g + 1 == n_new) break;
-        rc = mx_llama_decode(&kv, &id, 1, logits, 0);
+        rc = decode(cache, &id, 1, logits, 0);
     }
     free(logits);
+    return rc;
+}
+
+static int cpu_decode(void* cache, const int32_t* tokens, int n, float* logits, int all) {
+    return mx_llama_decode((mx_kv_cache*)cache, tokens, n, logits, all);
+}
+
+int mx_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
+                int32_t stop_id, int32_t* out, int* n_out) {
+    *n_out = 0;
+    int rc = mx_generate_check(m, n_prompt, n_new);
+    if (rc || n_new == 0) return rc;
+    mx_kv_cache kv;
+    if ((rc = mx_kv_create(&kv, m, n_prompt + n_new))) return rc;
+    rc = mx_generate_loop(m, cpu_decode, &kv, prompt, n_prompt, n_new, o, stop_id, out, n_out);
     mx_kv_free(&kv);
     return rc;
 }

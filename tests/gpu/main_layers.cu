@@ -242,6 +242,9 @@ int main(int argc, char** argv) {
     test_model_telemetry("bf16", 0, 5e-3, 0.5);
     test_model_telemetry("mxfp4-fdw-h16", 1, 2e-2, 0.2);
     test_model_telemetry("mxfp4-fdw-sr", 0, 2e-2, 0.2);
+    test_gpu_decode("fp32", 0, 1e-4);
+    test_gpu_decode("bf16", 1, 2e-3);
+    test_gpu_decode("mxfp4-fdw-h16", 1, 5e-2);
     mxg_layers_shutdown();
     mxg_attention_gemm_shutdown();
     mxg_shutdown();

@@ -263,5 +263,6 @@ void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr
                           int cols);                                          /* test_mxfp4.cu */
 void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin); /* test_linear.cu */
 void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db); /* test_llama.cu */
+void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 
 #endif

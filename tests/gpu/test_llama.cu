@@ -319,6 +319,18 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
  * last bits: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
  * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives sig2 errors near 1 (0.5)
  * and a missing rotation an SQNR dB away. */
+/* The tiny preset's CPU model with the recipe, initialised with seed 7 and perturbed by `noise` x N(0, 1)
+ * (so that the weights are not the symmetric initial ones); 1 with a failure recorded. */
+static int tiny_model(const char* recipe, float noise, mx_model_config* cfg, mx_recipe* rec, mx_llama* m) {
+    if (mx_model_preset("tiny", cfg) || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
+        fail("model: %s", mx_last_error());
+        return 1;
+    }
+    mx_llama_init_weights(m, 7);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] += noise * rndnf();
+    return 0;
+}
+
 void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db) {
     char name[128];
     snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
@@ -327,13 +339,7 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (mx_model_preset("tiny", &cfg) || mx_recipe_parse(recipe, &rec) || mx_llama_create(&m, &cfg, &rec, 0, 0, 7)) {
-        fail("model: %s", mx_last_error());
-        end();
-        return;
-    }
-    mx_llama_init_weights(&m, 7);
-    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndnf();
+    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
     m.head_bf16 = 0;
     const int B = 2, T = 64, N = B * T;
     const uint64_t step = 5;
@@ -396,6 +402,76 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
             }
     printf("    %d operands (first 6 shown): worst sig2 rel %.3g (tol %.1g), err2 rel %.3g, SQNR diff %.3g dB (tol %.2g)\n",
            shown, wsig, tol_sig, werr, wdb, tol_db);
+    /* the products (mx_linear_state.out, mxg_linear_ctx.gout): the same operands' products against their FP32
+     * references, so the SQNR within the operands' tolerance */
+    double psig = 0, perr = 0, pdb = 0;
+    for (int i = 0; i < nl; i++)
+        for (int gg = 0; gg < 3; gg++) {
+            const mx_operand_stats *c = &m.lstate[i].out[gg], *s = &gl[i].out[gg];
+            mxg_opstats gs = {s->sig2, s->err2, 0, 0, (unsigned long long)s->nonfinite};
+            char what[64];
+            snprintf(what, sizeof what, "L%d %s %s product", i / MX_LIN_PER_BLOCK, mx_linear_name(i % MX_LIN_PER_BLOCK),
+                     gg == 0 ? "fprop" : gg == 1 ? "dgrad" : "wgrad");
+            check_opstats(what, &gs, c, tol_sig, 0, tol_db, &psig, &perr, i == 0);
+            double dg = sqnr_of(s->sig2, s->err2), dc = sqnr_of(c->sig2, c->err2);
+            if (isfinite(dg) && isfinite(dc)) pdb = fmax(pdb, fabs(dg - dc));
+            if (rec.g[gg].fmt != MX_FMT_FP32 && !(c->sig2 > 0 && s->sig2 > 0)) fail("%s: nothing recorded", what);
+        }
+    printf("    products: worst sig2 rel %.3g, SQNR diff %.3g dB (tol %.2g)\n", psig, pdb, tol_db);
+    mx_llama_free(&m);
+    end();
+}
+
+/* mxlm sample --device cuda (src/cuda/nn/decode.cu): the GPU decoder's logits against the CPU's
+ * (mx_llama_decode) for a prompt of 9 tokens and 4 more one at a time; the cache against one call over all
+ * 13 positions on the GPU; greedy generation twice, the same ids. tol: max |difference| over max |logit|. */
+void test_gpu_decode(const char* recipe, int head16, double tol) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu decode tiny %s%s", recipe, head16 ? " head16" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (tiny_model(recipe, 0.02f, &cfg, &rec, &m)) { end(); return; }
+    m.head_bf16 = head16;
+    const int NP = 9, NT = 13, V = cfg.vocab;
+    std::vector<int32_t> tok(NT);
+    for (int i = 0; i < NT; i++) tok[i] = (int32_t)(rnd64() % 200);
+    vecf lc((size_t)NT * V), lg((size_t)NT * V), la((size_t)NT * V);
+    mx_kv_cache kc;
+    mxg_kv_cache *gk = NULL, *ga = NULL;
+    MXC(mx_kv_create(&kc, &m, NT));
+    MXC(mxg_kv_create(&gk, &m, NT, 0));
+    MXC(mxg_kv_create(&ga, &m, NT, 0));
+    if (gk && ga) {
+        MXC(mx_llama_decode(&kc, tok.data(), NP, lc.data(), 1));
+        MXC(mxg_llama_decode(gk, tok.data(), NP, lg.data(), 1));
+        for (int i = NP; i < NT; i++) {
+            MXC(mx_llama_decode(&kc, &tok[i], 1, lc.data() + (size_t)i * V, 0));
+            MXC(mxg_llama_decode(gk, &tok[i], 1, lg.data() + (size_t)i * V, 0));
+        }
+        MXC(mxg_llama_decode(ga, tok.data(), NT, la.data(), 1));
+        double scale = 0, dcpu = 0, dcache = 0;
+        for (size_t i = 0; i < lc.size(); i++) {
+            scale = fmax(scale, fabs(lc[i]));
+            dcpu = fmax(dcpu, fabs(lg[i] - lc[i]));
+            dcache = fmax(dcache, fabs(lg[i] - la[i]));
+        }
+        printf("    max |logit| %.4g; GPU vs CPU %.3g, GPU cache vs one call %.3g (relative %.3g, %.3g; tol %.2g)\n", scale,
+               dcpu, dcache, dcpu / scale, dcache / scale, tol);
+        if (!(dcpu <= tol * scale)) fail("GPU decode vs CPU: %.3g relative (tol %.2g)", dcpu / scale, tol);
+        if (!(dcache <= tol * scale)) fail("GPU cache vs one call: %.3g relative (tol %.2g)", dcache / scale, tol);
+        mx_sample_opts o = {0.0, 0, 1.0, 3};
+        int32_t out1[8], out2[8];
+        int n1 = 0, n2 = 0;
+        MXC(mxg_generate(&m, tok.data(), NP, 8, &o, -1, out1, &n1, 0));
+        MXC(mxg_generate(&m, tok.data(), NP, 8, &o, -1, out2, &n2, 0));
+        if (n1 != 8 || n2 != 8 || memcmp(out1, out2, sizeof out1)) fail("greedy generation twice: different ids");
+    }
+    mxg_kv_free(gk);
+    mxg_kv_free(ga);
+    mx_kv_free(&kc);
     mx_llama_free(&m);
     end();
 }
