@@ -66,6 +66,18 @@ print(("ok: " if ok else "FAIL: ") + "; ".join(out))
 sys.exit(0 if ok else 1)
 ' "$OUT/$r" $TOL_EVAL
 done
+# mxlm sample --device cuda on the GPU runs: twice with one seed, the same ids (and exit 0)
+for r in bf16 mxfp4-fdw-h16; do
+  printf '%-16s sample:     ' $r
+  for k in 1 2; do
+    $MXLM sample --run "$OUT/$r-cuda" --device cuda --tokens 24 --seed 3 --ignore-eot --json > "$OUT/$r-sample$k.json" \
+      2> "$OUT/$r-sample$k.err" || echo "(exit $?: $(tail -1 "$OUT/$r-sample$k.err"))"
+  done
+  if [ -s "$OUT/$r-sample1.json" ] && cmp -s "$OUT/$r-sample1.json" "$OUT/$r-sample2.json" &&
+     grep -q '"ids":\[[0-9]' "$OUT/$r-sample1.json"; then
+    echo "ok: 24 tokens, the same ids twice ($(tail -1 "$OUT/$r-sample1.err" | cut -c1-90))"; pass=$((pass+1))
+  else echo "FAIL: $(head -c 200 "$OUT/$r-sample1.json") / $(head -c 200 "$OUT/$r-sample2.json")"; fail=$((fail+1)); fi
+done
 for r in bf16 fp8 mxfp4-fdw-h16; do grep -h "^budget\|^converged" "$OUT/$r-cpu.log" "$OUT/$r-cuda.log" | sed "s/^/  $r: /"; done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
