@@ -91,7 +91,8 @@ while [ $SECONDS -lt $end ]; do
            0) args+=(--format "$(pick Q_FMT)") ;;
            1) args+=(--layout "$(pick Q_LAYOUT)") ;;
            2) args+=(--hadamard "$(pick Q_HAD)") ;;
-           3) args+=("--$(pick Q_OPTS)" "$(pick VALS)") ;;
+           3) o=$(pick Q_OPTS) # --tensor-scale names a file: under the output folder, not the working directory
+              if [ "$o" = tensor-scale ]; then args+=(--tensor-scale "$out/$(pick VALS)"); else args+=("--$o" "$(pick VALS)"); fi ;;
            4) args+=(--in "$(pick FILES)") ;;
            esac
        done ;;

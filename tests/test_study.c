@@ -704,6 +704,28 @@ TEST(study_run_extend) {
                     "--budget-factor 1.5 --extend " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin "
                     "> %s/ext3.log 2>&1", bin, t, t, t, t) == 0);
     CHECK(test_log_has("ext3", "--extend: 0 runs to train on"));
+    /* an extension from step 0 cut short (its directory unfinished, the old run aside as .short): the next
+     * invocation puts the old run back (the unfinished one aside as .failed1, which the report skips) */
+    snprintf(p, sizeof p, "%s/ext/bf16-s1", t);
+    char q[600];
+    snprintf(q, sizeof q, "%s.short", p);
+    REQUIRE(rename(p, q) == 0);
+    REQUIRE(test_sh("mkdir -p %s && cp %s/config.txt %s/", p, q, p) == 0);
+    REQUIRE(test_sh("%s study run --out %s/ext --recipes bf16,mxfp4-fdw-h16 --seeds 1 --baseline bf16 --target 0.5 "
+                    "--budget-factor 1.5 " STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/ext5.log 2>&1",
+                    bin, t, t, t, t) == 0);
+    CHECK(test_log_has("ext5", "an extension from step 0 did not finish; the run it was to replace is back"));
+    CHECK(test_log_has("ext5", "[1/2] bf16 seed 1: finished, skipped"));
+    CHECK(test_sh("test -d %s.failed1 && ! test -e %s.short", p, p) == 0);
+    snprintf(p, sizeof p, "%s/ext", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    CHECK_EQ_INT(s.n_runs, 2);
+    mx_study_free(&s);
+    /* --extend without a finished baseline run: no limit to train on to, said, nothing extended, exit 0 */
+    REQUIRE(test_sh("%s study run --out %s/ext_nb --recipes mxfp4-fdw-h16 --seeds 1 --target 0.5 " STUDY_TRAIN
+                    " --train %s/study_train.bin --val %s/study_val.bin --extend > %s/ext6.log 2>&1", bin, t, t, t, t) == 0);
+    CHECK(test_log_has("ext6", "no finished run of the baseline fp8, so no did-not-converge limit"));
+    CHECK(test_log_has("ext6", "--extend: 0 runs to train on"));
     CHECK_EQ_INT(test_sh("%s study run --out %s/ext --recipes bf16 --target-rule median > %s/ext4.log 2>&1", bin, t, t), 2);
     CHECK(test_log_has("ext4", "--target-rule: 'median' is not seed or pooled"));
 }
@@ -929,6 +951,11 @@ TEST(plot_png) {
     free(px);
     free(png);
     CHECK(mx_svg_png("<rect width=\"2\"/>", &png, &n) == MX_EINVAL && !png); /* no <svg> */
+    CHECK(mx_svg_png("<svg width=\"4\" height=\"4\"><svg width=\"4\" height=\"4\"></svg></svg>", &png, &n) == MX_EINVAL &&
+          !png); /* a second <svg> */
+    CHECK(mx_svg_png("<svg width=\"4\" height=\"4\"><line x1=\"nan\" y1=\"1e300\" x2=\"-1e300\" y2=\"2\" "
+                     "stroke=\"#000\"/></svg>", &png, &n) == 0); /* absurd coordinates: clamped, nothing drawn out of range */
+    free(png);
 
     /* the CLI: a run's figure as PNG, the same size as its SVG; another extension is a usage error */
     fake_study();

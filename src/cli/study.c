@@ -149,6 +149,12 @@ static int extend_jobs(const char* out, const char* baseline, double target, dou
         mx_study_free(&s);
         return -1;
     }
+    if (!isfinite(s.budget_limit)) { /* the limit is budget-factor x the baseline's budget */
+        fprintf(stderr, "mxlm study run: --extend: no finished run of the baseline %s, so no did-not-converge limit "
+                        "to train on to: nothing extended\n", s.baseline);
+        mx_study_free(&s);
+        return 0;
+    }
     int n = 0;
     for (int i = 0; i < s.n_runs; i++) {
         const mx_study_run* r = &s.runs[i];
@@ -174,6 +180,24 @@ static int extend_jobs(const char* out, const char* baseline, double target, dou
     }
     mx_study_free(&s);
     return n;
+}
+
+/* An extension from step 0 that did not finish (killed, failed): the run it was to replace (DIR.short) goes back
+ * to DIR, the unfinished one aside as DIR.failedK (the report skips both). Returns 1 when it restored one. */
+static int restore_short(const char* rundir) {
+    char aside[1300], failed[1320];
+    snprintf(aside, sizeof aside, "%s.short", rundir);
+    if (access(aside, F_OK) != 0 || mx_study_run_state(rundir) == 2) return 0;
+    if (access(rundir, F_OK) == 0) {
+        for (int k = 1; k < 1000; k++) {
+            snprintf(failed, sizeof failed, "%s.failed%d", rundir, k);
+            if (access(failed, F_OK) != 0) break;
+        }
+        if (rename(rundir, failed)) return 0;
+    }
+    if (rename(aside, rundir)) return 0;
+    printf("study: %s: an extension from step 0 did not finish; the run it was to replace is back\n", rundir);
+    return 1;
 }
 
 /* After an extension from step 0: are its evaluations up to the old run's end those of the old run (DIR.short)?
@@ -551,6 +575,7 @@ static int cmd_run(int argc, char** argv) {
             mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
             snprintf(rundir, sizeof rundir, "%s/%s", out, name);
             snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seeds[j]);
+            if (!J->steps) restore_short(rundir); /* an extension of an earlier invocation cut short */
             int state = J->steps ? (J->fresh ? 0 : 1) : mx_study_run_state(rundir);
             if (J->steps && J->fresh) { /* no checkpoint to resume: the run again from step 0, kept aside */
                 char aside[1300];
@@ -661,6 +686,7 @@ static int cmd_run(int argc, char** argv) {
             fprintf(stderr, "study: [%d/%d] %s seed %llu: mxlm train failed (exit %d); the end of %s:\n", n, total,
                     recipes[k], (unsigned long long)seeds[j], st, log);
             print_log_tail(log);
+            if (jobs[jb].steps && jobs[jb].fresh) restore_short(rundir);
             errors++;
             if (st == 2 || st == 128 + SIGINT || st == 128 + SIGTERM || st < 0) stopped = 1; /* no new runs; wait for the others */
         }

@@ -128,6 +128,10 @@ typedef struct {
 
 typedef struct { char id[32]; double x, y, w, h; } clip_def;
 
+/* A pixel coordinate from a double, clamped to [-8, 16400] first (NaN to -8): the figures are at most
+ * 8192 pixels a side, and a float-to-int conversion out of range would be undefined. */
+static int ipix(double v) { return !(v > -8) ? -8 : v > 16400 ? 16400 : (int)v; }
+
 static void paint(canvas* c, int x, int y, const float col[3], float a) {
     if (x < c->clip[0] || y < c->clip[1] || x >= c->clip[2] || y >= c->clip[3] || !(a > 0)) return;
     if (a > 1) a = 1;
@@ -195,10 +199,10 @@ static void set_clip(canvas* c, const attrs* a, const clip_def* defs, int ndefs)
     for (int i = 0; i < ndefs; i++) {
         size_t l = strlen(defs[i].id);
         if (!strncmp(cp + 5, defs[i].id, l) && cp[5 + l] == ')') {
-            c->clip[0] = (int)fmax(0, ceil(defs[i].x - 0.5));
-            c->clip[1] = (int)fmax(0, ceil(defs[i].y - 0.5));
-            c->clip[2] = (int)fmin(c->w, ceil(defs[i].x + defs[i].w - 0.5));
-            c->clip[3] = (int)fmin(c->h, ceil(defs[i].y + defs[i].h - 0.5));
+            c->clip[0] = ipix(fmax(0, ceil(defs[i].x - 0.5)));
+            c->clip[1] = ipix(fmax(0, ceil(defs[i].y - 0.5)));
+            c->clip[2] = ipix(fmin(c->w, ceil(defs[i].x + defs[i].w - 0.5)));
+            c->clip[3] = ipix(fmin(c->h, ceil(defs[i].y + defs[i].h - 0.5)));
             return;
         }
     }
@@ -209,8 +213,8 @@ typedef struct { int x0, y0, x1, y1; } box;
 
 /* The coverage of a segment of half width hw into the mask (maximum), within the canvas. */
 static void seg_cover(canvas* c, double ax, double ay, double bx, double by, double hw, box* touched) {
-    int x0 = (int)floor(fmin(ax, bx) - hw - 1), x1 = (int)ceil(fmax(ax, bx) + hw + 1);
-    int y0 = (int)floor(fmin(ay, by) - hw - 1), y1 = (int)ceil(fmax(ay, by) + hw + 1);
+    int x0 = ipix(floor(fmin(ax, bx) - hw - 1)), x1 = ipix(ceil(fmax(ax, bx) + hw + 1));
+    int y0 = ipix(floor(fmin(ay, by) - hw - 1)), y1 = ipix(ceil(fmax(ay, by) + hw + 1));
     if (x0 < 0) x0 = 0;
     if (y0 < 0) y0 = 0;
     if (x1 > c->w) x1 = c->w;
@@ -307,7 +311,7 @@ static void fill_polygon(canvas* c, const double* xy, int n, const float col[3],
     for (int i = 1; i < n; i++) { ylo = fmin(ylo, xy[2 * i + 1]); yhi = fmax(yhi, xy[2 * i + 1]); }
     double* xs = malloc((size_t)n * sizeof *xs);
     if (!xs) return;
-    for (int y = (int)fmax(0, floor(ylo)); y < (int)fmin(c->h, ceil(yhi) + 1); y++) {
+    for (int y = ipix(fmax(0, floor(ylo))); y < ipix(fmin(c->h, ceil(yhi) + 1)); y++) {
         double cy = y + 0.5;
         int m = 0;
         for (int i = 0; i < n; i++) {
@@ -319,7 +323,7 @@ static void fill_polygon(canvas* c, const double* xy, int n, const float col[3],
         for (int a = 1; a < m; a++) /* insertion sort: a handful per row */
             for (int b = a; b > 0 && xs[b - 1] > xs[b]; b--) { double t = xs[b]; xs[b] = xs[b - 1]; xs[b - 1] = t; }
         for (int a = 0; a + 1 < m; a += 2)
-            for (int x = (int)fmax(0, ceil(xs[a] - 0.5)); x < (int)fmin(c->w, ceil(xs[a + 1] - 0.5)); x++)
+            for (int x = ipix(fmax(0, ceil(xs[a] - 0.5))); x < ipix(fmin(c->w, ceil(xs[a + 1] - 0.5))); x++)
                 paint(c, x, y, col, alpha);
     }
     free(xs);
@@ -334,8 +338,8 @@ static void glyph(canvas* c, int ch, double x, double y, int rot, double tx, dou
             int on = (k < 5 && (g[r] >> (4 - k)) & 1) || (bold && k > 0 && (g[r] >> (5 - k)) & 1);
             if (!on) continue;
             double u = x + k, v = y - 7 + r; /* the glyph's top-left pixel at (x, y - 7): it sits on the baseline y */
-            if (rot) paint(c, (int)floor(tx + v), (int)floor(ty - u - 1), col, 1.0f); /* rotate(-90): (u, v) -> (v, -u) */
-            else paint(c, (int)floor(u), (int)floor(v), col, 1.0f);
+            if (rot) paint(c, ipix(floor(tx + v)), ipix(floor(ty - u - 1)), col, 1.0f); /* rotate(-90): (u, v) -> (v, -u) */
+            else paint(c, ipix(floor(u)), ipix(floor(v)), col, 1.0f);
         }
 }
 
@@ -457,8 +461,9 @@ int mx_svg_png(const char* svg, unsigned char** png, size_t* n) {
         *s = save;
         s = parse_attrs(s, &a);
         if (!strcmp(tag, "svg")) {
-            c.w = (int)num(&a, "width", 0);
-            c.h = (int)num(&a, "height", 0);
+            if (c.px) { rc = mx_fail(MX_EINVAL, "PNG: a second <svg> element"); break; }
+            c.w = ipix(num(&a, "width", 0));
+            c.h = ipix(num(&a, "height", 0));
             if (c.w <= 0 || c.h <= 0 || c.w > 8192 || c.h > 8192) { rc = mx_fail(MX_EINVAL, "PNG: the SVG has no usable size"); break; }
             c.px = malloc((size_t)c.w * c.h * 3 * sizeof(float));
             c.mask = calloc((size_t)c.w * c.h, sizeof(float));
@@ -523,8 +528,8 @@ int mx_svg_png(const char* svg, unsigned char** png, size_t* n) {
         } else if (!strcmp(tag, "circle")) {
             double cx = num(&a, "cx", 0), cy = num(&a, "cy", 0), r = num(&a, "r", 0);
             if (color(get(&a, "fill"), col, 1))
-                for (int y = (int)fmax(0, floor(cy - r - 1)); y < (int)fmin(c.h, ceil(cy + r + 1)); y++)
-                    for (int x = (int)fmax(0, floor(cx - r - 1)); x < (int)fmin(c.w, ceil(cx + r + 1)); x++)
+                for (int y = ipix(fmax(0, floor(cy - r - 1))); y < ipix(fmin(c.h, ceil(cy + r + 1))); y++)
+                    for (int x = ipix(fmax(0, floor(cx - r - 1))); x < ipix(fmin(c.w, ceil(cx + r + 1))); x++)
                         paint(&c, x, y, col, (float)(r + 0.5 - hypot(x + 0.5 - cx, y + 0.5 - cy)));
         } else if (!strcmp(tag, "path")) { /* M/m/L/l only: each moveto starts a new stroke */
             const char* d = get(&a, "d");

@@ -356,8 +356,9 @@ int mx_study_load(const char* dir, mx_study* s) {
     struct dirent* e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
-        size_t nl = strlen(e->d_name); /* DIR.short: a run `study run --extend` replaced (kept for comparison) */
-        if (nl > 6 && !strcmp(e->d_name + nl - 6, ".short")) continue;
+        size_t nl = strlen(e->d_name); /* DIR.short: a run `study run --extend` replaced (kept for comparison); */
+        if (nl > 6 && !strcmp(e->d_name + nl - 6, ".short")) continue; /* DIR.failedK: an extension that failed */
+        if (strstr(e->d_name, ".failed")) continue;
         char p[1400];
         struct stat st;
         snprintf(p, sizeof p, "%s/%s/config.txt", dir, e->d_name);
