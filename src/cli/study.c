@@ -562,7 +562,8 @@ static int cmd_run(int argc, char** argv) {
     for (int jb = 0; jb < total && jobs; jb++) { jobs[jb].k = jb / n_seeds; jobs[jb].j = jb % n_seeds; }
     int next = 0, running = 0, phase = 0;
     while (!rc) {
-        if (!running && next >= total && !phase && extend && !dry && !stopped && !errors) {
+        if (!running && (next >= total || stopped)) { /* this phase is over */
+            if (phase || !extend || dry || stopped || errors) break;
             phase = 1; /* every run of phase 0 is done: which ones to extend */
             total = extend_jobs(out, baseline, target, factor, rule, recipes, n_rec, seeds, n_seeds, jobs);
             if (total < 0) { rc = 1; break; }
@@ -653,8 +654,7 @@ static int cmd_run(int argc, char** argv) {
                        (unsigned long long)seeds[j], what, rundir, log);
             fflush(stdout);
         }
-        if (!running && !(next >= total && !phase && extend && !dry && !stopped && !errors && !rc)) break;
-        if (!running) continue; /* on to phase 1 */
+        if (!running) continue; /* the phase is over: the top of the loop ends it */
         int wst = 0;
         pid_t done = waitpid(-1, &wst, 0);
         if (done < 0) {

@@ -751,8 +751,22 @@ static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t
     }
     stat_cell(b, n, &R->p_overhead, "%+.1f", 100, "%");
     size_t l = strlen(b);
-    if (R->n_dnc) snprintf(b + l, n - l, "; %d/%d did not converge", R->n_dnc, fin);
-    if (R->n_dnc) short_note(R, b, n);
+    if (R->n_dnc) {
+        snprintf(b + l, n - l, "; %d/%d did not converge", R->n_dnc, fin);
+        short_note(R, b, n);
+    }
+}
+
+/* Whether a run's telemetry has the products' SQNR (`<gemm>_out_sqnr_db`). */
+static int has_products(const mx_study_run* r) {
+    for (int t = 0; t < r->n_tele; t++)
+        if (isfinite(r->tele[t].out_db[2])) return 1;
+    return 0;
+}
+
+/* Series o of a telemetry step: the six operands' SQNR, then (MX_STUDY_OPS + g) the products'. */
+static double tele_series(const mx_study_tele* te, int o) {
+    return o < MX_STUDY_OPS ? te->sqnr_db[o] : te->out_db[o - MX_STUDY_OPS];
 }
 
 /* The products' SQNR against Chmiel et al.'s criterion (runs that logged it: `--telemetry-every` with this
@@ -760,8 +774,7 @@ static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t
  * single linear over all steps (and where), and the first step at which a linear fell below the criterion. */
 static void gnr_section(mx_sbuf* b, const mx_study* s) {
     int any = 0;
-    for (int i = 0; i < s->n_runs && !any; i++)
-        for (int t = 0; t < s->runs[i].n_tele && !any; t++) any = isfinite(s->runs[i].tele[t].out_min_db[2]);
+    for (int i = 0; i < s->n_runs && !any; i++) any = has_products(&s->runs[i]);
     if (!any) return;
     mx_sb_printf(b, "\n## Products against the quantization noise (Chmiel et al. 2025)\n\n"
                     "Per GEMM, the SQNR of its product against the product of the unquantized operands, 20 log10 "
@@ -1388,8 +1401,8 @@ static char* telemetry_svg(const mx_study* s) {
                       "y=\"44\">%s</text>\n", 20 + 110 * o, 40 + 110 * o, k_colors[o], 46 + 110 * o, k_ops[o]);
     /* the products' SQNR (<gemm>_out_sqnr_db), dashed, where the runs logged it */
     int prod = 0;
-    for (int p = 0; p < n && !prod; p++)
-        for (int t = 0; t < s->runs[idx[p]].n_tele && !prod; t++) prod = isfinite(s->runs[idx[p]].tele[t].out_db[2]);
+    for (int p = 0; p < n && !prod; p++) prod = has_products(&s->runs[idx[p]]);
+    const int n_series = MX_STUDY_OPS + (prod ? 3 : 0);
     for (int g = 0; prod && g < 3; g++)
         mx_sb_printf(&b, "<line x1=\"%d\" y1=\"60\" x2=\"%d\" y2=\"60\" stroke=\"%s\" stroke-width=\"2\" "
                       "stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"64\">%s product</text>\n", 20 + 165 * g, 40 + 165 * g,
@@ -1398,9 +1411,9 @@ static char* telemetry_svg(const mx_study* s) {
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int p = 0; p < n; p++)
         for (int t = 0; t < s->runs[idx[p]].n_tele; t++)
-            for (int o = 0; o < MX_STUDY_OPS + 3; o++) {
+            for (int o = 0; o < n_series; o++) {
                 const mx_study_tele* te = &s->runs[idx[p]].tele[t];
-                const double v = o < MX_STUDY_OPS ? te->sqnr_db[o] : te->out_db[o - MX_STUDY_OPS];
+                const double v = tele_series(te, o);
                 if (!isfinite(v)) continue;
                 x0 = fmin(x0, (double)te->step);
                 x1 = fmax(x1, (double)te->step);
@@ -1418,20 +1431,12 @@ static char* telemetry_svg(const mx_study* s) {
         char* tt = sb_take(&title);
         svg_axes(&b, &f, "step", "SQNR (dB)", tt ? tt : "", p + 1);
         free(tt);
-        for (int o = 0; o < MX_STUDY_OPS; o++) {
-            mx_sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                      p + 1, k_colors[o]);
+        for (int o = 0; o < n_series; o++) { /* the operands solid, the products dashed (colours 6..8) */
+            mx_sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" %spoints=\"",
+                      p + 1, k_colors[o], o < MX_STUDY_OPS ? "" : "stroke-dasharray=\"5,3\" ");
             for (int t = 0; t < r->n_tele; t++)
-                if (isfinite(r->tele[t].sqnr_db[o]))
-                    mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].sqnr_db[o]));
-            mx_sb_printf(&b, "\"/>\n");
-        }
-        for (int g = 0; prod && g < 3; g++) {
-            mx_sb_printf(&b, "<polyline clip-path=\"url(#c%d)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-                          "stroke-dasharray=\"5,3\" points=\"", p + 1, k_colors[6 + g]);
-            for (int t = 0; t < r->n_tele; t++)
-                if (isfinite(r->tele[t].out_db[g]))
-                    mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, r->tele[t].out_db[g]));
+                if (isfinite(tele_series(&r->tele[t], o)))
+                    mx_sb_printf(&b, "%.1f,%.1f ", fx(&f, (double)r->tele[t].step), fy(&f, tele_series(&r->tele[t], o)));
             mx_sb_printf(&b, "\"/>\n");
         }
         if (prod && f.y0 <= MX_STUDY_GNR_DB) /* Chmiel et al.'s criterion where the range reaches it */
