@@ -164,6 +164,18 @@ TEST(study_known_curves) {
     REQUIRE((r = run_named(&s, "mxfp4-fd-s1")));
     CHECK_NEAR(r->tokens_to_target, 2493.75, 1e-9); /* 5.0 at 2400, 3.0 at 2500; beyond 2 x 1000: did not converge */
     CHECK(r->finished && !r->reached && isnan(r->overhead));
+    /* the losses are paired at the baseline's budget (fp8 s1 ends at 1000 tokens with 2.8), not at a longer
+     * run's own end, and whether or not the target was reached; a diverged run is not paired */
+    CHECK(r->lpaired && !r->paired);
+    CHECK_NEAR(r->d_final, 6.75 - 2.8, 1e-12); /* fd s1 at 1000 tokens: 8 - 0.125 x 10 */
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-s1")));
+    CHECK(r->lpaired && r->paired);
+    CHECK_NEAR(r->d_final, 5.5 - 2.8, 1e-12);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-rh16-s1")));
+    CHECK(r->lpaired && !r->paired);
+    CHECK_NEAR(r->d_final, 3.5 - 2.8, 1e-12);
+    REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
+    CHECK(!r->lpaired && isnan(r->d_final));
 
     const mx_study_recipe* R;
     REQUIRE((R = recipe_named(&s, "fp8")));
@@ -260,6 +272,20 @@ TEST(study_known_curves) {
 static int file_has(const char* path, const char* needle);
 
 /* Tokens-to-target by linear interpolation between evaluations (mx_study_cross). */
+/* Student's t, two-sided: closed forms for 1 and 2 degrees of freedom, table quantiles for more. */
+TEST(study_t_pvalue) {
+    CHECK_NEAR(mx_study_t_p(1.0, 1), 0.5, 1e-12);                       /* 1 - (2/pi) atan(1) */
+    CHECK_NEAR(mx_study_t_p(-1.0, 1), 0.5, 1e-12);                      /* symmetric */
+    CHECK_NEAR(mx_study_t_p(2.0, 2), 1 - 2 / sqrt(6.0), 1e-12);         /* 1 - t / sqrt(2 + t^2) = 0.1835 */
+    CHECK_NEAR(mx_study_t_p(4.302652730, 2), 0.05, 1e-9);               /* t(0.975, 2) */
+    CHECK_NEAR(mx_study_t_p(2.570581836, 5), 0.05, 1e-9);               /* t(0.975, 5) */
+    CHECK_NEAR(mx_study_t_p(2.228138852, 10), 0.05, 1e-9);              /* t(0.975, 10) */
+    CHECK_NEAR(mx_study_t_p(2.042272456, 30), 0.05, 1e-9);              /* t(0.975, 30) */
+    CHECK_NEAR(mx_study_t_p(3.169272673, 10), 0.01, 1e-9);              /* t(0.995, 10) */
+    CHECK_NEAR(mx_study_t_p(0.0, 7), 1.0, 1e-12);
+    CHECK(mx_study_t_p(INFINITY, 3) == 0 && isnan(mx_study_t_p(1.0, 0)) && isnan(mx_study_t_p(NAN, 3)));
+}
+
 TEST(study_cross_interpolates) {
     const mx_study_eval a[] = {{0, 0, 8}, {1, 100, 4}, {2, 200, 2}, {3, 300, 1}};
     CHECK_NEAR(mx_study_cross(a, 4, 3.0), 150, 1e-12);  /* 4 at 100, 2 at 200: 100 + 100 x (4 - 3) / (4 - 2) */
@@ -296,7 +322,9 @@ TEST(study_cross_interpolates) {
  *   bf16 s1 495 (as h16 s1, final 2.41), s2 450 (as fp8 s1, final 2.49), s3 = fp8 s3: overheads 0.1, -0.1, 0:
  *     mean 0, sd 0.1; final differences 0.01, -0.01, 0: mean 0, sd 0.01: nothing beyond 2 se
  *   sr   s1 crosses at 450 but logs a null evaluation later (non-finite: did not converge), s2 never gets below
- *        3.5 (did not converge), s3: 3.0 at 800 -> 800/550 - 1 = 0.4545 (one pair: no sd, no se)
+ *        3.2 (did not converge), s3: 3.0 at 800 -> 800/550 - 1 = 0.4545 (one target pair: no sd, no se); the
+ *        losses pair s2 and s3 (finished, finite, target or not): final 3.2 - 2.5, 2.8 - 2.6 = 0.7, 0.2:
+ *        mean 0.45, sd 0.5 / sqrt 2, se 0.25 (not beyond: 0.45 < 0.5)
  *   rh16 s4: reached, but there is no fp8 s4 (no pair) */
 static void paired_study(void) {
     static int done;
@@ -312,7 +340,7 @@ static void paired_study(void) {
     const double bf16_1[] = {8, 6, 5, 4, 3.19, 2.99, 2.8, 2.7, 2.6, 2.5, 2.41};
     const double bf16_2[] = {8, 6, 5, 4, 3.2, 2.8, 2.7, 2.6, 2.5, 2.45, 2.49};
     const double sr_1[] = {8, 6, 5, 4, 3.2, 2.8, NAN};
-    const double sr_2[] = {8, 6, 5, 4, 3.6, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5};
+    const double sr_2[] = {8, 6, 5, 4, 3.4, 3.2, 3.2, 3.2, 3.2, 3.2, 3.2};
     const double sr_3[] = {8, 6, 5, 4, 3.5, 3.4, 3.3, 3.2, 3.0, 2.9, 2.8};
     fake_run("paired", "fp8-s1", "fp8", 1, 10, fp8_1, 11, tp, 1, "budget");
     fake_run("paired", "fp8-s2", "fp8", 2, 10, fp8_2, 11, tp, 1, "budget");
@@ -357,10 +385,12 @@ TEST(study_paired_statistics) {
     CHECK_NEAR(r->tokens_to_target, 715, tol);
     CHECK_NEAR(r->p_overhead, 0.3, tol);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s1")));
-    CHECK(r->diverged && !r->reached && !r->paired); /* crossed at 450, then a null evaluation */
+    CHECK(r->diverged && !r->reached && !r->paired && !r->lpaired); /* crossed at 450, then a null evaluation */
     CHECK_NEAR(r->tokens_to_target, 450, tol);
     REQUIRE((r = run_named(&s, "mxfp4-fdw-sr-s2")));
     CHECK(!r->diverged && !r->reached && r->tokens_to_target < 0);
+    CHECK(r->lpaired && !r->paired); /* its losses count, its tokens cannot */
+    CHECK_NEAR(r->d_final, 0.7, tol);
 
     const mx_study_recipe* R;
     REQUIRE((R = recipe_named(&s, "mxfp4-fdw-h16")));
@@ -396,13 +426,31 @@ TEST(study_paired_statistics) {
     CHECK_NEAR(R->d_final.mean, 0, tol);
     CHECK_NEAR(R->d_final.sd, 0.01, tol);
     CHECK(!mx_study_stat_beyond_2se(&R->p_overhead) && !mx_study_stat_beyond_2se(&R->d_final));
+    double dv[8];
+    uint64_t sv[8];
+    mx_study_stat vs;
+    /* h16 - bf16 by seed at 1000 tokens: 2.45 - 2.41, 2.58 - 2.49, 2.71 - 2.6 */
+    CHECK_EQ_INT(mx_study_recipe_vs(&s, "mxfp4-fdw-h16", "bf16", dv, sv, 8, &vs), 3);
+    CHECK(sv[0] == 1 && sv[1] == 2 && sv[2] == 3);
+    CHECK_NEAR(dv[0], 0.04, tol);
+    CHECK_NEAR(dv[1], 0.09, tol);
+    CHECK_NEAR(vs.mean, 0.24 / 3, tol);
+    /* sr - h16: s1 diverged, s2 3.2 - 2.58, s3 2.8 - 2.71 */
+    CHECK_EQ_INT(mx_study_recipe_vs(&s, "mxfp4-fdw-sr", "mxfp4-fdw-h16", dv, sv, 8, &vs), 2);
+    CHECK(sv[0] == 2 && sv[1] == 3);
+    CHECK_NEAR(vs.mean, (0.62 + 0.09) / 2, tol);
+    CHECK_EQ_INT(mx_study_recipe_vs(&s, "mxfp4-fdw-rh16", "fp8", dv, sv, 8, &vs), 0); /* s4 has no fp8 */
     REQUIRE((R = recipe_named(&s, "mxfp4-fdw-sr")));
     CHECK_EQ_INT(R->n_pairs, 1);
+    CHECK_EQ_INT(R->n_lpairs, 2);
     CHECK_EQ_INT(R->n_dnc, 2); /* the non-finite one and the one that never reached 3.0 */
+    CHECK_NEAR(R->d_final.mean, 0.45, tol);
+    CHECK_NEAR(R->d_final.sd, 0.5 / sqrt(2.0), tol);
+    CHECK_NEAR(R->d_final.se, 0.25, tol);
     CHECK_NEAR(R->p_overhead.mean, 800.0 / 550 - 1, tol);
     CHECK(isnan(R->p_overhead.sd) && isnan(R->p_overhead.se));
     REQUIRE((R = recipe_named(&s, "mxfp4-fdw-rh16")));
-    CHECK(R->n_pairs == 0 && R->n_nobase == 1 && R->p_overhead.n == 0);
+    CHECK(R->n_pairs == 0 && R->n_lpairs == 0 && R->n_nobase == 1 && R->p_overhead.n == 0 && R->d_final.n == 0);
     REQUIRE((R = recipe_named(&s, "fp8")));
     CHECK_EQ_INT(R->n_pairs, 0); /* the baseline is not paired with itself */
     mx_study_free(&s);
@@ -412,28 +460,31 @@ TEST(study_paired_statistics) {
     REQUIRE(test_sh("%s study report %s/paired --target 3 > %s/paired.log 2>&1", test_mxlm_bin(), t, t) == 0);
     char md[512];
     snprintf(md, sizeof md, "%s/paired/results.md", t);
-    CHECK(file_has(md, "| mxfp4-fdw-h16 | 3 | 0/3 | +0.0800 ± 0.0300 (se 0.0173, n 3) | +103 ± 60 (se 35, n 3) | "
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | 3 / 3 | 0/3 | +0.0800 ± 0.0300 (se 0.0173, n 3) | +103 ± 60 (se 35, n 3) | "
                        "+20.0% ± 10.0% (se 5.8%, n 3) |"));
     /* bf16 tokens: 45, -50, 0: mean -5/3, deviations 46.67, -48.33, 1.67: sd sqrt(4516.67 / 2) = 47.5, se 27.4 */
-    CHECK(file_has(md, "| bf16 | 3 | 0/3 | +0.0000 ± 0.0100 (se 0.0058, n 3) | -2 ± 48 (se 27, n 3) | "
+    CHECK(file_has(md, "| bf16 | 3 / 3 | 0/3 | +0.0000 ± 0.0100 (se 0.0058, n 3) | -2 ± 48 (se 27, n 3) | "
                        "+0.0% ± 10.0% (se 5.8%, n 3) |"));
-    /* sr s3 - fp8 s3: final 2.8 - 2.6, tokens 800 - 550 */
-    CHECK(file_has(md, "| mxfp4-fdw-sr | 1 | 2/3 | +0.2000 (n 1) | +250 (n 1) | +45.5% (n 1) |"));
-    CHECK(file_has(md, "| mxfp4-fdw-rh16 | 0 | 0/1 (1 without a baseline pair) | - | - | - |"));
+    /* sr: losses of s2 and s3 (0.7, 0.2), tokens of s3 - fp8 s3 (800 - 550) */
+    CHECK(file_has(md, "| mxfp4-fdw-sr | 2 / 1 | 2/3 | +0.4500 ± 0.3536 (se 0.2500, n 2) | +250 (n 1) | +45.5% (n 1) |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 | 0 / 0 | 0/1 (1 without a baseline pair) | - | - | - |"));
     /* 0.08 / 0.01732 = 4.6 se; 103.3 / 34.68 = 3.0 se; 0.2 / 0.0577 = 3.5 se; per evaluation beyond at 500-1000
      * tokens (500: 2.99 - 2.8, 3.25 - 3.0, 3.3 - 3.1 = 0.19, 0.25, 0.2: mean 0.2133 > 2 x 0.0186; 700: 0.1, 0.1,
      * 0.23: mean 0.1433 > 2 x 0.0433; 800: 0.1, 0.1, 0.13; 900: 0.05, 0.05, 0.1), not at 0-300 (all 0: se 0) nor
-     * at 400 (0.0633 < 2 x 0.0367) */
+     * at 400 (0.0633 < 2 x 0.0367); sr (s2, s3) - fp8 at 400..1000: (0, 0), (0.2, 0.3), (0.4, 0.4), (0.5, 0.4),
+     * (0.6, 0.3), (0.65, 0.25), (0.7, 0.2): beyond (mean > |a - b|) at 500..900 */
     CHECK(file_has(md, "**Beyond two standard errors** (|mean| > 2 se, n >= 2): mxfp4-fdw-h16 final val loss "
                        "+0.0800 ± 0.0300 (se 0.0173, n 3) (4.6 se, above fp8); mxfp4-fdw-h16 tokens-to-target "
                        "+103 ± 60 (se 35, n 3) (3.0 se, above fp8); mxfp4-fdw-h16 paired overhead +20.0% ± 10.0% "
-                       "(se 5.8%, n 3) (3.5 se, above fp8); mxfp4-fdw-h16 val loss at 6 of 11 evaluations with n >= 2."));
+                       "(se 5.8%, n 3) (3.5 se, above fp8); mxfp4-fdw-h16 val loss at 6 of 11 evaluations with n >= 2; "
+                       "mxfp4-fdw-sr val loss at 5 of 11 evaluations with n >= 2."));
     CHECK(file_has(md, "| Fprop + Dgrad + Wgrad |  | +45.5% (n 1); 2/3 did not converge (1 not run on to the limit) | "
                        "no paired seed | "
                        "+20.0% ± 10.0% (se 5.8%, n 3) |"));
     CHECK(file_has(md, "| fp8 | baseline (0 by definition) | | | |"));
-    CHECK(file_has(md, "| 600 | +0.0000 ± 0.1000 (se 0.0577, n 3) | +0.2000 ± 0.1000 (se 0.0577, n 3) | +0.4000 (n 1) |"));
-    /* at 600: bf16 0.1, -0.1, 0; h16 0.1, 0.2, 0.3; sr s3 3.3 - 2.9 */
+    CHECK(file_has(md, "| 600 | +0.0000 ± 0.1000 (se 0.0577, n 3) | +0.2000 ± 0.1000 (se 0.0577, n 3) | "
+                       "+0.4000 ± 0.0000 (se 0.0000, n 2) |"));
+    /* at 600: bf16 0.1, -0.1, 0; h16 0.1, 0.2, 0.3; sr s2 3.2 - 2.8, s3 3.3 - 2.9 */
     char js[512];
     snprintf(js, sizeof js, "%s/paired/paired.json", t);
     size_t n = 0;
@@ -496,6 +547,13 @@ TEST(study_report_rows) {
     CHECK(file_has(md, "| Fprop + Dgrad + Wgrad | +141.1% (n 1) | did not converge (1/1 seeds) | "
                        "did not converge (1/1 seeds) (1 not run on to the limit) | +16.9% ± 31.7% (se 22.4%, n 2) |"));
     CHECK(file_has(md, "| bf16 | +14.3% (n 1) | | | |")); /* an extra row: 800 / 700 - 1 */
+    /* recipe against recipe at the common budget (1000 tokens: fdw ran 2000): rh16 3.5 - fdw 5.5, h16 s1
+     * 3.1 - 5.5 (s2 has no fdw run), h16 - rh16 3.1 - 3.5; sr diverged: no seed */
+    CHECK(file_has(md, "| mxfp4-fdw - mxfp4-fd | s1 -2.5000 | -2.5000 (n 1) | - | - |")); /* 3.0 - 5.5 at 2000 */
+    CHECK(file_has(md, "| mxfp4-fdw-sr - mxfp4-fdw | - | - | - | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 - mxfp4-fdw | s1 -2.0000 | -2.0000 (n 1) | - | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fdw | s1 -2.4000 | -2.4000 (n 1) | - | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 | s1 -0.4000 | -0.4000 (n 1) | - | - |"));
     /* Table 2 */
     CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +14.1% | 1.052x |"));
     CHECK(file_has(md, "| bf16 | 200 | 2.000x | 1.000x | +0.0% | 2.000x |"));
@@ -841,6 +899,19 @@ TEST(study_run_killed_resumes) {
     CHECK(!strcmp(r.status, "budget"));
     CHECK_EQ_INT(r.n_train, 100);
     CHECK_EQ_INT(r.n_evals, 5); /* steps 0, 25, 50, 75, 100 */
+    /* committed compressed (docs/results keeps metrics.jsonl.gz): the same run read back, finished */
+    REQUIRE(test_sh("gzip -9n %s/metrics.jsonl && test -f %s/metrics.jsonl.gz && test ! -e %s/metrics.jsonl", dir, dir,
+                    dir) == 0);
+    CHECK_EQ_INT(mx_study_run_state(dir), 2);
+    mx_study_run z;
+    REQUIRE(mx_study_load_run(dir, &z) == 0);
+    CHECK(!strcmp(z.status, "budget"));
+    CHECK_EQ_INT(z.n_train, r.n_train);
+    CHECK_EQ_INT(z.n_evals, r.n_evals);
+    CHECK(z.n_evals == r.n_evals && !memcmp(z.evals, r.evals, (size_t)r.n_evals * sizeof *r.evals));
+    CHECK(z.n_train_loss == r.n_train_loss && r.n_train_loss > 0 &&
+          !memcmp(z.train_loss, r.train_loss, (size_t)r.n_train_loss * sizeof *r.train_loss));
+    mx_study_run_free(&z);
     mx_study_run_free(&r);
 }
 

@@ -94,9 +94,12 @@ typedef struct {
     int short_run;         /* finished, not diverged, not reached, and ended before the budget limit: the
                             * target may lie between its end and the limit (mxlm study run --extend) */
     double overhead;       /* tokens_to_target / baseline mean - 1 (NaN: undefined) */
-    /* paired with the baseline's run of the same seed (both reached the target); NaN: not paired */
-    int paired;
-    double d_final;        /* final validation loss - the baseline's */
+    /* paired with the baseline's run of the same seed. Losses (lpaired): both finished without diverging,
+     * compared at the baseline's evaluations (an extended run's later ones left out), whether or not
+     * they reached the target (leaving out the seeds that did not would flatter a recipe). Tokens
+     * (paired): both reached the target. NaN: not paired. */
+    int lpaired, paired;
+    double d_final;        /* validation loss at the baseline's last evaluation - the baseline's (lpaired) */
     double d_ttt;          /* tokens-to-target - the baseline's (tokens) */
     double p_overhead;     /* tokens-to-target / the baseline's - 1 */
 } mx_study_run;
@@ -107,6 +110,9 @@ typedef struct { int n; double mean, sd, se; } mx_study_stat;
 void mx_study_stat_of(const double* x, int n, mx_study_stat* st);
 /* |mean| > 2 se with n >= 2 (a difference that exceeds two standard errors). */
 int mx_study_stat_beyond_2se(const mx_study_stat* st);
+/* Two-sided p-value of a t statistic with df degrees of freedom (Student's t: the mean of n paired
+ * differences over its standard error has df = n - 1): P(|T| >= |t|). NaN for df < 1 or a NaN t. */
+double mx_study_t_p(double t, int df);
 /* Tokens at which the loss curve first crosses `target`: linear interpolation in tokens between the
  * last evaluation above the target and the first at or below it (the first evaluation's tokens when it
  * is already at or below); -1 when no evaluation gets there or a non-finite one comes first. */
@@ -123,12 +129,13 @@ typedef struct {
     double end_to_end;     /* vs_baseline / (1 + overhead) (NaN: undefined) */
     double final_loss;     /* mean last validation loss of the finished, not diverged runs */
     /* paired with the baseline by seed (not for the baseline itself) */
+    int n_lpairs;          /* seeds where both runs finished without diverging (the loss differences) */
     int n_pairs;           /* seeds where both this recipe's and the baseline's run reached the target */
     int n_dnc;             /* finished seeds of this recipe that did not converge (reported as such) */
     int n_short;           /* of its runs, those not run on to the limit (mx_study_run.short_run) */
     int n_nobase;          /* seeds of this recipe that reached it but whose baseline seed did not (or is absent) */
-    mx_study_stat d_final, d_ttt, p_overhead;
-    int n_points;          /* the baseline's evaluations (of its first paired seed) */
+    mx_study_stat d_final, d_ttt, p_overhead; /* d_final over the loss pairs, the others over the target pairs */
+    int n_points;          /* the baseline's evaluations (of its first loss-paired seed) */
     int64_t* pt_tokens;    /* [n_points] their token counts */
     mx_study_stat* d_loss; /* [n_points] paired validation-loss difference at each (same token count) */
 } mx_study_recipe;
@@ -173,6 +180,11 @@ int mx_study_load(const char* dir, mx_study* s);
 int mx_study_compute(mx_study* s, const mx_study_opts* o);
 /* The paired statistics as JSON (malloc'ed; NULL: out of memory): DIR/paired.json. */
 char* mx_study_json(const mx_study* s);
+/* Recipe a against recipe b by seed: each seed where both finished without diverging, a's validation
+ * loss minus b's at the smaller of their budgets (an evaluation at exactly that token count in both);
+ * d[seed index] for up to max_d seeds (seeds[] their seeds), the stat over them. Returns n. */
+int mx_study_recipe_vs(const mx_study* s, const char* a, const char* b, double* d, uint64_t* seeds, int max_d,
+                       mx_study_stat* st);
 /* results.md (Markdown), paired.json, loss.svg and, when there is telemetry, telemetry.svg in s->dir. */
 int mx_study_write_report(const mx_study* s);
 /* The Markdown report as a malloc'ed string (NULL: out of memory). */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "mxlm/json.h"
 #include "mxlm/study.h"
@@ -185,6 +186,38 @@ static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, doubl
     return MX_OK;
 }
 
+/* A run's metrics as a stream: DIR/metrics.jsonl, else DIR/metrics.jsonl.gz (a finished run committed
+ * compressed, as docs/results/ keeps them: gzip -9n DIR/metrics.jsonl), read whole into *mem (freed by
+ * the caller after fclose). NULL: neither file (a run not started), or an empty or unreadable .gz. */
+static FILE* open_metrics(const char* dir, char** mem) {
+    char p[1200];
+    *mem = NULL;
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE* f = fopen(p, "r");
+    if (f || errno != ENOENT) return f;
+    snprintf(p, sizeof p, "%s/metrics.jsonl.gz", dir);
+    gzFile z = gzopen(p, "rb");
+    if (!z) return NULL;
+    size_t n = 0, cap = 0;
+    char* buf = NULL;
+    for (;;) {
+        if (cap - n < 65536) {
+            char* nb = (char*)realloc(buf, cap * 2 + 65536);
+            if (!nb) break;
+            buf = nb;
+            cap = cap * 2 + 65536;
+        }
+        int k = gzread(z, buf + n, (unsigned)(cap - n));
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    gzclose(z);
+    f = n ? fmemopen(buf, n, "r") : NULL;
+    if (!f) free(buf);
+    else *mem = buf;
+    return f;
+}
+
 static int load_metrics(mx_study_run* r, FILE* f) {
     char* line = NULL;
     size_t lcap = 0;
@@ -241,11 +274,12 @@ int mx_study_load_run(const char* dir, mx_study_run* r) {
                          cfg_i64(r->config, "gpus", 1); /* data parallel: every GPU's micro-batches */
     int64_t sched = cfg_i64(r->config, "schedule-steps", 0); /* an extended run: its budget is its schedule's */
     r->budget_tokens = (sched > 0 && sched < r->steps ? sched : r->steps) * r->tokens_per_step;
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE* f = fopen(p, "r");
+    char* mem;
+    FILE* f = open_metrics(dir, &mem);
     if (!f) return MX_OK; /* not started yet */
     int rc = load_metrics(r, f);
     fclose(f);
+    free(mem);
     if (rc) mx_study_run_free(r);
     return rc;
 }
@@ -255,10 +289,9 @@ static int status_finished(const char* s) {
 }
 
 int mx_study_run_state(const char* dir) {
-    char p[1200];
+    char p[1200], *mem;
     struct stat st;
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE* f = fopen(p, "r");
+    FILE* f = open_metrics(dir, &mem);
     int started = f != NULL;
     if (!started) {
         snprintf(p, sizeof p, "%s/config.txt", dir);
@@ -275,6 +308,7 @@ int mx_study_run_state(const char* dir) {
             mx_json_free(&o);
         }
     fclose(f);
+    free(mem);
     return status_finished(status) ? 2 : 1;
 }
 
@@ -440,6 +474,72 @@ int mx_study_stat_beyond_2se(const mx_study_stat* st) {
     return st->n >= 2 && isfinite(st->mean) && isfinite(st->se) && fabs(st->mean) > 2.0 * st->se;
 }
 
+/* The regularized incomplete beta I_x(a, b) by its continued fraction (modified Lentz), for x < (a+1)/(a+b+2);
+ * the caller uses the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) otherwise. */
+static double betacf(double a, double b, double x) {
+    const double tiny = 1e-300;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    if (fabs(d) < tiny) d = tiny;
+    d = 1 / d;
+    double h = d;
+    for (int m = 1; m <= 300; m++) {
+        const double m2 = 2.0 * m;
+        double num = m * (b - m) * x / ((a + m2 - 1) * (a + m2)); /* the even step */
+        d = 1 + num * d; if (fabs(d) < tiny) d = tiny;
+        c = 1 + num / c; if (fabs(c) < tiny) c = tiny;
+        d = 1 / d; h *= d * c;
+        num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)); /* the odd step */
+        d = 1 + num * d; if (fabs(d) < tiny) d = tiny;
+        c = 1 + num / c; if (fabs(c) < tiny) c = tiny;
+        d = 1 / d;
+        const double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return h;
+}
+
+static double ibeta(double a, double b, double x) {
+    if (x <= 0) return 0;
+    if (x >= 1) return 1;
+    const double lf = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x);
+    if (x < (a + 1) / (a + b + 2)) return exp(lf) * betacf(a, b, x) / a;
+    return 1 - exp(lf) * betacf(b, a, 1 - x) / b;
+}
+
+double mx_study_t_p(double t, int df) {
+    if (df < 1 || isnan(t)) return NAN;
+    if (isinf(t)) return 0;
+    const double v = df;
+    return ibeta(v / 2, 0.5, v / (v + t * t)); /* P(|T| >= |t|) = I_{v/(v+t^2)}(v/2, 1/2) */
+}
+
+int mx_study_recipe_vs(const mx_study* s, const char* a, const char* b, double* d, uint64_t* seeds, int max_d,
+                       mx_study_stat* st) {
+    int n = 0;
+    for (int i = 0; i < s->n_runs && n < max_d; i++) {
+        const mx_study_run* ra = &s->runs[i];
+        if (strcmp(ra->recipe, a) || !ra->finished || ra->diverged) continue;
+        const mx_study_run* rb = NULL;
+        for (int j = 0; j < s->n_runs && !rb; j++)
+            if (!strcmp(s->runs[j].recipe, b) && s->runs[j].seed == ra->seed && s->runs[j].finished &&
+                !s->runs[j].diverged)
+                rb = &s->runs[j];
+        if (!rb) continue;
+        const int64_t T = ra->budget_tokens < rb->budget_tokens ? ra->budget_tokens : rb->budget_tokens;
+        double la = NAN, lb = NAN;
+        for (int q = 0; q < ra->n_evals; q++)
+            if (ra->evals[q].tokens == T) la = ra->evals[q].val_loss;
+        for (int q = 0; q < rb->n_evals; q++)
+            if (rb->evals[q].tokens == T) lb = rb->evals[q].val_loss;
+        if (!isfinite(la) || !isfinite(lb)) continue;
+        if (seeds) seeds[n] = ra->seed;
+        d[n++] = la - lb;
+    }
+    mx_study_stat_of(d, n, st);
+    return n;
+}
+
 double mx_study_cross(const mx_study_eval* e, int n, double target) {
     for (int j = 0; j < n; j++) {
         if (!isfinite(e[j].val_loss)) return -1;
@@ -459,7 +559,7 @@ static int compute_paired(mx_study* s) {
     if (!tmp) return mx_fail(MX_ENOMEM, "study: out of memory");
     for (int i = 0; i < s->n_runs; i++) {
         mx_study_run* r = &s->runs[i];
-        r->paired = 0;
+        r->lpaired = r->paired = 0;
         r->d_final = r->d_ttt = r->p_overhead = NAN;
     }
     for (int k = 0; k < s->n_recipes; k++) {
@@ -467,27 +567,37 @@ static int compute_paired(mx_study* s) {
         mx_study_stat none = {0, NAN, NAN, NAN};
         R->d_final = R->d_ttt = R->p_overhead = none;
         if (!strcmp(R->recipe, B)) continue;
-        const mx_study_run* grid = NULL; /* the first paired baseline run: its evaluations are the points */
-        int np = 0;
+        const mx_study_run* grid = NULL; /* the first loss-paired baseline run: its evaluations are the points */
+        int np = 0, nl = 0;
         for (int i = 0; i < s->n_runs; i++) {
             mx_study_run* r = &s->runs[i];
             if (strcmp(r->recipe, R->recipe) || !r->finished) continue;
-            if (!r->reached) { R->n_dnc++; continue; }
             const mx_study_run* b = NULL;
             for (int j = 0; j < s->n_runs && !b; j++)
                 if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
+            /* the losses: at the baseline's last evaluation, found among r's by its token count */
+            if (b && !b->diverged && !r->diverged && b->n_evals > 0) {
+                const mx_study_eval* be = &b->evals[b->n_evals - 1];
+                for (int q = 0; q < r->n_evals && !r->lpaired; q++)
+                    if (r->evals[q].tokens == be->tokens) {
+                        r->lpaired = 1;
+                        r->d_final = r->evals[q].val_loss - be->val_loss;
+                    }
+                if (r->lpaired && !grid) grid = b;
+                nl += r->lpaired;
+            }
+            if (!r->reached) { R->n_dnc++; continue; }
             if (!b || !b->reached || !(b->tokens_to_target > 0)) { R->n_nobase++; continue; }
-            if (!grid) grid = b;
             r->paired = 1;
-            r->d_final = r->evals[r->n_evals - 1].val_loss - b->evals[b->n_evals - 1].val_loss;
             r->d_ttt = r->tokens_to_target - b->tokens_to_target;
             r->p_overhead = r->tokens_to_target / b->tokens_to_target - 1.0;
             np++;
         }
         R->n_pairs = np;
+        R->n_lpairs = nl;
         int m = 0;
         for (int i = 0; i < s->n_runs; i++)
-            if (s->runs[i].paired && !strcmp(s->runs[i].recipe, R->recipe)) tmp[m++] = s->runs[i].d_final;
+            if (s->runs[i].lpaired && !strcmp(s->runs[i].recipe, R->recipe)) tmp[m++] = s->runs[i].d_final;
         mx_study_stat_of(tmp, m, &R->d_final);
         m = 0;
         for (int i = 0; i < s->n_runs; i++)
@@ -508,7 +618,7 @@ static int compute_paired(mx_study* s) {
             m = 0;
             for (int i = 0; i < s->n_runs; i++) {
                 const mx_study_run* r = &s->runs[i];
-                if (!r->paired || strcmp(r->recipe, R->recipe)) continue;
+                if (!r->lpaired || strcmp(r->recipe, R->recipe)) continue;
                 const mx_study_run* b = NULL;
                 for (int j = 0; j < s->n_runs && !b; j++)
                     if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
@@ -737,6 +847,59 @@ static const char* stat_cell(char* b, size_t n, const mx_study_stat* st, const c
     snprintf(e, sizeof e, df2, st->se * scale);
     snprintf(b, n, "%s%s ± %s%s (se %s%s, n %d)", m, unit, d, unit, e, unit, st->n);
     return b;
+}
+
+static const mx_study_recipe* recipe_of(const mx_study* s, const char* name) {
+    for (int k = 0; k < s->n_recipes; k++)
+        if (!strcmp(s->recipes[k].recipe, name)) return &s->recipes[k];
+    return NULL;
+}
+
+/* One row of "Recipe against recipe": a - ref by seed (the header first, once). */
+static void vs_row(const mx_study* s, mx_sbuf* b, const char* a, const char* ref, int* head) {
+    if (!recipe_of(s, a) || !recipe_of(s, ref)) return;
+    double d[64];
+    uint64_t sd[64];
+    mx_study_stat st;
+    int n = mx_study_recipe_vs(s, a, ref, d, sd, 64, &st);
+    if (!*head) {
+        mx_sb_printf(b, "\n## Recipe against recipe (same seed)\n\n"
+                     "Each MXFP4 stage against the one before it (the GEMM it adds), each stabilizer against its plain "
+                     "recipe, and the deterministic rotations against the random one: per seed where both runs finished "
+                     "without diverging, the first recipe's validation loss minus the second's at their common budget; "
+                     "mean ± sd (se, n), and the two-sided p of the mean under Student's t with n - 1 degrees of freedom "
+                     "(with n = 3, 2 se is p = 0.18 and p = 0.05 takes 4.3 se).\n\n"
+                     "| recipe - recipe | per seed | mean ± sd (se, n) | t | p |\n|---|---|---|---|---|\n");
+        *head = 1;
+    }
+    char c[160], t[32], pv[32], ps[512];
+    size_t l = 0;
+    ps[0] = 0;
+    for (int q = 0; q < n && l + 40 < sizeof ps; q++)
+        l += (size_t)snprintf(ps + l, sizeof ps - l, "%ss%llu %+.4f", q ? ", " : "", (unsigned long long)sd[q], d[q]);
+    double tv = st.n >= 2 && st.se > 0 ? st.mean / st.se : NAN;
+    if (fabs(tv) < 0.005) tv = 0; /* no "-0.00" */
+    mx_sb_printf(b, "| %s - %s | %s | %s | %s | %s |\n", a, ref, n ? ps : "-", stat_cell(c, sizeof c, &st, "%+.4f", 1, ""),
+                 num(t, sizeof t, tv == 0 ? "%.2f" : "%+.2f", tv), num(pv, sizeof pv, "%.3f", mx_study_t_p(tv, st.n - 1)));
+}
+
+/* "Recipe against recipe": the questions of the paper's hypotheses (which GEMM costs, which stabilizer
+ * helps, whether the rotation needs its randomness), answered by seed rather than through two noisy
+ * differences from the baseline. The stages mxfp4-f, -fd, -fdw each against the one before; every recipe
+ * named stage + a stabilizer suffix against the stage; the deterministic rotations against -rh16. */
+static void vs_section(const mx_study* s, mx_sbuf* b) {
+    static const char* stages[3] = {"mxfp4-f", "mxfp4-fd", "mxfp4-fdw"};
+    static const char* stabs[6] = {"-sr", "-rh16", "-h16", "-h32", "-h16-2d", "-h16-even"};
+    int head = 0;
+    for (int i = 1; i < 3; i++) vs_row(s, b, stages[i], stages[i - 1], &head);
+    for (int i = 0; i < 3; i++)
+        for (int pass = 0; pass < 2; pass++) /* 0: against the plain stage; 1: against its -rh16 */
+            for (int j = pass ? 2 : 0; j < 6; j++) {
+                char a[96], ref[96];
+                snprintf(a, sizeof a, "%s%s", stages[i], stabs[j]);
+                snprintf(ref, sizeof ref, "%s%s", stages[i], pass ? "-rh16" : "");
+                vs_row(s, b, a, ref, &head);
+            }
 }
 
 /* The paired overhead of a recipe (the paper's grid): mean ± sd (se, n), and the seeds that did not converge. */
@@ -985,11 +1148,15 @@ char* mx_study_markdown(const mx_study* s) {
     /* paired differences */
     mx_sb_printf(&b, "\n## Paired differences vs %s (same seed)\n\n"
                   "Per recipe and seed: this recipe's run minus %s's run of the same seed (the same initial weights "
-                  "and data order), for the seeds where both reached the target; mean ± standard deviation (n - 1) "
-                  "over the seeds, standard error sd / sqrt(n), n pairs. Tokens-to-target interpolated linearly "
-                  "between evaluations. A seed that did not converge is counted in its column, not averaged.\n\n"
-                  "| recipe | pairs | did not converge | final val loss - %s | tokens-to-target - %s | paired overhead |\n"
-                  "|---|---|---|---|---|---|\n", B, B, B, B);
+                  "and data order); mean ± standard deviation (n - 1) over the seeds, standard error sd / sqrt(n), "
+                  "n pairs. Validation losses: every seed where both runs finished without diverging, whether or not "
+                  "it reached the target, compared at the same token counts (%s's evaluations: a run trained on to "
+                  "the limit is compared at %s's budget). Tokens-to-target (interpolated linearly between "
+                  "evaluations) and overhead: the seeds where both reached the target; a seed that did not converge "
+                  "is counted in its column, not averaged.\n\n"
+                  "| recipe | seeds paired (loss / target) | did not converge | final val loss - %s | "
+                  "tokens-to-target - %s | paired overhead |\n"
+                  "|---|---|---|---|---|---|\n", B, B, B, B, B, B);
     int any_pair = 0;
     for (int k = 0; k < s->n_recipes; k++) {
         const mx_study_recipe* R = &s->recipes[k];
@@ -998,10 +1165,11 @@ char* mx_study_markdown(const mx_study* s) {
         int fin = R->n_pairs + R->n_dnc + R->n_nobase;
         char nob[64] = "";
         if (R->n_nobase) snprintf(nob, sizeof nob, " (%d without a baseline pair)", R->n_nobase);
-        mx_sb_printf(&b, "| %s | %d | %d/%d%s | %s | %s | %s |\n", R->recipe, R->n_pairs, R->n_dnc, fin, nob,
+        mx_sb_printf(&b, "| %s | %d / %d | %d/%d%s | %s | %s | %s |\n", R->recipe, R->n_lpairs, R->n_pairs, R->n_dnc,
+                     fin, nob,
                   stat_cell(c1, sizeof c1, &R->d_final, "%+.4f", 1, ""), stat_cell(c2, sizeof c2, &R->d_ttt, "%+.0f", 1, ""),
                   stat_cell(c3, sizeof c3, &R->p_overhead, "%+.1f", 100, "%"));
-        any_pair |= R->n_pairs > 0;
+        any_pair |= R->n_pairs > 0 || R->n_lpairs > 0;
     }
     /* the statement */
     mx_sb_printf(&b, "\n**Beyond two standard errors** (|mean| > 2 se, n >= 2):");
@@ -1061,6 +1229,8 @@ char* mx_study_markdown(const mx_study* s) {
             mx_sb_printf(&b, "\n");
         }
     }
+
+    vs_section(s, &b);
 
     /* Table 2 */
     const int col16 = strcmp(B, "bf16") != 0; /* a "vs bf16" column besides "vs baseline" */
@@ -1162,7 +1332,8 @@ char* mx_study_json(const mx_study* s) {
         js_num(&b, r->tokens_to_target >= 0 ? r->tokens_to_target : NAN);
         mx_sb_printf(&b, ",\"overhead\":");
         js_num(&b, r->overhead);
-        mx_sb_printf(&b, ",\"paired\":%s,\"d_final\":", r->paired ? "true" : "false");
+        mx_sb_printf(&b, ",\"loss_paired\":%s,\"paired\":%s,\"d_final\":", r->lpaired ? "true" : "false",
+                     r->paired ? "true" : "false");
         js_num(&b, r->d_final);
         mx_sb_printf(&b, ",\"d_ttt\":");
         js_num(&b, r->d_ttt);
@@ -1175,8 +1346,8 @@ char* mx_study_json(const mx_study* s) {
         const mx_study_recipe* R = &s->recipes[k];
         mx_sb_printf(&b, "%s\n{\"recipe\":", k ? "," : "");
         js_str(&b, R->recipe);
-        mx_sb_printf(&b, ",\"baseline\":%s,\"n_pairs\":%d,\"n_dnc\":%d,\"n_nobase\":%d,", strcmp(R->recipe, s->baseline) ? "false" : "true",
-                  R->n_pairs, R->n_dnc, R->n_nobase);
+        mx_sb_printf(&b, ",\"baseline\":%s,\"n_loss_pairs\":%d,\"n_pairs\":%d,\"n_dnc\":%d,\"n_nobase\":%d,",
+                     strcmp(R->recipe, s->baseline) ? "false" : "true", R->n_lpairs, R->n_pairs, R->n_dnc, R->n_nobase);
         js_stat(&b, "d_final", &R->d_final);
         mx_sb_printf(&b, ",");
         js_stat(&b, "d_ttt", &R->d_ttt);

@@ -67,7 +67,7 @@ sys.exit(0 if ok else 1)
 ' "$OUT/$r" $TOL_EVAL
 done
 # mxlm sample --device cuda on the GPU runs: twice with one seed, the same ids (and exit 0)
-for r in bf16 mxfp4-fdw-h16; do
+for r in bf16 fp8 mxfp4-fdw-h16; do
   printf '%-16s sample:     ' $r
   for k in 1 2; do
     $MXLM sample --run "$OUT/$r-cuda" --device cuda --tokens 24 --seed 3 --ignore-eot --json > "$OUT/$r-sample$k.json" \

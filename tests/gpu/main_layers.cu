@@ -245,6 +245,11 @@ int main(int argc, char** argv) {
     test_gpu_decode("fp32", 0, 1e-4);
     test_gpu_decode("bf16", 1, 2e-3);
     test_gpu_decode("mxfp4-fdw-h16", 1, 5e-2);
+    /* fp8: a per-tensor scale is the amax of the chunk given, so one token at a time and all 13 at once
+     * are two different quantizations (the CPU's too), and the GPU's FP8 accumulation (~4e-4, as
+     * test_gpu_model's fp8 above) flips E4M3 casts downstream: measured 0.045 (GPU vs CPU) and 0.078
+     * (cache vs one call) of max |logit| on the H200; a wrong scale or kind gives errors near 1. */
+    test_gpu_decode("fp8", 1, 0.15);
     mxg_layers_shutdown();
     mxg_attention_gemm_shutdown();
     mxg_shutdown();

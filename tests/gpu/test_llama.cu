@@ -424,7 +424,8 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
 
 /* mxlm sample --device cuda (src/cuda/nn/decode.cu): the GPU decoder's logits against the CPU's
  * (mx_llama_decode) for a prompt of 9 tokens and 4 more one at a time; the cache against one call over all
- * 13 positions on the GPU; greedy generation twice, the same ids. tol: max |difference| over max |logit|. */
+ * 13 positions on the GPU (its chunks of 9 and 1 rows run padded to 16 rows: decode.cu's lin); greedy generation
+ * twice, the same ids. tol: max |difference| over max |logit|. */
 void test_gpu_decode(const char* recipe, int head16, double tol) {
     char name[128];
     snprintf(name, sizeof name, "gpu decode tiny %s%s", recipe, head16 ? " head16" : "");

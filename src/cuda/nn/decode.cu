@@ -30,6 +30,7 @@ struct mxg_kv_cache {
     /* scratch for up to cap rows */
     int32_t* tok;        /* [cap] */
     float *x, *xn, *xmid, *rstd, *q, *ao, *gate, *up, *hid, *tmp, *logits; /* [cap, D] .. [cap, V] */
+    float *padx, *pady;  /* [round_up(cap, DECODE_ROWS), max dim]: a linear's operand and output, padded (lin) */
     mxg_linws* ws;
 };
 
@@ -80,6 +81,16 @@ __global__ void k_round_bf16(float* x, size_t n) {
 #define CHK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 #define P(t) (c->params + m->info[t].offset)
 
+/* cuBLASLt's FP8 kernels with VEC128 scales (the MXFP4 fast path) have no algorithm for a row count
+ * that is not a multiple of 16 (measured on the H200: M 1, 9, 13 refused); the trainer's M = B x T always
+ * is one, a decode chunk seldom. lin() runs such a chunk padded with zero rows to the next multiple: every
+ * recipe's quantizer works along K within a row or takes an amax over the operand, which zero rows leave
+ * as they are, and the GEMM's row r depends on rows r of the operands only, so rows 0..M-1 are those of
+ * the unpadded product. */
+constexpr int DECODE_ROWS = 16;
+
+int round_rows(int n) { return (n + DECODE_ROWS - 1) / DECODE_ROWS * DECODE_ROWS; }
+
 int lin(mxg_kv_cache* c, int l, int j, const float* X, const float* W, float* Y, int M, int K, int N) {
     const mx_llama* m = c->m;
     mxg_linear_ctx ctx;
@@ -90,7 +101,13 @@ int lin(mxg_kv_cache* c, int l, int j, const float* X, const float* W, float* Y,
     ctx.layer_id = mx_linear_id(l, j);
     ctx.exact = c->exact;
     ctx.ws = c->ws;
-    return mxg_linear_forward(&ctx, X, W, Y, M, K, N, NULL);
+    const int Mp = round_rows(M);
+    if (Mp == M) return mxg_linear_forward(&ctx, X, W, Y, M, K, N, NULL);
+    CU_TRY(cudaMemcpyAsync(c->padx, X, (size_t)M * K * 4, cudaMemcpyDeviceToDevice, 0));
+    CU_TRY(cudaMemsetAsync(c->padx + (size_t)M * K, 0, (size_t)(Mp - M) * K * 4, 0));
+    CHK(mxg_linear_forward(&ctx, c->padx, W, c->pady, Mp, K, N, NULL));
+    CU_TRY(cudaMemcpyAsync(Y, c->pady, (size_t)M * N * 4, cudaMemcpyDeviceToDevice, 0));
+    return MX_OK;
 }
 
 }  // namespace
@@ -100,6 +117,7 @@ extern "C" void mxg_kv_free(mxg_kv_cache* c) {
     cudaFree(c->params); cudaFree(c->k); cudaFree(c->v); cudaFree(c->cos_t); cudaFree(c->sin_t); cudaFree(c->tok);
     cudaFree(c->x); cudaFree(c->xn); cudaFree(c->xmid); cudaFree(c->rstd); cudaFree(c->q); cudaFree(c->ao);
     cudaFree(c->gate); cudaFree(c->up); cudaFree(c->hid); cudaFree(c->tmp); cudaFree(c->logits);
+    cudaFree(c->padx); cudaFree(c->pady);
     mxg_linws_free(c->ws);
     free(c);
 }
@@ -148,8 +166,10 @@ extern "C" int mxg_kv_create(mxg_kv_cache** out, const mx_llama* m, int cap, int
     DA(c->hid, (size_t)cap * F * 4);
     DA(c->tmp, (size_t)cap * W * 4);
     DA(c->logits, (size_t)cap * V * 4);
+    DA(c->padx, (size_t)round_rows(cap) * W * 4);
+    DA(c->pady, (size_t)round_rows(cap) * W * 4);
 #undef DA
-    size_t wmax = (size_t)cap * W;
+    size_t wmax = (size_t)round_rows(cap) * W;
     const size_t wts[3] = {(size_t)QD * D, (size_t)F * D, (size_t)KD * D};
     for (int i = 0; i < 3; i++) wmax = wts[i] > wmax ? wts[i] : wmax;
     if (!rc) rc = mxg_linws_create(&c->ws, wmax, 0);
