@@ -16,7 +16,7 @@ NVCCFLAGS := -std=c++17 -O3 $(NVCC_ARCH) -Iinclude -Isrc \
 NVCC_EXACT := --fmad=false
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -ldl -lrt
 # The two GPU test programs (harness: tests/gpu/test.cuh; one tests/gpu/test_<twin>.cu per source).
-GPU_TEST_SRC := tests/gpu/main_run.cu tests/gpu/test_mxfp4.cu tests/gpu/test_fp8.cu tests/gpu/test_gemm.cu
+GPU_TEST_SRC := tests/gpu/main_run.cu tests/gpu/test_mxfp4.cu tests/gpu/test_fp8.cu tests/gpu/test_nvfp4.cu tests/gpu/test_gemm.cu
 GPU_LAYER_TEST_SRC := tests/gpu/main_layers.cu tests/gpu/test_mxfp4.cu \
                       $(addprefix tests/gpu/test_,$(addsuffix .cu,embedding rmsnorm rope attention swiglu xent adamw linear llama))
 CU_OBJ := $(patsubst %.cu,$(B_CUDA)/%.o,$(CU_SRC))
@@ -40,9 +40,10 @@ $(B_CUDA)/%.o: %.c
 	$(CC) $(CFLAGS_CUDA) -c -o $@ $<
 # Exactly the code of the former quant.cu and layers.cu (the kernels checked bit for bit against
 # the CPU): the quantizers, the layers, AdamW. llama.o's one kernel is the residual add of
-# layers.cu (the rest of llama.cu is host code, which the flag does not touch). Not gemm, linear,
+# layers.cu (the rest of llama.cu is host code, which the flag does not touch); the NVFP4 and MXFP8
+# quantizers, MXFP4's reference form and the standalone rotation (nvfp4, mxfp8, mxfp4_ref, hadamard) likewise. Not gemm, linear,
 # attention_gemm, dist, bench, lt.
-NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama nn/decode \
+NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 mx/nvfp4 mx/mxfp8 mx/mxfp4_ref mx/hadamard nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama nn/decode \
                   train/adamw
 $(patsubst %,$(B_CUDA)/src/cuda/%.o,$(NVCC_EXACT_OBJ)): NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu

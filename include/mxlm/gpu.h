@@ -126,6 +126,31 @@ int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, co
 /* Convert float -> BF16 (RNE, mx_bf16_from_f32) on the device. */
 int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream);
 
+/* ---- NVFP4, MXFP8, MXFP4's reference form, a standalone rotation (nvfp4.cu, mxfp8.cu, mxfp4_ref.cu,
+ * hadamard.cu) ---- */
+/* mx_amax_finite on the device: the largest |x| over the finite elements into *out (device float). */
+int mxg_amax_finite(const float* x, size_t n, float* out, void* stream);
+/* mx_quantize_nvfp4 + mx_dequantize_nvfp4 of x[rows, cols] (device FP32) as o says (layout 1x16, 16x1,
+ * 16x16; RNE or SR): amax_S (device [2]) gets the tensor's finite amax and its scale S; y16 (may be
+ * NULL) q x sb in BF16 (exact; the 1/S of the value left to the caller), y (may be NULL) (q x sb) / S
+ * in FP32, bit for bit the CPU's. stats (device [2], may be NULL): += blocks, clipped blocks (the
+ * fields blocks, clipped of mxg_opstats); clip_total (device, may be NULL): += clipped blocks. */
+int mxg_fakequant_nvfp4(const float* x, int rows, int cols, const mx_qopts* o, float* amax_S, uint16_t* y16, float* y,
+                        unsigned long long* stats, unsigned long long* clip_total, void* stream);
+/* mx_quantize_mxfp8 + mx_dequantize_mxfp8 of x[rows, cols] (layout 1x32 or 32x1, rule floor or ceil,
+ * RNE): the decoded values E4M3 x 2^e in BF16 (y16, exact above 2^-126) and/or FP32 (y); stats and
+ * clip_total as for NVFP4. */
+int mxg_fakequant_mxfp8(const float* x, int rows, int cols, const mx_qopts* o, uint16_t* y16, float* y,
+                        unsigned long long* stats, unsigned long long* clip_total, void* stream);
+/* mx_quantize_fp4 + mx_dequantize_fp4 in their reference form (mxfp4_ref.cu: every scale rule, dither
+ * included; layouts 1x32, 32x1, 32x32; RNE or SR): q x 2^e in BF16 (y16, exact; dither's 4/3 not
+ * applied) and/or the decoded values in FP32 (y, the CPU's); stats and clip_total as for NVFP4. */
+int mxg_fakequant_fp4_ref(const float* x, int rows, int cols, const mx_qopts* o, uint16_t* y16, float* y,
+                          unsigned long long* stats, unsigned long long* clip_total, void* stream);
+/* mx_hadamard_rotate(x, rows, cols, axis 1, n, random_sign, seed, rot_id) on the device, in place. */
+int mxg_hadamard_rotate(float* x, int rows, int cols, int n, int random_sign, uint64_t seed, uint32_t rot_id,
+                        void* stream);
+
 /* ---- GEMM (cuBLASLt), TN: C[M,N] = A[M,K] B[N,K]^T, K contiguous --------- */
 typedef enum {
     MXG_SCALE_NONE = 0,    /* BF16 operands */

@@ -15,6 +15,8 @@
 #ifndef MXLM_LINEAR_PLAN_H
 #define MXLM_LINEAR_PLAN_H
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "mxlm/recipe.h"
 
 #ifdef __cplusplus
@@ -100,14 +102,18 @@ static inline int mx_act16_applies(const mx_recipe* r) {
 
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
- * per-tensor scaling it does not do. */
+ * per-tensor scaling it does not do, 4 the dither scale rule, 5 a format whose GPU path has not yet run
+ * on a GPU (the table's gpu 2); 4 and 5 only while the environment does not have MXLM_GPU_UNCHECKED=1. */
 static inline int mx_gemm_gpu_refusal(const mx_recipe* r, mx_gemm_id g) {
     const mx_gemm_recipe* q = &r->g[g];
     const mx_format_info* f = mx_format_get(q->fmt);
+    const char* e = getenv("MXLM_GPU_UNCHECKED");
+    const int unchecked = e && !strcmp(e, "1");
     if (!f || !f->gpu) return 1;
+    if (f->gpu == 2 && !unchecked) return 5;
     if (q->had_n && !f->gpu_hadamard) return 2;
     if (f->fp8_scalings && !(f->gpu_fp8_scalings & MX_BIT(r->fp8_scaling))) return 3;
-    if (q->scale == MX_SCALE_DITHER) return 4; /* no GPU quantizer for it yet */
+    if (q->scale == MX_SCALE_DITHER && !unchecked) return 4; /* mxfp4_ref.cu's, not yet run on a GPU */
     return 0;
 }
 

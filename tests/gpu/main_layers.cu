@@ -236,6 +236,18 @@ int main(int argc, char** argv) {
     test_linear_telemetry("bf16", 160, 256, 96, 1);
     test_linear_telemetry("fp8", 160, 256, 96, 0);
     test_linear_telemetry("fp32", 160, 256, 96, 0);
+    /* NVFP4, MXFP8 and MXFP4 under dither (linear.cu's block_gemm: the quantizers of nvfp4.cu / mxfp8.cu /
+     * mxfp4_ref.cu, checked bit for bit by the run program; here the layer: its products against linear.c's
+     * within the exact path's tolerance, which a flipped code would exceed, and its telemetry). Their GPU
+     * path runs only with MXLM_GPU_UNCHECKED=1 until these have passed on a GPU (the format table's gpu 2). */
+    setenv("MXLM_GPU_UNCHECKED", "1", 1);
+    test_linear_operands("nvfp4");
+    test_linear_operands("mxfp8");
+    test_linear_operands("nvfp4-nvidia");
+    test_linear_telemetry("nvfp4", 160, 256, 96, 1);
+    test_linear_telemetry("nvfp4-nvidia", 160, 256, 96, 0);
+    test_linear_telemetry("mxfp8", 160, 256, 96, 1);
+    test_linear_telemetry("mxfp4-tseng", 128, 256, 128, 0); /* MXFP4 under dither (rh64: every K a multiple of 64) */
     /* bf16: a BF16 rounding error depends on an element's low 16 bits, which the summation-order
      * differences of the activations and gradients change: err2 of such an operand is a new sample
      * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu) */

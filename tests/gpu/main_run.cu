@@ -1,7 +1,7 @@
 /*
  * main_run.cu: build/cuda/tests/gpu/run, the GPU kernels against the CPU
  * library (src/mx), on an H100/H200: the quantizers (test_mxfp4.cu,
- * test_fp8.cu) and the GEMMs (test_gemm.cu). Run: make test-gpu
+ * test_fp8.cu, test_nvfp4.cu: NVFP4, MXFP8, MXFP4's reference form, the standalone rotation) and the GEMMs (test_gemm.cu). Run: make test-gpu
  * [T=substring]. Ends with "N passed, N failed".
  */
 #include <time.h>
@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
     test_e2m1();
     test_quant(filter);
     test_fp8(filter);
+    test_nvfp4(filter);
+    test_mxfp8(filter);
+    test_fp4_ref(filter);
+    test_rotate(filter);
     gemm_case(256, 384, 512, 16, 0, filter);
     gemm_case(128, 256, 4096, 32, 0, filter);
     gemm_case(256, 128, 1024, 16, 1, filter);

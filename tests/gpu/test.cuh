@@ -242,6 +242,10 @@ inline void check_opstats(const char* what, const mxg_opstats* g, const mx_opera
 void test_e2m1(void);                                                         /* test_mxfp4.cu */
 void test_quant(const char* filter);                                          /* test_mxfp4.cu */
 void test_fp8(const char* filter);                                            /* test_fp8.cu */
+void test_nvfp4(const char* filter);                                          /* test_nvfp4.cu */
+void test_mxfp8(const char* filter);                                          /* test_nvfp4.cu */
+void test_rotate(const char* filter);                                         /* test_nvfp4.cu */
+void test_fp4_ref(const char* filter);                                        /* test_nvfp4.cu */
 void gemm_case(int M, int N, int K, int had, int oow_row, const char* filter); /* test_gemm.cu */
 /* layers (main_layers.cu) */
 void test_embedding(int N, int D, int V);                                     /* test_embedding.cu */

@@ -3,8 +3,8 @@
  * src/mx/hadamard.c's mx_fwht for n <= 32: the butterflies in mx_fwht's stage
  * order, then one multiply by mx_hadamard_norm(n); bit-exact with the CPU in
  * an object built with --fmad=false. (Rotations larger than 32 run in shared
- * memory inside the staged quantizer, mxfp4.cu's had_smem.) No standalone
- * GPU rotation exists, hence no hadamard.cu.
+ * memory inside the staged quantizer, mxfp4.cu's had_smem.) The standalone
+ * rotation of the formats without a fused one (NVFP4, MXFP8) is hadamard.cu.
  */
 #ifndef MXLM_CUDA_MX_HADAMARD_CUH
 #define MXLM_CUDA_MX_HADAMARD_CUH

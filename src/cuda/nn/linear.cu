@@ -61,6 +61,10 @@ struct mxg_linws {
     float *gq, *gr;
     size_t gcap;
     unsigned long long* gcount;
+    /* NVFP4 / MXFP8 (block_gemm): the decoded FP32 values of an operand (telemetry) and then the unscaled
+     * product of NVFP4's BF16 operands, [fcap], made on first use */
+    float* fq;
+    size_t fcap;
 };
 
 namespace {
@@ -139,13 +143,21 @@ int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
     if (rc) return rc;
     switch (mx_gemm_gpu_refusal(r, g)) {
     case 1: return mx_fail(MX_EINVAL, "linear %s: %s has no GPU path (CPU-only)", mx_gemm_name(g), mx_format_name(q->fmt));
-    case 2:
-        return mx_fail(MX_EINVAL, "linear %s: the GPU rotates MXFP4 operands only (a Hadamard rotation with %s is "
-                                  "CPU-only)", mx_gemm_name(g), q->fmt == MX_FMT_FP8 ? "fp8" : "bf16/fp32");
+    case 2: {
+        char ok[96];
+        return mx_fail(MX_EINVAL, "linear %s: the GPU rotates %s operands only (a Hadamard rotation with %s is "
+                                  "CPU-only)", mx_gemm_name(g), mx_format_list(mx_format_gpu_rotates, ok, sizeof ok),
+                       mx_format_name(q->fmt));
+    }
     case 3:
         return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
                                   "GPU)", mx_gemm_name(g));
-    case 4: return mx_fail(MX_EINVAL, "linear %s: scale=dither is CPU-only (no GPU quantizer for it yet)", mx_gemm_name(g));
+    case 4:
+        return mx_fail(MX_EINVAL, "linear %s: scale=dither on the GPU has not yet run on a GPU (MXLM_GPU_UNCHECKED=1 runs "
+                                  "it)", mx_gemm_name(g));
+    case 5:
+        return mx_fail(MX_EINVAL, "linear %s: %s on the GPU has not yet run on a GPU (MXLM_GPU_UNCHECKED=1 runs it)",
+                       mx_gemm_name(g), mx_format_name(q->fmt));
     default: return MX_OK;
     }
 }
@@ -203,7 +215,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
         cudaFree(w->q8[o]); cudaFree(w->fs[o]);
     }
     cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
-    cudaFree(w->gq); cudaFree(w->gr); cudaFree(w->gcount);
+    cudaFree(w->gq); cudaFree(w->gr); cudaFree(w->gcount); cudaFree(w->fq);
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -278,6 +290,90 @@ int xbuffers(mxg_linws* w) {
         return 0;
     }
     return 1;
+}
+
+/* C = base + P / s_a / s_b (base: C itself when accumulating, else res, else 0): the product P of block_gemm's
+ * BF16 values and what they leave out per operand: NVFP4's tensor scale (device: amax_S, [1] the scale, when
+ * Sa / Sb are given) or dither's 3/4 (da / db otherwise). */
+__global__ void k_block_epilogue(float* __restrict__ C, const float* __restrict__ P, const float* __restrict__ res,
+                                 size_t n, int accumulate, const float* Sa, const float* Sb, float da, float db) {
+    const float sa = Sa ? Sa[1] : da, sb = Sb ? Sb[1] : db;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float base = accumulate ? C[i] : res ? res[i] : 0.0f;
+        C[i] = base + P[i] / sa / sb;
+    }
+}
+
+/* w->fq with room for n floats. */
+int fq_room(mxg_linws* w, size_t n) {
+    if (n <= w->fcap) return MX_OK;
+    cudaFree(w->fq);
+    w->fq = NULL;
+    w->fcap = 0;
+    if (cudaMalloc((void**)&w->fq, n * 4) != cudaSuccess) {
+        cudaGetLastError();
+        return mx_fail(MX_ENOMEM, "GPU out of memory: NVFP4/MXFP8 linear workspace (%.1f MiB)", n * 4 / 1048576.0);
+    }
+    w->fcap = n;
+    return MX_OK;
+}
+
+/* NVFP4, MXFP8 and MXFP4 under the dither rule, which have no fast path on Hopper: linear.c's steps on the
+ * device. Each operand as [rows, R] in FP32 (transposed first where it is stored [R, rows]), rotated along
+ * R when the recipe says (mxg_hadamard_rotate), quantized by the reference form of the CPU quantizer into
+ * the values the GEMM takes in BF16 (exact: MXFP8's E4M3 x 2^e; NVFP4's q x sb without its tensor scale;
+ * MXFP4's q x 2^e without dither's 4/3), telemetry from the FP32 decoded values; then the BF16 GEMM, the
+ * product divided by what the BF16 values leave out (k_block_epilogue). The products equal the CPU's up to
+ * the order of the sums (and the factor applied once to the sum rather than to each element). */
+int block_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const mx_format_info* f, const float* const op[2],
+               const int rows[2], const int tr[2], int R, float* C, int Ma, int Nb, int accumulate, const float* res,
+               mxg_opstats* const tele[2], void* stream) {
+    const mx_gemm_recipe* q = &c->recipe->g[g];
+    mxg_linws* w = c->ws;
+    cudaStream_t st = MXG_STREAM(stream);
+    const int nv = f->scale == MX_SCALE_E4M3_TENSOR;
+    int rc = MX_OK;
+    w->xk[0].valid = 0; /* slot 0's buffers are used here */
+    for (int o = 0; o < 2 && !rc; o++) {
+        const size_t n = (size_t)rows[o] * R;
+        const float* x = op[o];
+        if (tr[o] || q->had_n) { /* a copy to rotate in place, or the transpose */
+            rc = tr[o] ? transpose<float>(w->t[o], op[o], R, rows[o], st)
+                       : (cudaMemcpyAsync(w->t[o], op[o], n * 4, cudaMemcpyDeviceToDevice, st) == cudaSuccess
+                              ? MX_OK : mx_fail(MX_EIO, "linear: copy of an operand failed"));
+            x = w->t[o];
+        }
+        if (!rc && q->had_n)
+            rc = mxg_hadamard_rotate(w->t[o], rows[o], R, q->had_n, q->had_random, mx_rh_seed(c->recipe, c->seed, c->step),
+                                     mx_rot_id(c->layer_id, g), stream);
+        mx_qopts qp = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
+        qp.layout = mx_format_layout(f, mx_layout_is_2d(qp.layout));
+        float* y = NULL;
+        if (!rc && tele[o] && !(rc = fq_room(w, n))) y = w->fq;
+        unsigned long long* stats = tele[o] ? &tele[o]->blocks : NULL;
+        if (!rc)
+            rc = nv ? mxg_fakequant_nvfp4(x, rows[o], R, &qp, w->sc + 8 * o, w->h[o], y, stats, w->counters, stream)
+                 : f->elem == MX_ELEM_E2M1
+                     ? mxg_fakequant_fp4_ref(x, rows[o], R, &qp, w->h[o], y, stats, w->counters, stream)
+                     : mxg_fakequant_mxfp8(x, rows[o], R, &qp, w->h[o], y, stats, w->counters, stream);
+        if (!rc && tele[o]) rc = opstats(x, n, 3, (const uint16_t*)y, NULL, NULL, tele[o], st);
+    }
+    PROF_E(PROF_QUANT, st);
+    if (rc) return rc;
+    const int dither = f->elem == MX_ELEM_E2M1 && q->scale == MX_SCALE_DITHER; /* both operands: the GEMM's rule */
+    if (!nv && !dither)
+        return gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, C, MXG_F32, Ma, Nb, R,
+                          accumulate, res, stream);
+    const size_t n = (size_t)Ma * Nb;
+    if ((rc = fq_room(w, n))) return rc;
+    rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, w->fq, MXG_F32, Ma, Nb, R,
+                    0, NULL, stream);
+    if (rc) return rc;
+    const size_t nb = (n + 255) / 256;
+    k_block_epilogue<<<(unsigned)(nb < 4096 ? nb : 4096), 256, 0, st>>>(C, w->fq, res, n, accumulate, nv ? w->sc : NULL,
+                                                                        nv ? w->sc + 8 : NULL, 0.75f, 0.75f);
+    CU_LAUNCHED();
+    return MX_OK;
 }
 
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
@@ -395,7 +491,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], C, MXG_F32, Ma, Nb, R,
                           accumulate, res, stream);
     }
-    case MX_SCALE_E8M0: { /* MXFP4 blocks */
+    case MX_SCALE_E4M3_TENSOR: /* NVFP4 */
+        return block_gemm(c, g, f, op, rows, tr, R, C, Ma, Nb, accumulate, res, tele, stream);
+    case MX_SCALE_E8M0: { /* MXFP4 blocks (MXFP8's, and MXFP4's under dither: block_gemm) */
+        if (f->elem != MX_ELEM_E2M1 || q->scale == MX_SCALE_DITHER)
+            return block_gemm(c, g, f, op, rows, tr, R, C, Ma, Nb, accumulate, res, tele, stream);
         const int fast = !c->exact && R % 128 == 0;
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
