@@ -4,6 +4,7 @@
  * with '%' in them handled, a shard glob that matches nothing refused before the run directory exists,
  * and the seeded, time-bounded CLI fuzz test (tests/cli_fuzz.sh). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
@@ -86,6 +87,7 @@ TEST(train_refuses_missing_shards_before_the_run_dir) {
  * machine (this one has no GPU: the recipe is judged before the device is probed). */
 TEST(train_gpu_refusals_are_usage_errors) {
     const char* t = test_tmpdir();
+    unsetenv("MXLM_GPU_UNCHECKED"); /* which would let nvfp4 and dither through */
     static const char* const args[][2] = {
         {"--recipe nvfp4", "has not yet run on a GPU"},
         {"--recipe fp8-delayed", "delayed scaling is CPU-only"},

@@ -100,6 +100,15 @@ static inline int mx_act16_applies(const mx_recipe* r) {
            mx_gemm_bf16_operands(r, MX_WGRAD);
 }
 
+/* GEMM g of r runs through the GPU's reference-form path (linear.cu's block_gemm: NVFP4, MXFP8, MXFP4 under
+ * the dither rule), whose GPU path has not yet run on a GPU (4 and 5 below without MXLM_GPU_UNCHECKED=1). */
+static inline int mx_gemm_gpu_reference_form(const mx_recipe* r, mx_gemm_id g) {
+    const mx_gemm_recipe* q = &r->g[g];
+    const mx_format_info* f = mx_format_get(q->fmt);
+    return f && (f->scale == MX_SCALE_E4M3_TENSOR || (f->scale == MX_SCALE_E8M0 && f->elem != MX_ELEM_E2M1) ||
+                 (f->elem == MX_ELEM_E2M1 && q->scale == MX_SCALE_DITHER));
+}
+
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
  * per-tensor scaling it does not do, 4 the dither scale rule, 5 a format whose GPU path has not yet run

@@ -248,6 +248,10 @@ int main(int argc, char** argv) {
     test_linear_telemetry("nvfp4-nvidia", 160, 256, 96, 0);
     test_linear_telemetry("mxfp8", 160, 256, 96, 1);
     test_linear_telemetry("mxfp4-tseng", 128, 256, 128, 0); /* MXFP4 under dither (rh64: every K a multiple of 64) */
+    test_linear_operands("mxfp4-fdw-sr-dither");
+    test_linear_epilogues("nvfp4");
+    test_linear_epilogues("mxfp8");
+    test_linear_epilogues("mxfp4-fdw-sr-dither");
     /* bf16: a BF16 rounding error depends on an element's low 16 bits, which the summation-order
      * differences of the activations and gradients change: err2 of such an operand is a new sample
      * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu) */
@@ -262,6 +266,9 @@ int main(int argc, char** argv) {
      * test_gpu_model's fp8 above) flips E4M3 casts downstream: measured 0.045 (GPU vs CPU) and 0.078
      * (cache vs one call) of max |logit| on the H200; a wrong scale or kind gives errors near 1. */
     test_gpu_decode("fp8", 1, 0.15);
+    /* NVFP4's tensor scale is a chunk's too (as fp8's); MXFP8's blocks are row-local (as MXFP4's) */
+    test_gpu_decode("nvfp4", 1, 0.15);
+    test_gpu_decode("mxfp8", 1, 5e-2);
     mxg_layers_shutdown();
     mxg_attention_gemm_shutdown();
     mxg_shutdown();

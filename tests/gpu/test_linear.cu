@@ -39,21 +39,32 @@ void test_linear_operands(const char* recipe) {
             /* TN operands on the host, and the GPU call on the stored tensors */
             vecf A, Bm;
             int Ma, Nb, R;
-            if (g == MX_FPROP) { A = X; Bm = W; Ma = M; Nb = N; R = K;
-                MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), Ma, Nb, R, 0, NULL));
-            } else if (g == MX_DGRAD) { A = dY; Bm = host_t(W, N, K); Ma = M; Nb = K; R = N;
-                MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), Ma, Nb, R, 0, NULL));
-            } else { A = host_t(dY, M, N); Bm = host_t(X, M, K); Ma = N; Nb = K; R = M;
-                MXC(mxg_gemm_recipe_tn(&gc, MX_WGRAD, ddY.f(), 1, dX.f(), 1, dC.f(), Ma, Nb, R, 0, NULL));
-            }
+            if (g == MX_FPROP) { A = X; Bm = W; Ma = M; Nb = N; R = K; }
+            else if (g == MX_DGRAD) { A = dY; Bm = host_t(W, N, K); Ma = M; Nb = K; R = N; }
+            else { A = host_t(dY, M, N); Bm = host_t(X, M, K); Ma = N; Nb = K; R = M; }
+            auto gpu = [&](int acc) { /* the GPU call on the stored tensors */
+                if (g == MX_FPROP) MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), Ma, Nb, R, acc, NULL));
+                else if (g == MX_DGRAD) MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), Ma, Nb, R, acc, NULL));
+                else MXC(mxg_gemm_recipe_tn(&gc, MX_WGRAD, ddY.f(), 1, dX.f(), 1, dC.f(), Ma, Nb, R, acc, NULL));
+            };
+            gpu(0);
             vecf Cg = downf(dC, (size_t)Ma * Nb), Cc((size_t)Ma * Nb);
             MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 0));
             char what[64];
             snprintf(what, sizeof what, "%s %s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", exact ? "exact" : "fast");
             /* fp8: cuBLASLt's FP8 accumulation, bound 2^-10 as in test_gpu.cu (measured 4.2e-4) */
-            compare(what, Cg, Cc, NORM, rec.g[g].fmt == MX_FMT_FP8 ? ldexp(1.0, -10) : exact ? 1e-5 : 1e-4);
+            const double tol = rec.g[g].fmt == MX_FMT_FP8 ? ldexp(1.0, -10) : exact ? 1e-5 : 1e-4;
+            compare(what, Cg, Cc, NORM, tol);
+            /* accumulation (Wgrad over micro-batches, dX over the linears that read X): the same product added */
+            gpu(1);
+            MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 1));
+            snprintf(what, sizeof what, "%s %s, accumulated", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
+                     exact ? "exact" : "fast");
+            compare(what, downf(dC, (size_t)Ma * Nb), Cc, NORM, tol);
+            gpu(0); /* the codes of the last call (below) as before */
             const mx_gemm_recipe* q = &rec.g[g];
-            if (!exact || q->fmt != MX_FMT_MXFP4) continue;
+            /* the codes and scales of the MXFP4 kernels (the reference-form path of dither keeps none) */
+            if (!exact || q->fmt != MX_FMT_MXFP4 || q->scale == MX_SCALE_DITHER) continue;
             uint64_t rs = seed + (rec.rh_mode == MX_RH_STEP ? step * 0x9E3779B97F4A7C15ull : 0);
             for (int o = 0; o < 2; o++) {
                 vecf op = o ? Bm : A;

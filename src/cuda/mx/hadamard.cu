@@ -15,6 +15,9 @@
 
 namespace {
 
+/* NMAX: the local buffer's size (the driver reserves local memory for every resident thread: 1 KiB each at
+ * 256, ~270 MB on an H200, so the smaller rotations use smaller instances). */
+template <int NMAX>
 __global__ void k_hadamard_rows(float* __restrict__ x, int rows, int cols, int n, int random_sign, uint64_t seed,
                                 uint32_t rot_id) {
     const int groups = cols / n;
@@ -23,7 +26,7 @@ __global__ void k_hadamard_rows(float* __restrict__ x, int rows, int cols, int n
         const size_t r = g / groups;
         const int j0 = (int)(g % groups) * n;
         float* p = x + r * cols + j0;
-        float buf[256];
+        float buf[NMAX];
         for (int k = 0; k < n; k++) buf[k] = random_sign ? p[k] * mx_rh_sign(seed, rot_id, (uint64_t)(j0 + k)) : p[k];
         for (int h = 1; h < n; h <<= 1) /* mx_fwht */
             for (int i = 0; i < n; i += 2 * h)
@@ -45,8 +48,11 @@ extern "C" int mxg_hadamard_rotate(float* x, int rows, int cols, int n, int rand
     if (rows <= 0 || cols <= 0 || cols % n)
         return mx_fail(MX_EINVAL, "Hadamard h%d along a dimension of %d: not a multiple of %d", n, cols, n);
     const size_t total = (size_t)rows * (cols / n), nb = (total + 127) / 128;
-    k_hadamard_rows<<<(unsigned)(nb < 8192 ? nb : 8192), 128, 0, MXG_STREAM(stream)>>>(x, rows, cols, n, random_sign,
-                                                                                      seed, rot_id);
+    const unsigned grid = (unsigned)(nb < 8192 ? nb : 8192);
+    cudaStream_t st = MXG_STREAM(stream);
+    if (n <= 32) k_hadamard_rows<32><<<grid, 128, 0, st>>>(x, rows, cols, n, random_sign, seed, rot_id);
+    else if (n <= 64) k_hadamard_rows<64><<<grid, 128, 0, st>>>(x, rows, cols, n, random_sign, seed, rot_id);
+    else k_hadamard_rows<256><<<grid, 128, 0, st>>>(x, rows, cols, n, random_sign, seed, rot_id);
     CU_LAUNCHED();
     return MX_OK;
 }

@@ -304,15 +304,19 @@ __global__ void k_block_epilogue(float* __restrict__ C, const float* __restrict_
     }
 }
 
-/* w->fq with room for n floats. */
+/* w->fq with room for n floats: made once, with the workspace's capacity (an operand, and every product of
+ * the model's linears, fits in it: mxg_llama_estimate counts it for the recipes that take this path), so
+ * it is not made again in the middle of a step; larger only for a caller's larger product. */
 int fq_room(mxg_linws* w, size_t n) {
     if (n <= w->fcap) return MX_OK;
+    if (n < w->cap) n = w->cap;
     cudaFree(w->fq);
     w->fq = NULL;
     w->fcap = 0;
     if (cudaMalloc((void**)&w->fq, n * 4) != cudaSuccess) {
         cudaGetLastError();
-        return mx_fail(MX_ENOMEM, "GPU out of memory: NVFP4/MXFP8 linear workspace (%.1f MiB)", n * 4 / 1048576.0);
+        return mx_fail(MX_ENOMEM, "GPU out of memory: the NVFP4 / MXFP8 / dither linear workspace (%.1f MiB)",
+                       n * 4 / 1048576.0);
     }
     w->fcap = n;
     return MX_OK;

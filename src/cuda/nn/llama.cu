@@ -236,6 +236,17 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
+/* The linear workspace's bytes for recipe r: mxg_linws_bytes, and the FP32 buffer of the reference-form path
+ * (linear.cu's block_gemm: NVFP4, MXFP8, dither; fq_room makes it with the workspace's capacity) when a GEMM
+ * of r takes it. */
+int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
+    const size_t m = max_operand(c, N);
+    int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
+    for (int g = 0; g < 3; g++)
+        if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)((m + 127) / 128 * 128) * 4;
+    return b;
+}
+
 /* The parameter kind of block linear j (MX_LIN_*). */
 const int k_lin_kind[MX_LIN_PER_BLOCK] = {MX_P_WQ, MX_P_WK, MX_P_WV, MX_P_WO, MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
 
@@ -277,7 +288,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     const int N = B * T;
-    e->scratch = (int64_t)mxg_linws_bytes(max_operand(cfg, N), mx_act16_applies(recipe)) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
+    e->scratch = linws_bytes(recipe, cfg, N) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
         e->scratch += (int64_t)mxg_attention_flash_workspace(B, T, cfg->n_heads, cfg->n_kv_heads, cfg->dim / cfg->n_heads);
@@ -404,7 +415,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         mxg_llama_free(g);
         return mx_fail(rc, "%s", msg);
     }
-    g->bytes += (int64_t)mxg_linws_bytes(max_operand(cfg, N), mx_act16_applies(recipe));
+    g->bytes += linws_bytes(recipe, cfg, N);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, np * 4));
