@@ -433,10 +433,24 @@ static int recipe_full_mxfp4(const char* name) {
     return r.g[MX_FPROP].fmt == MX_FMT_MXFP4 && r.g[MX_DGRAD].fmt == MX_FMT_MXFP4 && r.g[MX_WGRAD].fmt == MX_FMT_MXFP4;
 }
 
-static mx_study_recipe* find_recipe(mx_study* s, const char* name) {
+static mx_study_recipe* find_recipe(const mx_study* s, const char* name) {
     for (int i = 0; i < s->n_recipes; i++)
         if (!strcmp(s->recipes[i].recipe, name)) return &s->recipes[i];
     return NULL;
+}
+
+/* The finished run of `recipe` with `seed` (NULL: none). */
+static const mx_study_run* seed_run(const mx_study* s, const char* recipe, uint64_t seed) {
+    for (int j = 0; j < s->n_runs; j++)
+        if (!strcmp(s->runs[j].recipe, recipe) && s->runs[j].seed == seed && s->runs[j].finished) return &s->runs[j];
+    return NULL;
+}
+
+/* r's validation loss at the evaluation of exactly `tokens` (NaN: none). */
+static double loss_at(const mx_study_run* r, int64_t tokens) {
+    for (int q = 0; q < r->n_evals; q++)
+        if (r->evals[q].tokens == tokens) return r->evals[q].val_loss;
+    return NAN;
 }
 
 /* The first evaluation at or after `tokens` (NULL: none). */
@@ -520,18 +534,10 @@ int mx_study_recipe_vs(const mx_study* s, const char* a, const char* b, double* 
     for (int i = 0; i < s->n_runs && n < max_d; i++) {
         const mx_study_run* ra = &s->runs[i];
         if (strcmp(ra->recipe, a) || !ra->finished || ra->diverged) continue;
-        const mx_study_run* rb = NULL;
-        for (int j = 0; j < s->n_runs && !rb; j++)
-            if (!strcmp(s->runs[j].recipe, b) && s->runs[j].seed == ra->seed && s->runs[j].finished &&
-                !s->runs[j].diverged)
-                rb = &s->runs[j];
-        if (!rb) continue;
+        const mx_study_run* rb = seed_run(s, b, ra->seed);
+        if (!rb || rb->diverged) continue;
         const int64_t T = ra->budget_tokens < rb->budget_tokens ? ra->budget_tokens : rb->budget_tokens;
-        double la = NAN, lb = NAN;
-        for (int q = 0; q < ra->n_evals; q++)
-            if (ra->evals[q].tokens == T) la = ra->evals[q].val_loss;
-        for (int q = 0; q < rb->n_evals; q++)
-            if (rb->evals[q].tokens == T) lb = rb->evals[q].val_loss;
+        const double la = loss_at(ra, T), lb = loss_at(rb, T);
         if (!isfinite(la) || !isfinite(lb)) continue;
         if (seeds) seeds[n] = ra->seed;
         d[n++] = la - lb;
@@ -572,17 +578,13 @@ static int compute_paired(mx_study* s) {
         for (int i = 0; i < s->n_runs; i++) {
             mx_study_run* r = &s->runs[i];
             if (strcmp(r->recipe, R->recipe) || !r->finished) continue;
-            const mx_study_run* b = NULL;
-            for (int j = 0; j < s->n_runs && !b; j++)
-                if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
+            const mx_study_run* b = seed_run(s, B, r->seed);
             /* the losses: at the baseline's last evaluation, found among r's by its token count */
             if (b && !b->diverged && !r->diverged && b->n_evals > 0) {
                 const mx_study_eval* be = &b->evals[b->n_evals - 1];
-                for (int q = 0; q < r->n_evals && !r->lpaired; q++)
-                    if (r->evals[q].tokens == be->tokens) {
-                        r->lpaired = 1;
-                        r->d_final = r->evals[q].val_loss - be->val_loss;
-                    }
+                const double l = loss_at(r, be->tokens);
+                r->lpaired = !isnan(l);
+                r->d_final = r->lpaired ? l - be->val_loss : NAN;
                 if (r->lpaired && !grid) grid = b;
                 nl += r->lpaired;
             }
@@ -619,14 +621,7 @@ static int compute_paired(mx_study* s) {
             for (int i = 0; i < s->n_runs; i++) {
                 const mx_study_run* r = &s->runs[i];
                 if (!r->lpaired || strcmp(r->recipe, R->recipe)) continue;
-                const mx_study_run* b = NULL;
-                for (int j = 0; j < s->n_runs && !b; j++)
-                    if (!strcmp(s->runs[j].recipe, B) && s->runs[j].seed == r->seed && s->runs[j].finished) b = &s->runs[j];
-                double lr = NAN, lb = NAN;
-                for (int q = 0; q < r->n_evals; q++)
-                    if (r->evals[q].tokens == T) { lr = r->evals[q].val_loss; break; }
-                for (int q = 0; q < b->n_evals; q++)
-                    if (b->evals[q].tokens == T) { lb = b->evals[q].val_loss; break; }
+                const double lr = loss_at(r, T), lb = loss_at(seed_run(s, B, r->seed), T);
                 if (isfinite(lr) && isfinite(lb)) tmp[m++] = lr - lb;
             }
             mx_study_stat_of(tmp, m, &R->d_loss[p]);
@@ -849,15 +844,9 @@ static const char* stat_cell(char* b, size_t n, const mx_study_stat* st, const c
     return b;
 }
 
-static const mx_study_recipe* recipe_of(const mx_study* s, const char* name) {
-    for (int k = 0; k < s->n_recipes; k++)
-        if (!strcmp(s->recipes[k].recipe, name)) return &s->recipes[k];
-    return NULL;
-}
-
 /* One row of "Recipe against recipe": a - ref by seed (the header first, once). */
 static void vs_row(const mx_study* s, mx_sbuf* b, const char* a, const char* ref, int* head) {
-    if (!recipe_of(s, a) || !recipe_of(s, ref)) return;
+    if (!find_recipe(s, a) || !find_recipe(s, ref)) return;
     double d[64];
     uint64_t sd[64];
     mx_study_stat st;

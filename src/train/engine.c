@@ -82,7 +82,7 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
             return mx_fail(MX_EINVAL, "train: recipe %s: scale=dither on the GPU has not yet run on a GPU "
                                       "(MXLM_GPU_UNCHECKED=1 runs it anyway; docs/gpu.md), or use --device cpu", c->recipe);
     for (int g = 0; g < 3; g++) /* MXLM_GPU_UNCHECKED=1 let it through: say so in the run's log */
-        if (mx_gemm_gpu_reference_form(rec, (mx_gemm_id)g)) {
+        if (mx_gemm_gpu_unchecked(rec, (mx_gemm_id)g)) {
             fprintf(stderr, "mxlm train: warning: recipe %s: its %s GEMMs run on the GPU through a path that has not "
                             "yet run on a GPU (MXLM_GPU_UNCHECKED=1; docs/gpu.md)\n", c->recipe,
                     mx_format_name(rec->g[g].fmt));

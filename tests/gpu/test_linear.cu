@@ -61,7 +61,6 @@ void test_linear_operands(const char* recipe) {
             snprintf(what, sizeof what, "%s %s, accumulated", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
                      exact ? "exact" : "fast");
             compare(what, downf(dC, (size_t)Ma * Nb), Cc, NORM, tol);
-            gpu(0); /* the codes of the last call (below) as before */
             const mx_gemm_recipe* q = &rec.g[g];
             /* the codes and scales of the MXFP4 kernels (the reference-form path of dither keeps none) */
             if (!exact || q->fmt != MX_FMT_MXFP4 || q->scale == MX_SCALE_DITHER) continue;

@@ -337,7 +337,6 @@ int block_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const mx_format_info* f, c
     cudaStream_t st = MXG_STREAM(stream);
     const int nv = f->scale == MX_SCALE_E4M3_TENSOR;
     int rc = MX_OK;
-    w->xk[0].valid = 0; /* slot 0's buffers are used here */
     for (int o = 0; o < 2 && !rc; o++) {
         const size_t n = (size_t)rows[o] * R;
         const float* x = op[o];
@@ -364,7 +363,7 @@ int block_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const mx_format_info* f, c
     }
     PROF_E(PROF_QUANT, st);
     if (rc) return rc;
-    const int dither = f->elem == MX_ELEM_E2M1 && q->scale == MX_SCALE_DITHER; /* both operands: the GEMM's rule */
+    const int dither = !nv && f->elem == MX_ELEM_E2M1; /* this path's MXFP4 is dither's, the GEMM's rule (both operands) */
     if (!nv && !dither)
         return gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, C, MXG_F32, Ma, Nb, R,
                           accumulate, res, stream);
@@ -423,10 +422,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         return mx_fail(MX_EINVAL, "linear %s: operands %dx%d / %dx%d exceed the workspace (%zu elements)",
                        mx_gemm_name(g), Ma, R, Nb, R, w->cap);
     PROF_B(PROF_QUANT, st);
-    /* x_same (mxg_linear_ctx): the FP8 and MXFP4 branches keep or drop what slot 0 holds themselves */
-    if (f->scale != MX_SCALE_E8M0 && f->scale != MX_SCALE_TENSOR) w->xk[0].valid = 0;
+    /* x_same (mxg_linear_ctx): the FP8 and MXFP4 branches keep or drop what slot 0 holds themselves; the
+     * reference-form path (NVFP4, MXFP8, dither: block_gemm) uses slot 0's buffers */
+    const int ref_form = mx_gemm_gpu_reference_form(c->recipe, g);
+    if ((f->scale != MX_SCALE_E8M0 && f->scale != MX_SCALE_TENSOR) || ref_form) w->xk[0].valid = 0;
     const float* op[2] = {A, B}; /* as stored: [rows, R], or [R, rows] where tr */
     const int rows[2] = {Ma, Nb}, tr[2] = {a_t, b_t};
+    if (ref_form) return block_gemm(c, g, f, op, rows, tr, R, C, Ma, Nb, accumulate, res, tele, stream);
     switch (f->scale) {
     case MX_SCALE_NONE: /* BF16 elements, converted as stored; the GEMM reads a transposed one as such */
     {
@@ -495,11 +497,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], C, MXG_F32, Ma, Nb, R,
                           accumulate, res, stream);
     }
-    case MX_SCALE_E4M3_TENSOR: /* NVFP4 */
-        return block_gemm(c, g, f, op, rows, tr, R, C, Ma, Nb, accumulate, res, tele, stream);
-    case MX_SCALE_E8M0: { /* MXFP4 blocks (MXFP8's, and MXFP4's under dither: block_gemm) */
-        if (f->elem != MX_ELEM_E2M1 || q->scale == MX_SCALE_DITHER)
-            return block_gemm(c, g, f, op, rows, tr, R, C, Ma, Nb, accumulate, res, tele, stream);
+    case MX_SCALE_E8M0: { /* MXFP4 blocks (MXFP8's, and MXFP4's under dither: block_gemm, above) */
         const int fast = !c->exact && R % 128 == 0;
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
