@@ -9,13 +9,18 @@
 #   validation tokens per evaluation, the same seeds for every recipe.
 # EXTEND=1 adds --extend (runs that ended above their target are trained on to the did-not-converge limit;
 # without checkpoints, which are not carried, from step 0).
+# CKPT=N adds --ckpt-every N --keep-ckpts 1: a run cut off by BUDGET leaves its checkpoint on the machine (the
+# trainer also writes one at the step boundary after the time limit's SIGTERM), so a next call made while the
+# machine is still warm (runs/ is git-ignored and stays) goes on from it instead of from step 0.
 # Carried (git-ignored .device-carry/, named in the device call's `carry`; S = study20m or study60m):
 #   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm)
 #   study20m-train.bin.xz   mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin'
 #                           --val-fraction 0 ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst
 #                           (one shard, 28.8M tokens, sha256 bad5a90a...), xz'd
 #   study60m-train.bin.xz   the same with train-00, -01 and -02 into build/study60m/ (44.3M tokens, sha256
-#                           b7304b32...; 47.5 MB xz'd: leave the 20m files out of a 60m call)
+#                           b7304b32...), cut to its first 35M tokens (the header's count set to 35,000,000;
+#                           sha256 d940fe11...; 37.9 MB xz'd, so that it fits a call with the tracked tree:
+#                           each run samples 32.8M tokens' windows from it; leave the 20m files out of a 60m call)
 #   study20m-val.bin        the same from ../shared/corpus/val.jsonl.zst with --train-pattern
 #                           build/study20m/val.bin (1.27M tokens: the whole validation set; both sizes)
 #   S-runs.tgz              the finished runs of the earlier calls (absent on the first call)
@@ -40,7 +45,8 @@ D=runs/$S
 RECIPES=${RECIPES:-$ALL}
 SEEDS=${SEEDS:-1,2,3}
 P=${PARALLEL:-4}
-for f in mxlm.xz $S-train.bin.xz study20m-val.bin; do
+# (the training file only when build/$S has none yet: a call on a still-warm machine need not carry it)
+for f in mxlm.xz $( [ -f build/$S/train_000000.bin ] || echo $S-train.bin.xz ) study20m-val.bin; do
   [ -f "$C/$f" ] || { echo "study_round: $C/$f missing (see the header)" >&2; exit 2; }
 done
 mkdir -p build/$S runs /tmp/sr
@@ -66,8 +72,10 @@ t0=$(date +%s)
 CUDA_VISIBLE_DEVICES=$DEVS timeout "${BUDGET:-480}" /tmp/sr/mxlm study run --parallel "$P" --out "$D" \
   --machine "$(head -1 "$RET/gpu.txt") x1, $P runs at a time" --recipes "$RECIPES" --seeds "$SEEDS" \
   $ARGS --train "build/$S/train_*.bin" --val build/$S/val.bin \
-  --val-tokens 1048576 --device cuda ${EXTEND:+--extend} > "$RET/study-run.log" 2>&1
+  --val-tokens 1048576 --device cuda ${EXTEND:+--extend} ${CKPT:+--ckpt-every $CKPT --keep-ckpts 1} > "$RET/study-run.log" 2>&1
 echo "study run: exit $? after $(( $(date +%s) - t0 )) s" | tee -a "$RET/study-run.log"
+# the trainers end with the study (SIGTERM) after writing a checkpoint at their next step boundary: let them
+for ((i = 0; i < 60; i++)); do pgrep -f " train .*--recipe " > /dev/null || break; sleep 1; done
 [ $mps = 1 ] && { echo quit | nvidia-cuda-mps-control; sleep 1; }
 # the finished runs (their metrics end with a final status), without checkpoints
 fin=$(python3 - "$D" <<'EOF'

@@ -96,14 +96,14 @@ TEST(format_table_drives_the_checks) {
     const mx_format_info* f4 = mx_format_get(MX_FMT_MXFP4);
     CHECK(f4 && !strcmp(f4->name, "mxfp4") && f4->block == 32 && f4->scale == MX_SCALE_E8M0 && f4->elem == MX_ELEM_E2M1);
     CHECK(mx_format_find("fp8") == mx_format_get(MX_FMT_FP8) && mx_format_parse("nvfp5") == -1);
-    /* issue 18's rows: NVFP4 (E2M1 / 16, E4M3 + FP32 tensor scale) and MXFP8 (E4M3 / 32, E8M0); their GPU path
-     * written, not yet run on a GPU (gpu 2), with rotations */
+    /* issue 18's rows: NVFP4 (E2M1 / 16, E4M3 + FP32 tensor scale) and MXFP8 (E4M3 / 32, E8M0); the GPU runs
+     * both, with rotations */
     const mx_format_info* nv = mx_format_get(MX_FMT_NVFP4), *m8 = mx_format_get(MX_FMT_MXFP8);
     CHECK(nv && nv == mx_format_find("nvfp4") && nv->block == 16 && nv->scale == MX_SCALE_E4M3_TENSOR &&
-          nv->elem == MX_ELEM_E2M1 && mx_format_has_sr(nv) && mx_format_has_2d(nv) && !nv->scale_rules && nv->gpu == 2 &&
+          nv->elem == MX_ELEM_E2M1 && mx_format_has_sr(nv) && mx_format_has_2d(nv) && !nv->scale_rules && nv->gpu == 1 &&
           mx_format_gpu_rotates(nv));
     CHECK(m8 && m8 == mx_format_find("mxfp8") && m8->block == 32 && m8->scale == MX_SCALE_E8M0 &&
-          m8->elem == MX_ELEM_E4M3 && !mx_format_has_sr(m8) && !mx_format_has_2d(m8) && m8->gpu == 2 &&
+          m8->elem == MX_ELEM_E4M3 && !mx_format_has_sr(m8) && !mx_format_has_2d(m8) && m8->gpu == 1 &&
           m8->scale_rules == (MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_CEIL)));
     CHECK(mx_format_layout(nv, 0) == MX_LAYOUT_1x16 && mx_format_layout(nv, 1) == MX_LAYOUT_16x16 &&
           mx_format_layout(m8, 0) == MX_LAYOUT_1x32);
@@ -141,20 +141,13 @@ TEST(format_table_drives_the_checks) {
     CHECK(mx_recipe_parse("nvfp4+d:w=2d", &r) == 0 && mx_gemm_check_dims(MX_FPROP, &r.g[MX_FPROP], 8, 8, 48) == 0);
     CHECK(mx_gemm_check_dims(MX_DGRAD, &r.g[MX_DGRAD], 8, 24, 48) == MX_EINVAL);
     CHECK(strstr(mx_last_error(), "16x16 weight tiles need 24 to be a multiple of 16") != NULL);
-    /* named recipes of issue 18: every GEMM in the format; their GPU path has not run on a GPU yet, so the GPU
-     * refuses them unless MXLM_GPU_UNCHECKED=1 (and then runs them, rotations included) */
-    unsetenv("MXLM_GPU_UNCHECKED");
+    /* named recipes of issue 18: every GEMM in the format; the GPU runs them, rotations included */
     CHECK(mx_recipe_parse("mxfp8", &r) == 0 && r.g[MX_WGRAD].fmt == MX_FMT_MXFP8 && r.g[MX_FPROP].scale == MX_SCALE_CEIL &&
-          mx_gemm_gpu_refusal(&r, MX_FPROP) == 5);
+          mx_gemm_gpu_refusal(&r, MX_FPROP) == 0);
     CHECK(mx_recipe_parse("nvfp4", &r) == 0 && r.g[MX_DGRAD].fmt == MX_FMT_NVFP4 && r.g[MX_DGRAD].round_b == MX_ROUND_RNE &&
-          mx_gemm_gpu_refusal(&r, MX_WGRAD) == 5);
-    setenv("MXLM_GPU_UNCHECKED", "1", 1);
-    CHECK(mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
+          mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
     CHECK(mx_recipe_parse("nvfp4+w:had=rh16", &r) == 0 && mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
     CHECK(mx_recipe_parse("bf16+w:had=h16", &r) == 0 && mx_gemm_gpu_refusal(&r, MX_WGRAD) == 2);
-    setenv("MXLM_GPU_UNCHECKED", "0", 1);
-    CHECK(mx_recipe_parse("mxfp8", &r) == 0 && mx_gemm_gpu_refusal(&r, MX_FPROP) == 5); /* "1" only */
-    unsetenv("MXLM_GPU_UNCHECKED");
     CHECK(mx_recipe_parse("nvfp4+w:had=rh16,round=sr/rne+f:w=2d", &r) == 0 && r.g[MX_WGRAD].round_a == MX_ROUND_SR);
     /* nvfp4-nvidia (arXiv 2509.25149): 2D weights in Fprop and Dgrad, rh16 on Wgrad only, SR on the gradient
      * operands only; its name is kept, and overrides still apply on top */
@@ -165,21 +158,18 @@ TEST(format_table_drives_the_checks) {
     CHECK(r.g[MX_FPROP].round_a == MX_ROUND_RNE && r.g[MX_FPROP].round_b == MX_ROUND_RNE);
     CHECK(r.g[MX_DGRAD].round_a == MX_ROUND_SR && r.g[MX_DGRAD].round_b == MX_ROUND_RNE);
     CHECK(r.g[MX_WGRAD].round_a == MX_ROUND_SR && r.g[MX_WGRAD].round_b == MX_ROUND_RNE);
-    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 5); /* NVFP4's GPU path has not run on a GPU yet */
+    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 0 && mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
     CHECK(mx_recipe_parse("nvfp4-nvidia+w:had=h16", &r) == 0 && r.g[MX_WGRAD].had_n == 16 && !r.g[MX_WGRAD].had_random &&
           r.g[MX_DGRAD].w2d);
     /* mxfp4-tseng (arXiv 2502.20586): Fprop BF16; Dgrad and Wgrad MXFP4 with rh64 (signs each step), SR on both
-     * operands and the 3/4 scaling (scale=dither); on the GPU through mxfp4_ref.cu, not yet run on a GPU: refused
-     * unless MXLM_GPU_UNCHECKED=1 */
+     * operands and the 3/4 scaling (scale=dither); on the GPU through mxfp4_ref.cu */
     CHECK(mx_recipe_parse("mxfp4-tseng", &r) == 0 && !strcmp(r.name, "mxfp4-tseng") && r.rh_mode == MX_RH_STEP);
     CHECK(r.g[MX_FPROP].fmt == MX_FMT_BF16 && !r.g[MX_FPROP].had_n);
     for (int g = 1; g < 3; g++)
         CHECK(r.g[g].fmt == MX_FMT_MXFP4 && r.g[g].had_n == 64 && r.g[g].had_random && r.g[g].round_a == MX_ROUND_SR &&
               r.g[g].round_b == MX_ROUND_SR && r.g[g].scale == MX_SCALE_DITHER && !r.g[g].w2d);
-    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 0 && mx_gemm_gpu_refusal(&r, MX_DGRAD) == 4);
-    setenv("MXLM_GPU_UNCHECKED", "1", 1);
-    CHECK(mx_gemm_gpu_refusal(&r, MX_DGRAD) == 0 && mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
-    unsetenv("MXLM_GPU_UNCHECKED");
+    CHECK(mx_gemm_gpu_refusal(&r, MX_FPROP) == 0 && mx_gemm_gpu_refusal(&r, MX_DGRAD) == 0 &&
+          mx_gemm_gpu_refusal(&r, MX_WGRAD) == 0);
     CHECK(mx_recipe_parse("mxfp4-fdw-sr-dither", &r) == 0 && r.g[MX_WGRAD].scale == MX_SCALE_DITHER);
     CHECK(mx_recipe_parse("mxfp8+all:scale=dither", &r) == MX_EINVAL); /* MXFP8: floor and ceil only */
     /* what the GPU runs */

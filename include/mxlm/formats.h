@@ -62,8 +62,7 @@ typedef struct {
     unsigned scale_rules;  /* MX_BIT(mx_scale_rule) of the shared-scale rules that apply (0: none) */
     unsigned fp8_scalings; /* MX_BIT(mx_fp8_scaling) allowed (0: per-tensor scaling does not apply) */
     /* the GPU fast path (src/cuda/linear.cu) */
-    int gpu;               /* 1: the GPU runs this format; 2: its GPU path is written but has not run on a
-                              GPU yet (refused unless MXLM_GPU_UNCHECKED=1: mx_gemm_gpu_refusal) */
+    int gpu;               /* 1: the GPU runs this format */
     int gpu_hadamard;      /* 1: the GPU rotates operands of this format (hN / rhN) */
     unsigned gpu_fp8_scalings; /* MX_BIT(mx_fp8_scaling) the GPU runs */
 } mx_format_info;

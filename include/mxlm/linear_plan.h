@@ -109,27 +109,15 @@ static inline int mx_gemm_gpu_reference_form(const mx_recipe* r, mx_gemm_id g) {
                  (f->elem == MX_ELEM_E2M1 && q->scale == MX_SCALE_DITHER));
 }
 
-/* GEMM g of r takes a GPU path that has not yet run on a GPU: a format whose row says gpu 2, or the dither
- * rule (mxfp4_ref.cu's quantizer). Refused (mx_gemm_gpu_refusal 5 and 4) unless MXLM_GPU_UNCHECKED=1. */
-static inline int mx_gemm_gpu_unchecked(const mx_recipe* r, mx_gemm_id g) {
-    const mx_format_info* f = mx_format_get(r->g[g].fmt);
-    return f && (f->gpu == 2 || r->g[g].scale == MX_SCALE_DITHER);
-}
-
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
- * per-tensor scaling it does not do, 4 the dither scale rule, 5 a format whose GPU path has not yet run
- * on a GPU (the table's gpu 2); 4 and 5 only while the environment does not have MXLM_GPU_UNCHECKED=1. */
+ * per-tensor scaling it does not do. */
 static inline int mx_gemm_gpu_refusal(const mx_recipe* r, mx_gemm_id g) {
     const mx_gemm_recipe* q = &r->g[g];
     const mx_format_info* f = mx_format_get(q->fmt);
-    const char* e = getenv("MXLM_GPU_UNCHECKED");
-    const int refuse_unchecked = mx_gemm_gpu_unchecked(r, g) && !(e && !strcmp(e, "1"));
     if (!f || !f->gpu) return 1;
-    if (f->gpu == 2 && refuse_unchecked) return 5;
     if (q->had_n && !f->gpu_hadamard) return 2;
     if (f->fp8_scalings && !(f->gpu_fp8_scalings & MX_BIT(r->fp8_scaling))) return 3;
-    if (refuse_unchecked) return 4; /* the dither rule */
     return 0;
 }
 

@@ -54,10 +54,9 @@ static const mx_format_info k_formats[MX_FMT_COUNT] = {
     {MX_FMT_BF16,  "bf16",  "BF16",  MX_ELEM_BF16, 16,  0,   MX_SCALE_NONE,         0,      MX_BIT(MX_ROUND_RNE), 0,                                         0,           1,  0,  0},
     {MX_FMT_FP8,   "fp8",   "FP8",   MX_ELEM_FP8,  8,   0,   MX_SCALE_TENSOR,       0,      MX_BIT(MX_ROUND_RNE), 0,                                         FP8_BOTH,    1,  0,  MX_BIT(MX_FP8_CURRENT)},
     {MX_FMT_MXFP4, "mxfp4", "MXFP4", MX_ELEM_E2M1, 4,   32,  MX_SCALE_E8M0,         L_MX,   ALL_ROUND,            ALL_RULES,                                 0,           1,  1,  0},
-    /* NVFP4 and MXFP8 on the GPU (nvfp4.cu, mxfp8.cu, linear.cu's block_gemm): gpu 2, written but not yet
-     * run on a GPU, so refused unless MXLM_GPU_UNCHECKED=1 (mx_gemm_gpu_refusal) */
-    {MX_FMT_NVFP4, "nvfp4", "NVFP4", MX_ELEM_E2M1, 4,   16,  MX_SCALE_E4M3_TENSOR,  L_NV,   ALL_ROUND,            0,                                         0,           2,  1,  0},
-    {MX_FMT_MXFP8, "mxfp8", "MXFP8", MX_ELEM_E4M3, 8,   32,  MX_SCALE_E8M0,         L_MX1D, MX_BIT(MX_ROUND_RNE), MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_CEIL), 0,     2,  1,  0},
+    /* NVFP4 and MXFP8 on the GPU: nvfp4.cu, mxfp8.cu and linear.cu's block_gemm (docs/gpu.md) */
+    {MX_FMT_NVFP4, "nvfp4", "NVFP4", MX_ELEM_E2M1, 4,   16,  MX_SCALE_E4M3_TENSOR,  L_NV,   ALL_ROUND,            0,                                         0,           1,  1,  0},
+    {MX_FMT_MXFP8, "mxfp8", "MXFP8", MX_ELEM_E4M3, 8,   32,  MX_SCALE_E8M0,         L_MX1D, MX_BIT(MX_ROUND_RNE), MX_BIT(MX_SCALE_FLOOR) | MX_BIT(MX_SCALE_CEIL), 0,     1,  1,  0},
 };
 
 const mx_format_info* mx_format_get(mx_format f) { return (unsigned)f < MX_FMT_COUNT ? &k_formats[f] : NULL; }

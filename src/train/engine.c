@@ -62,11 +62,6 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
             return mx_fail(MX_EINVAL, "train: recipe %s: %s has no GPU path (use --device cpu)", c->recipe,
                            mx_format_name(rec->g[g].fmt));
     for (int g = 0; g < 3; g++)
-        if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 5)
-            return mx_fail(MX_EINVAL, "train: recipe %s: %s on the GPU is written but has not yet run on a GPU "
-                                      "(MXLM_GPU_UNCHECKED=1 runs it anyway; docs/gpu.md), or use --device cpu", c->recipe,
-                           mx_format_name(rec->g[g].fmt));
-    for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 3)
             return mx_fail(MX_EINVAL, "train: recipe %s: FP8 delayed scaling is CPU-only for now (use --device cpu, or "
                                       "fp8 with current scaling)", c->recipe);
@@ -76,17 +71,6 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
             char ok[96];
             return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates %s operands only (use --device cpu)", c->recipe,
                            mx_format_list(mx_format_gpu_rotates, ok, sizeof ok));
-        }
-    for (int g = 0; g < 3; g++)
-        if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 4)
-            return mx_fail(MX_EINVAL, "train: recipe %s: scale=dither on the GPU has not yet run on a GPU "
-                                      "(MXLM_GPU_UNCHECKED=1 runs it anyway; docs/gpu.md), or use --device cpu", c->recipe);
-    for (int g = 0; g < 3; g++) /* MXLM_GPU_UNCHECKED=1 let it through: say so in the run's log */
-        if (mx_gemm_gpu_unchecked(rec, (mx_gemm_id)g)) {
-            fprintf(stderr, "mxlm train: warning: recipe %s: its %s GEMMs run on the GPU through a path that has not "
-                            "yet run on a GPU (MXLM_GPU_UNCHECKED=1; docs/gpu.md)\n", c->recipe,
-                    mx_format_name(rec->g[g].fmt));
-            break;
         }
     const int hd = c->model.dim / c->model.n_heads;
     if (c->attn == MX_ATTN_FLASH && hd != 64 && hd != 128)

@@ -238,9 +238,7 @@ int main(int argc, char** argv) {
     test_linear_telemetry("fp32", 160, 256, 96, 0);
     /* NVFP4, MXFP8 and MXFP4 under dither (linear.cu's block_gemm: the quantizers of nvfp4.cu / mxfp8.cu /
      * mxfp4_ref.cu, checked bit for bit by the run program; here the layer: its products against linear.c's
-     * within the exact path's tolerance, which a flipped code would exceed, and its telemetry). Their GPU
-     * path runs only with MXLM_GPU_UNCHECKED=1 until these have passed on a GPU (the format table's gpu 2). */
-    setenv("MXLM_GPU_UNCHECKED", "1", 1);
+     * within the exact path's tolerance, which a flipped code would exceed, and its telemetry). */
     test_linear_operands("nvfp4");
     test_linear_operands("mxfp8");
     test_linear_operands("nvfp4-nvidia");

@@ -152,12 +152,6 @@ int check_dims(mx_gemm_id g, const mx_recipe* r, int Ma, int Nb, int R) {
     case 3:
         return mx_fail(MX_EINVAL, "linear %s: FP8 delayed scaling is CPU-only (use fp8, current scaling, on the "
                                   "GPU)", mx_gemm_name(g));
-    case 4:
-        return mx_fail(MX_EINVAL, "linear %s: scale=dither on the GPU has not yet run on a GPU (MXLM_GPU_UNCHECKED=1 runs "
-                                  "it)", mx_gemm_name(g));
-    case 5:
-        return mx_fail(MX_EINVAL, "linear %s: %s on the GPU has not yet run on a GPU (MXLM_GPU_UNCHECKED=1 runs it)",
-                       mx_gemm_name(g), mx_format_name(q->fmt));
     default: return MX_OK;
     }
 }
