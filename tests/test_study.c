@@ -585,6 +585,8 @@ TEST(study_report_rows) {
     CHECK(test_log_has("fake3", "cannot open"));
     CHECK_EQ_INT(test_sh("%s study report %s/fake --baseline nonesuch > %s/fake4.log 2>&1", test_mxlm_bin(), t, t), 1);
     CHECK(test_log_has("fake4", "no target loss"));
+    CHECK(test_log_has("fake4", "runs, no target loss yet; where each run is:")); /* and then each run */
+    CHECK(test_log_has("fake4", "  mxfp4-fdw-h16-s1             budget     step "));
     /* the default target rule, per seed: h16 s1 never gets to fp8 s1's 3.0 and ended at half the limit */
     REQUIRE(test_sh("%s study report %s/fake > %s/fake5.log 2>&1", test_mxlm_bin(), t, t) == 0);
     CHECK(file_has(md, "- **Target**: per seed: each run's target is the validation loss of the fp8 run of its seed at "

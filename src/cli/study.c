@@ -80,6 +80,17 @@ static int render(const char* dir, const char* baseline, double target, double f
     char recorded[256];
     report_opts(&s, &o, recorded, sizeof recorded, baseline, target, factor, rule);
     int rc = mx_study_compute(&s, &o);
+    if (rc && s.n_runs && !isfinite(s.target)) { /* no target (no baseline run yet): what there is, then the error */
+        printf("study: %d runs, no target loss yet; where each run is:\n", s.n_runs);
+        for (int i = 0; i < s.n_runs; i++) {
+            const mx_study_run* r = &s.runs[i];
+            printf("  %-28s %-10s step %lld, %lld tokens", r->name, r->status[0] ? r->status : "unfinished",
+                   (long long)r->last_step, (long long)r->last_tokens);
+            if (r->n_evals) printf(", val loss %.4f at %lld tokens", r->evals[r->n_evals - 1].val_loss,
+                                   (long long)r->evals[r->n_evals - 1].tokens);
+            printf("\n");
+        }
+    }
     if (!rc) rc = mx_study_write_report(&s);
     if (rc) { fprintf(stderr, "mxlm study: %s\n", mx_last_error()); mx_study_free(&s); return 1; }
     printf("study: %d runs, %d recipes; target loss %.6g (%s)\n", s.n_runs, s.n_recipes, s.target, s.target_rule);

@@ -20,23 +20,31 @@ check() { if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); fi; }
 # NVFP4, MXFP8 and mxfp4-tseng's dither rule (issue 18): mxfp4-fdw-h16's tolerances for the FP4 recipes and
 # fp8's for mxfp8. Measured (H200, 2026-12-02, 1843b8f): nvfp4 0.055 / 0.042 (over its 0.05), nvfp4-nvidia
 # 0.038 / 0.046, mxfp8 0.030 / 0.036, mxfp4-tseng 0.033 / 0.038 (mean train / final val).
-RT="bf16:0.03:0.03 fp8:0.04:0.05 mxfp4-fdw-h16:0.05:0.06 nvfp4:0.05:0.06 nvfp4-nvidia:0.05:0.06 mxfp8:0.04:0.05
-    mxfp4-tseng:0.05:0.06"
+RT=${CURVES:-"bf16:0.03:0.03 fp8:0.04:0.05 mxfp4-fdw-h16:0.05:0.06 nvfp4:0.05:0.06 nvfp4-nvidia:0.05:0.06 mxfp8:0.04:0.05
+    mxfp4-tseng:0.05:0.06"}
+# CURVES="recipe:tol_train:tol_val ..." replaces the list (the checks after it need bf16, fp8 and
+# mxfp4-fdw-h16 in it); SEEDS="1 2 3" compares more seeds (RUN_DIR-sS-DEVICE; seed 1 is RUN_DIR-DEVICE, which the checks below use)
+SEEDS=${SEEDS:-1}
 # The CPU runs (most of this script's time) all at once, in the background, on a share of the cores each
 # (a CPU run's bits do not depend on its thread count), while the GPU runs go one after the other.
-NR=$(echo $RT | wc -w); TH=$(( $(nproc) / NR )); [ $TH -ge 1 ] || TH=1
-run() { # recipe device [threads]
-  OMP_WAIT_POLICY=passive $MXLM train --preset tiny --recipe $1 --steps $STEPS --seed 1 --device $2 --head bf16 \
-    --out "$OUT/$1-$2" --log-every 50 ${3:+--threads $3} > "$OUT/$1-$2.log" 2>&1 ||
-    { echo "run $1 $2 failed:"; tail -3 "$OUT/$1-$2.log"; } > "$OUT/$1-$2.failed"
+NR=$(( $(echo $RT | wc -w) * $(echo $SEEDS | wc -w) )); TH=$(( $(nproc) / NR )); [ $TH -ge 1 ] || TH=1
+dir() { if [ $2 = 1 ]; then echo "$OUT/$1-$3"; else echo "$OUT/$1-s$2-$3"; fi; } # recipe seed device
+run() { # recipe seed device [threads]
+  local d; d=$(dir $1 $2 $3)
+  OMP_WAIT_POLICY=passive $MXLM train --preset tiny --recipe $1 --steps $STEPS --seed $2 --device $3 --head bf16 \
+    --out "$d" --log-every 50 ${4:+--threads $4} > "$d.log" 2>&1 ||
+    { echo "run $1 seed $2 $3 failed:"; tail -3 "$d.log"; } > "$d.failed"
 }
-for rt in $RT; do run ${rt%%:*} cpu $TH & done
-for rt in $RT; do run ${rt%%:*} cuda; done
+for rt in $RT; do for sd in $SEEDS; do run ${rt%%:*} $sd cpu $TH & done; done
+for rt in $RT; do for sd in $SEEDS; do run ${rt%%:*} $sd cuda; done; done
 wait
 for rt in $RT; do
   r=${rt%%:*}; tt=${rt#*:}; TOL_TRAIN=${tt%%:*}; TOL_VAL=${tt#*:}
-  cat "$OUT/$r-cpu.failed" "$OUT/$r-cuda.failed" 2> /dev/null
-  printf '%-16s GPU vs CPU: ' $r; check python3 tools/compare_runs.py "$OUT/$r-cpu" "$OUT/$r-cuda" --tol-train $TOL_TRAIN --tol-val $TOL_VAL
+  for sd in $SEEDS; do
+    cat "$(dir $r $sd cpu).failed" "$(dir $r $sd cuda).failed" 2> /dev/null
+    printf '%-16s GPU vs CPU: ' "$r$( [ $sd = 1 ] || echo " s$sd")"
+    check python3 tools/compare_runs.py "$(dir $r $sd cpu)" "$(dir $r $sd cuda)" --tol-train $TOL_TRAIN --tol-val $TOL_VAL
+  done
 done
 $MXLM train --preset tiny --recipe mxfp4-fdw-h16 --steps $STEPS --seed 1 --device cuda --out "$OUT/again" \
   --log-every 50 > "$OUT/again.log" 2>&1
