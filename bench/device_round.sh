@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests ab xshare conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests ab xshare fuse conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -78,6 +78,21 @@ if has xshare; then # MXLM_GPU_SHARE_X (q/k/v and gate/up share X's MXFP4 operan
     > "$OUT/speed-xs.txt" 2>&1
   echo "xshare done ($(( $(date +%s) - t0 )) s)"
 fi
+if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's and dup's MXFP4 operands; off by
+  # default until this has passed): the 20-step tiny losses with and without it must be identical, then its speed
+  mkdir -p "$OUT/fu"
+  export MXLM_GPU_PROFILE=1 # its report counts the fused calls (timing only: the losses do not change)
+  for r in ${FU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-rh16 mxfp4-fdw-h32 mxfp4-fdw mxfp4-fdw-sr}; do
+    tiny_pair "fuse (a off, b on)" "$OUT/fu" "$r" "MXLM_GPU_FUSE_SWIGLU=0 build/cuda/mxlm" "MXLM_GPU_FUSE_SWIGLU=1 build/cuda/mxlm"
+    grep -h "SwiGLU backwards that made" "$OUT/fu/$r-b.log" | sed 's/.*(MXLM_GPU_FUSE_SWIGLU)/  fused calls/'
+  done > "$OUT/fuse.txt"
+  unset MXLM_GPU_PROFILE
+  for v in 0 1; do
+    MXLM_GPU_FUSE_SWIGLU=$v MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-fu$v" "$CONFIGS" "${FU_SPEED:-mxfp4-fdw-h16}" \
+      "$STEPS" > "$OUT/speed-fu$v.txt" 2>&1
+  done
+  echo "fuse done ($(( $(date +%s) - t0 )) s)"
+fi
 if has conc; then # issue 17's sweep: N 20m runs (32 x 512, CSTEPS steps, CREC) on the one GPU at a time,
   # N = 1, 2, 4, as plain processes (time-sliced) and under MPS where nvidia-cuda-mps-control exists (its
   # daemon is stopped again at the end); the total tokens/s of each (wall time, start-up included)
@@ -131,6 +146,7 @@ has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
+has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"

@@ -94,6 +94,16 @@ typedef struct {
  * rotation is larger than 32, x is read twice (two launches). */
 int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, const mxg_qspec* s0, const mxg_qout* o0,
                  const mxg_qspec* s1, const mxg_qout* o1, void* stream);
+/* Quantize-on-produce for the MLP's backward: dgate and dup, the SwiGLU backward of gate, up and dh (FP32
+ * [rows, cols], device, 16-byte aligned; src/nn/swiglu.c's expressions, cuda/nn/swiglu.cuh), each
+ * quantized in both directions (s[t][0] / o[t][0] the row-direction output of tensor t, 0 dgate, 1 dup;
+ * s[t][1] / o[t][1] its column-direction one) without writing them: every output byte as mxg_quantize
+ * makes it from the tensors that mxg_swiglu_backward writes. Only the fast kernel's case:
+ * mxg_quantize_swiglu_ok says whether it is (folded E4M3 outputs, RNE, rotation <= 32, no telemetry,
+ * rows and cols multiples of 128); else refused. */
+int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2]);
+int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const float* up, int rows, int cols,
+                            const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream);
 
 /* An MXFP4 tensor on the device (mx.h layouts). */
 typedef struct {

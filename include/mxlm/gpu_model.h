@@ -243,6 +243,9 @@ int mxg_linws_last_fp4(const mxg_linws* ws, int operand, mxg_fp4* t);
 /* Blocks with a clipped element, and blocks outside the E4M3 fold window,
  * counted since the workspace was made (synchronous). */
 int mxg_linws_counters(const mxg_linws* ws, unsigned long long out[2]);
+/* The device counters themselves (mxg_qout.counters), for a quantizer outside the linear that makes its
+ * operands (mxg_dyq). */
+unsigned long long* mxg_linws_device_counters(mxg_linws* ws);
 
 typedef struct {
     const mx_recipe* recipe;
@@ -274,9 +277,26 @@ typedef struct {
                              mx_linear_state.out (linear.h): sig2 += sum C^2, err2 += sum (Cq - C)^2 with C the
                              FP32 product of the unquantized operands as stored and Cq the recipe's product,
                              made again into a buffer of its own (the GEMM's own output is untouched); FP32
-                             GEMMs record nothing; NULL: off. Last in the struct, so that initializers that
-                             stop before it leave it off */
+                             GEMMs record nothing; NULL: off. Near the end of the struct, so that initializers
+                             that stop before it leave it off */
+    const struct mxg_dyq* dyq; /* NULL, or dY's fast-path MXFP4 operands made already (the backward): Dgrad's and
+                             Wgrad's operand a are taken from it instead of quantizing dY */
 } mxg_linear_ctx;
+
+/* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever
+ * produced dY (the MLP's SwiGLU backward: mxg_quantize_swiglu_bwd): [0] Dgrad's, the row-direction output
+ * of dY, [1] Wgrad's, its column-direction output (dY^T's TN operand), with the specs they were made with
+ * (mxg_linear_dy_specs; the linear checks them against its own). Device buffers of M * N bytes and
+ * (M * N / 128) floats each. */
+typedef struct mxg_dyq {
+    const uint8_t* e4m3[2];
+    const float* fscale[2];
+    mxg_qspec spec[2];
+} mxg_dyq;
+/* 1, with the two specs, when the fast path would quantize dY [M, N] of this linear's Dgrad and Wgrad
+ * itself (MXFP4 both, RNE, rotation <= 32, no telemetry, not --gemm exact, N and M multiples of 128), so
+ * that a given mxg_dyq can stand in; 0 otherwise. */
+int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qspec spec[2]);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

@@ -39,6 +39,9 @@ inline unsigned blocks_for(size_t n, int threads) { return (unsigned)((n + threa
  * ranges of GPU work are timed with CUDA events by category. */
 enum { PROF_QUANT = 0, PROF_GEMM, PROF_ATTN, PROF_HEAD, PROF_ELEM, PROF_OPT, PROF_N };
 extern int g_mxg_prof;
+/* The linear GEMM (mx_gemm_id) whose quantize and GEMM ranges are being timed, -1 outside one: the
+ * profile also splits those two parts by Fprop / Dgrad / Wgrad (linear.cu's recipe_gemm sets it). */
+extern int g_mxg_prof_gid;
 void mxg_prof_mark(int cat, int begin, cudaStream_t st);
 #define PROF_B(cat, st) do { if (g_mxg_prof) mxg_prof_mark((cat), 1, (st)); } while (0)
 #define PROF_E(cat, st) do { if (g_mxg_prof) mxg_prof_mark((cat), 0, (st)); } while (0)

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
     test_e2m1();
     test_quant(filter);
+    test_quant_swiglu(filter);
     test_fp8(filter);
     test_nvfp4(filter);
     test_mxfp8(filter);

@@ -242,13 +242,17 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
                (double)loss_c, sqrt(d2 / c2));
         if (!(d2 > 0)) fail("CPU act16 changed no gradient");
     }
-    vecf grads[5], losses[5];
-    float loss_g[5] = {0, 0, 0, 0, 0};
+    vecf grads[6], losses[6];
+    float loss_g[6] = {0, 0, 0, 0, 0, 0};
     /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage (act16: a no-op but for bf16
-     * recipes); 4: both */
-    for (int r = 0; r < 5; r++) {
+     * recipes); 4: both; 5: run 0 with MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward makes dgate's and dup's
+     * MXFP4 operands where the recipe quantizes them fast: the same bytes) */
+    for (int r = 0; r < 6; r++) {
         mxg_llama* g = NULL;
-        MXC(mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r >= 3, attn));
+        if (r == 5) setenv("MXLM_GPU_FUSE_SWIGLU", "1", 1); /* read when the model is made */
+        const int rc = mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r == 3 || r == 4, attn);
+        unsetenv("MXLM_GPU_FUSE_SWIGLU");
+        MXC(rc);
         MXC(mxg_llama_upload(g, m.params, NULL, NULL));
         MXC(mxg_llama_set_head_bf16(g, head16)); /* the CPU model's head precision */
         for (int rep = 0; rep < (r == 1 ? 2 : 1); rep++) {
@@ -309,6 +313,8 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
         same_bytes("token losses (act16)", losses[0].data(), losses[3].data(), (size_t)N * 4);
     }
     same_bytes("gradients (act16 + recompute)", grads[3].data(), grads[4].data(), m.n_params * 4);
+    same_bytes("gradients (fused SwiGLU q)", grads[0].data(), grads[5].data(), m.n_params * 4);
+    same_bytes("loss (fused SwiGLU q)", &loss_g[0], &loss_g[5], 4);
     mx_llama_free(&m);
     end();
 }

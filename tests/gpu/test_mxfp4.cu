@@ -391,3 +391,136 @@ void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr
     }
     end();
 }
+
+/* ---- quantize-on-produce: mxg_quantize_swiglu_bwd against the SwiGLU backward, then mxg_quantize ----
+ * The fused kernel's four outputs (dgate and dup, each in both directions, folded E4M3 + VEC128 scales)
+ * must be the bytes of mxg_swiglu_backward followed by mxg_quantize (the fast kernel, itself bit for bit
+ * the CPU's in test_quant), with the trainer's specs: the column direction with sr_tn, rotations h16 /
+ * rh16 / h32 / none, every scale rule, different seeds and rotation ids per tensor; inputs with zero,
+ * tiny and huge regions, outliers, NaN and Inf; outputs poisoned first; counters equal. Then the
+ * shapes and specs it refuses (mxg_quantize_swiglu_ok: SR, rotation > 32, dims not multiples of 128). */
+void test_quant_swiglu(const char* filter) {
+    (void)filter;
+    const int shapes[][2] = {{128, 128}, {256, 384}, {384, 256}, {128, 1024}};
+    const int hads[] = {16, 16, 32, 0, 16, 8};
+    for (int it = 0; it < 12; it++) {
+        const int rows = shapes[it % 4][0], cols = shapes[it % 4][1];
+        char name[96];
+        const int h = hads[it % 6], rnd = it % 3 == 1;
+        snprintf(name, sizeof name, "quant-swiglu %dx%d %s%d", rows, cols, rnd ? "rh" : "h", h);
+        if (!wanted(name, "quant")) continue;
+        g_fail_case = 0;
+        const size_t n = (size_t)rows * cols;
+        std::vector<float> gate(n), upv(n), dh(n);
+        gen_input(gate.data(), rows, cols, it % 2);
+        gen_input(upv.data(), rows, cols, 0);
+        gen_input(dh.data(), rows, cols, it % 2);
+        for (size_t i = 0; i < n; i++) gate[i] = fmaxf(fminf(gate[i], 30.0f), -30.0f) + (it % 2 && i == 7 ? NAN : 0.0f);
+        float *dg = dalloc<float>(n), *du = dalloc<float>(n), *dd = dalloc<float>(n);
+        float *tg = dalloc<float>(n), *tu = dalloc<float>(n);
+        CK(cudaMemcpy(dg, gate.data(), n * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(du, upv.data(), n * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dd, dh.data(), n * 4, cudaMemcpyHostToDevice));
+        mxg_qspec spec[2][2];
+        for (int t = 0; t < 2; t++)
+            for (int d = 0; d < 2; d++) {
+                mxg_qspec& s = spec[t][d];
+                memset(&s, 0, sizeof s);
+                s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+                s.scale = (mx_scale_rule)((it + t) % 3);
+                s.round = MX_ROUND_RNE;
+                s.seed = rnd64();
+                s.tensor_id = (uint32_t)rnd64();
+                s.had_n = h;
+                s.had_axis = 1;
+                s.had_random = rnd;
+                s.had_seed = 1234 + it;
+                s.rot_id = (uint32_t)(7 * t + 3 * d + 1);
+                s.sr_tn = d;
+            }
+        /* [way][t][d]: way 0 the plain backward then mxg_quantize, 1 the fused kernel */
+        uint8_t* e4[2][2][2];
+        float* fs[2][2][2];
+        unsigned long long* cnt[2];
+        mxg_qout out[2][2][2];
+        for (int w = 0; w < 2; w++) {
+            cnt[w] = dalloc<unsigned long long>(2);
+            CK(cudaMemset(cnt[w], 0, 16));
+            for (int t = 0; t < 2; t++)
+                for (int d = 0; d < 2; d++) {
+                    e4[w][t][d] = dalloc<uint8_t>(n);
+                    fs[w][t][d] = dalloc<float>(n / 128);
+                    CK(cudaMemset(e4[w][t][d], w ? 0x5A : 0xA5, n));
+                    CK(cudaMemset(fs[w][t][d], w ? 0x5A : 0xA5, n / 128 * 4));
+                    memset(&out[w][t][d], 0, sizeof out[w][t][d]);
+                    out[w][t][d].e4m3 = e4[w][t][d];
+                    out[w][t][d].fscale = fs[w][t][d];
+                    out[w][t][d].counters = cnt[w];
+                    out[w][t][d].fold = MXG_FOLD_VEC128;
+                }
+        }
+        MX(mxg_swiglu_backward(tg, tu, dd, dg, du, n, NULL));
+        for (int t = 0; t < 2; t++)
+            MX(mxg_quantize(t ? tu : tg, MXG_F32, rows, cols, &spec[t][0], &out[0][t][0], &spec[t][1], &out[0][t][1], NULL));
+        const mxg_qspec* sp[2][2] = {{&spec[0][0], &spec[0][1]}, {&spec[1][0], &spec[1][1]}};
+        const mxg_qout* op[2][2] = {{&out[1][0][0], &out[1][0][1]}, {&out[1][1][0], &out[1][1][1]}};
+        if (!mxg_quantize_swiglu_ok(rows, cols, sp, op)) fail("%s: refused", name);
+        else MX(mxg_quantize_swiglu_bwd(dd, dg, du, rows, cols, sp, op, NULL));
+        CK(cudaDeviceSynchronize());
+        for (int t = 0; t < 2; t++)
+            for (int d = 0; d < 2; d++) {
+                auto a = d2h(e4[0][t][d], n), b = d2h(e4[1][t][d], n);
+                auto fa = d2h(fs[0][t][d], n / 128), fb = d2h(fs[1][t][d], n / 128);
+                const int i = first_diff(a.data(), b.data(), n);
+                if (i >= 0) fail("%s: %s %s E4M3 byte %d: fused 0x%02x, plain 0x%02x", name, t ? "dup" : "dgate",
+                                 d ? "column" : "row", i, b[i], a[i]);
+                if (memcmp(fa.data(), fb.data(), n / 128 * 4))
+                    fail("%s: %s %s scales differ", name, t ? "dup" : "dgate", d ? "column" : "row");
+            }
+        auto ca = d2h(cnt[0], 2), cb = d2h(cnt[1], 2);
+        if (ca[0] != cb[0] || ca[1] != cb[1])
+            fail("%s: counters %llu/%llu fused against %llu/%llu", name, cb[0], cb[1], ca[0], ca[1]);
+        if (!g_fail_case) printf("    %-34s 4 outputs identical to backward + quantize (%llu clipped)\n", name, ca[0]);
+        for (int w = 0; w < 2; w++) {
+            cudaFree(cnt[w]);
+            for (int t = 0; t < 2; t++)
+                for (int d = 0; d < 2; d++) { cudaFree(e4[w][t][d]); cudaFree(fs[w][t][d]); }
+        }
+        cudaFree(dg); cudaFree(du); cudaFree(dd); cudaFree(tg); cudaFree(tu);
+        if (g_fail_case) g_fail++;
+        else g_pass++;
+    }
+    if (!wanted("quant-swiglu refusals", "quant")) return;
+    g_fail_case = 0;
+    mxg_qspec s[2][2];
+    mxg_qout o[2][2];
+    memset(s, 0, sizeof s);
+    memset(o, 0, sizeof o);
+    uint8_t* e = dalloc<uint8_t>(256 * 256);
+    float* f = dalloc<float>(256 * 2);
+    for (int t = 0; t < 2; t++)
+        for (int d = 0; d < 2; d++) {
+            s[t][d].layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+            s[t][d].had_n = 16;
+            s[t][d].sr_tn = d;
+            o[t][d].e4m3 = e;
+            o[t][d].fscale = f;
+        }
+    const mxg_qspec* sp[2][2] = {{&s[0][0], &s[0][1]}, {&s[1][0], &s[1][1]}};
+    const mxg_qout* op[2][2] = {{&o[0][0], &o[0][1]}, {&o[1][0], &o[1][1]}};
+    if (!mxg_quantize_swiglu_ok(256, 256, sp, op)) fail("quant-swiglu: 256x256 h16 RNE refused");
+    if (mxg_quantize_swiglu_ok(256, 160, sp, op)) fail("quant-swiglu: 160 columns accepted");
+    s[1][0].round = MX_ROUND_SR;
+    if (mxg_quantize_swiglu_ok(256, 256, sp, op)) fail("quant-swiglu: SR accepted");
+    s[1][0].round = MX_ROUND_RNE;
+    s[0][1].had_n = 64;
+    if (mxg_quantize_swiglu_ok(256, 256, sp, op)) fail("quant-swiglu: h64 accepted");
+    s[0][1].had_n = 16;
+    o[1][1].e4m3 = NULL;
+    if (mxg_quantize_swiglu_ok(256, 256, sp, op)) fail("quant-swiglu: an output without E4M3 accepted");
+    if (mxg_quantize_swiglu_bwd(f, f, f, 256, 256, sp, op, NULL) != MX_EINVAL) fail("quant-swiglu: not refused");
+    cudaFree(e);
+    cudaFree(f);
+    if (g_fail_case) g_fail++;
+    else { g_pass++; printf("    quant-swiglu refusals: SR, h64, 160 columns, a missing output\n"); }
+}

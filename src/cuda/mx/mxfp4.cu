@@ -27,6 +27,7 @@
 #include "cuda/common.cuh"
 #include "cuda/mx/hadamard.cuh"
 #include "cuda/mx/quant.cuh"
+#include "cuda/nn/swiglu.cuh"
 #include "mxlm/mx_scalar.h"
 
 namespace {
@@ -698,6 +699,104 @@ template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
     return launch_qfast_cfg<T, 128, 64>(a, st);
 }
 
+/* ---- quantize-on-produce: the SwiGLU backward's outputs (mxg_quantize_swiglu_bwd) ---- */
+
+/* Two tensors (dgate, dup) made tile by tile in shared memory from gate, up and dh, then each quantized
+ * in both directions there by the fast kernel's passes (qf_pass): the bytes that k_qfast makes from the
+ * FP32 tensors swiglu.cu's backward writes, which are never written. */
+struct QsArgs {
+    const float *dh, *gate, *up;
+    int rows, cols;
+    QArgs q[2]; /* [0] dgate, [1] dup: their slots (q[t].x unused) */
+};
+
+template <int TR, int TC> struct QsSmem {
+    using F = QfSmem<float, TR, TC>;
+    static constexpr size_t tile = F::tile;
+    static constexpr size_t xs = 0;                             /* [2][tile]: dgate, dup */
+    static constexpr size_t sg = 2 * tile;                      /* [4][128] float: signs of the four outputs */
+    static constexpr size_t scl_c = sg + sizeof(float) * 4 * 128;
+    static constexpr size_t lut = scl_c + TC * (TR / 32);
+    static constexpr size_t cnt = (lut + 240 + 15) / 16 * 16;   /* [8]: dgate's four counters, dup's */
+    static constexpr size_t total = cnt + 32;
+};
+
+template <int TR, int TC>
+__global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
+    static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
+    constexpr int NT = TR * TC / 32;
+    using L = QsSmem<TR, TC>;
+    extern __shared__ float4 smem_raw[];
+    char* sm = (char*)smem_raw;
+    float* sg = (float*)(sm + L::sg);
+    uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);
+    uint8_t* lut = (uint8_t*)(sm + L::lut);
+    unsigned* cnt = (unsigned*)(sm + L::cnt);
+    const int rows = a.rows, cols = a.cols, tid = threadIdx.x;
+    const int ntc = (cols + TC - 1) / TC, ntiles = ((rows + TR - 1) / TR) * ntc;
+    if (tid < 8) cnt[tid] = 0;
+    for (int i = tid; i < 240; i += NT) lut[i] = fold_lut_entry(i);
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
+        for (int k = 0; k < 4; k++) { /* output k: tensor k / 2, direction k % 2 */
+            const Slot& s = a.q[k / 2].s[k % 2];
+            if (!(s.active && s.rnd)) continue;
+            const int n = k % 2 ? TR : TC, o = k % 2 ? r0 : c0, lim = k % 2 ? rows : cols;
+            for (int j = tid; j < n; j += NT)
+                sg[k * 128 + j] = o + j < lim ? mx_rh_sign(s.hseed, s.rot, (uint64_t)(o + j)) : 1.0f;
+        }
+        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x) */
+        for (int e = tid; e < TR * TC / 4; e += NT) {
+            const int r = e / (TC / 4), c = (e % (TC / 4)) * 4;
+            float dg[4] = {0, 0, 0, 0}, du[4] = {0, 0, 0, 0};
+            if (r0 + r < rows && c0 + c < cols) {
+                const size_t i = (size_t)(r0 + r) * cols + c0 + c;
+                const float4 gv = *(const float4*)(a.gate + i), uv = *(const float4*)(a.up + i),
+                             dv = *(const float4*)(a.dh + i);
+                swiglu_d(gv.x, uv.x, dv.x, &dg[0], &du[0]);
+                swiglu_d(gv.y, uv.y, dv.y, &dg[1], &du[1]);
+                swiglu_d(gv.z, uv.z, dv.z, &dg[2], &du[2]);
+                swiglu_d(gv.w, uv.w, dv.w, &dg[3], &du[3]);
+            }
+            *(float4*)(sm + L::xs + qf_at<float, TR, TC>(r, c)) = make_float4(dg[0], dg[1], dg[2], dg[3]);
+            *(float4*)(sm + L::xs + L::tile + qf_at<float, TR, TC>(r, c)) = make_float4(du[0], du[1], du[2], du[3]);
+        }
+        __syncthreads();
+        /* a barrier between passes: a column pass exchanges e_ref through scl_c */
+        if (a.q[0].s[0].active) qf_pass<0, float, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, lut, cnt, r0, c0, rows, cols);
+        __syncthreads();
+        if (a.q[0].s[1].active) qf_pass<1, float, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, lut, cnt, r0, c0, rows, cols);
+        __syncthreads();
+        if (a.q[1].s[0].active)
+            qf_pass<0, float, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, lut, cnt + 4, r0, c0, rows, cols);
+        __syncthreads();
+        if (a.q[1].s[1].active)
+            qf_pass<1, float, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, lut, cnt + 4, r0, c0, rows, cols);
+        __syncthreads(); /* the tiles and signs are the next tile's */
+    }
+    __syncthreads();
+    flush_counters(a.q[0], cnt);
+    flush_counters(a.q[1], cnt + 4);
+}
+
+int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
+    using L = QsSmem<128, 128>;
+    constexpr int NT = 128 * 128 / 32;
+    static int resident = 0;
+    if (!resident) {
+        CU_TRY(cudaFuncSetAttribute(k_qswiglu<128, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
+        int dev = 0, sms = 0, per = 0;
+        CU_TRY(cudaGetDevice(&dev));
+        CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_qswiglu<128, 128>, NT, L::total));
+        resident = sms * (per > 0 ? per : 1);
+    }
+    const int ntiles = ((a.rows + 127) / 128) * ((a.cols + 127) / 128);
+    k_qswiglu<128, 128><<<ntiles < resident ? ntiles : resident, NT, L::total, st>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
 template <typename T, bool ST> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
     int nb = a.cols / 32;
     dim3 grid(a.rows);
@@ -927,6 +1026,43 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
         if (rc) return rc;
     }
     return launch_cfg_dt(a, dt, st);
+}
+
+extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2]) {
+    if (rows <= 0 || cols <= 0 || rows % 128 || cols % 128) return 0;
+    QArgs a;
+    for (int t = 0; t < 2; t++) {
+        memset(&a, 0, sizeof a);
+        a.x = (const void*)16; /* qfast_ok's alignment check: the inputs are read as float4 here */
+        a.rows = rows;
+        a.cols = cols;
+        for (int d = 0; d < 2; d++) {
+            if (!s[t][d] || !o[t][d] || spec_dir(s[t][d]) != d || !o[t][d]->e4m3) return 0;
+            if (make_slot(s[t][d], o[t][d], d, rows, cols, &a.s[d]) != MX_OK) return 0;
+        }
+        if (!qfast_ok(a, MXG_F32)) return 0;
+    }
+    return 1;
+}
+
+extern "C" int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const float* up, int rows, int cols,
+                                       const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream) {
+    if (!dh || !gate || !up) return mx_fail(MX_EINVAL, "mxg_quantize_swiglu_bwd: null input");
+    if (((uintptr_t)dh | (uintptr_t)gate | (uintptr_t)up) & 15)
+        return mx_fail(MX_EINVAL, "mxg_quantize_swiglu_bwd: inputs must be 16-byte aligned");
+    if (!mxg_quantize_swiglu_ok(rows, cols, s, o))
+        return mx_fail(MX_EINVAL, "mxg_quantize_swiglu_bwd: %dx%d with these outputs is not the fast kernel's case "
+                                  "(both directions of both tensors, folded E4M3, RNE, rotation <= 32, no telemetry, "
+                                  "dims multiples of 128)", rows, cols);
+    QsArgs a;
+    memset(&a, 0, sizeof a);
+    a.dh = dh; a.gate = gate; a.up = up; a.rows = rows; a.cols = cols;
+    for (int t = 0; t < 2; t++)
+        for (int d = 0; d < 2; d++) {
+            int rc = make_slot(s[t][d], o[t][d], d, rows, cols, &a.q[t].s[d]);
+            if (rc) return rc;
+        }
+    return launch_qswiglu(a, MXG_STREAM(stream));
 }
 
 extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,

@@ -236,6 +236,8 @@ extern "C" int mxg_linws_counters(const mxg_linws* w, unsigned long long out[2])
     return MX_OK;
 }
 
+extern "C" unsigned long long* mxg_linws_device_counters(mxg_linws* w) { return w->counters; }
+
 namespace {
 
 /* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
@@ -373,6 +375,30 @@ int block_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const mx_format_info* f, c
     return MX_OK;
 }
 
+/* The MXFP4 quantizer spec of operand o of GEMM g (tr: the operand is stored transposed, [R, rows]), as
+ * linear.c quantizes it; returns 1 when it is made by the column-direction pass over the tensor as
+ * stored (a transposed operand's 1x32 blocks: its 32x1 ones, the SR index in the transposed operand's
+ * coordinates, sr_tn), 0 for a row-direction output. memset first: the specs are compared whole. */
+int mxfp4_spec(const mxg_linear_ctx* c, mx_gemm_id g, int o, int tr, mxg_qspec* s) {
+    const mx_gemm_recipe* q = &c->recipe->g[g];
+    const mx_qopts qp = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
+    memset(s, 0, sizeof *s);
+    s->layout = qp.layout;
+    s->scale = qp.scale;
+    s->round = qp.round;
+    s->seed = qp.seed;
+    s->tensor_id = qp.tensor_id;
+    s->had_n = q->had_n;
+    s->had_axis = 1;
+    s->had_random = q->had_random;
+    s->had_seed = mx_rh_seed(c->recipe, c->seed, c->step);
+    s->rot_id = mx_rot_id(c->layer_id, g);
+    if (!(tr && s->layout == MX_LAYOUT_1x32)) return 0;
+    s->layout = MX_LAYOUT_32x1;
+    s->sr_tn = 1;
+    return 1;
+}
+
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
  * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
  * made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
@@ -496,27 +522,26 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
-            const mx_qopts qp = mx_operand_qopts(q, g, o, c->seed, c->step, c->layer_id);
             mxg_qspec s;
-            memset(&s, 0, sizeof s);
-            s.layout = qp.layout;
-            s.scale = qp.scale;
-            s.round = qp.round;
-            s.seed = qp.seed;
-            s.tensor_id = qp.tensor_id;
-            s.had_n = q->had_n;
-            s.had_axis = 1;
-            s.had_random = q->had_random;
-            s.had_seed = mx_rh_seed(c->recipe, c->seed, c->step);
-            s.rot_id = mx_rot_id(c->layer_id, g);
+            const int col = mxfp4_spec(c, g, o, tr[o], &s); /* a column-direction output */
             const float* x = op[o];
             int xr = rows[o], xc = R; /* the tensor quantized, [xr, xc] */
-            const int col = tr[o] && s.layout == MX_LAYOUT_1x32; /* a column-direction output */
+            if (o == 0 && c->dyq && (g == MX_DGRAD || g == MX_WGRAD)) {
+                /* dY's operand made already where dY was produced (mxg_dyq), with this very spec; dY itself
+                 * was not written, so anything else is an error, never a silent read of it */
+                const int k = g == MX_WGRAD;
+                if (!fast || tele[o] || memcmp(&c->dyq->spec[k], &s, sizeof s))
+                    return mx_fail(MX_EINVAL, "linear %s: the given dY operand (mxg_dyq) is not what this GEMM "
+                                              "would make (another spec, or not the fast path, or telemetry)",
+                                   mx_gemm_name(g));
+                e4[0] = (uint8_t*)c->dyq->e4m3[k];
+                fsc[0] = (float*)c->dyq->fscale[k];
+                w->xk[0].valid = 0; /* as xkeep leaves it for an operand a that is not X's */
+                continue;
+            }
             if (col) {
                 /* x^T's 1x32 blocks are x's 32x1 ones: the column-direction pass on x as stored, the SR
                  * index taken in x^T's coordinates; the outputs land in x^T's (the TN) layout */
-                s.layout = MX_LAYOUT_32x1;
-                s.sr_tn = 1;
                 xr = R;
                 xc = rows[o];
             } else if (tr[o]) { /* 32x32 weight tiles: transposed in FP32 first */
@@ -543,7 +568,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 qo.codes = w->codes[o];
                 qo.scales = w->scales[o];
                 w->last_rows[o] = rows[o];
-                w->last_layout[o] = qp.layout; /* 32x1 codes of x are the 1x32 codes of x^T, byte for byte */
+                w->last_layout[o] = col ? MX_LAYOUT_1x32 : s.layout; /* x's 32x1 codes: x^T's 1x32 ones, byte for byte */
             }
             rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
                               stream);
@@ -612,7 +637,9 @@ int product_stats(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t
 /* GEMM g as recipe_gemm_core makes it, then (mxg_linear_ctx.gout) the telemetry of its product. */
 int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
                 int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
+    g_mxg_prof_gid = (int)g; /* MXLM_GPU_PROFILE's split by GEMM */
     int rc = recipe_gemm_core(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, a_ready, stream);
+    g_mxg_prof_gid = -1;
     if (rc || !c->gout || mx_format_get(c->recipe->g[g].fmt)->elem == MX_ELEM_FP32) return rc;
     if (!A || !B) return mx_fail(MX_EINVAL, "linear %s: the telemetry of a product needs both operands in FP32",
                                  mx_gemm_name(g));
@@ -629,6 +656,20 @@ int dy_shared(const mx_recipe* r) {
 }
 
 }  // namespace
+
+extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qspec spec[2]) {
+    if (c->exact || c->tele || c->gout || M <= 0 || N <= 0 || M % 128 || N % 128) return 0;
+    for (int k = 0; k < 2; k++) { /* Dgrad's a: dY as stored; Wgrad's a: dY^T, the column-direction pass */
+        const mx_gemm_id g = k ? MX_WGRAD : MX_DGRAD;
+        const mx_format_info* f = mx_format_get(c->recipe->g[g].fmt);
+        if (!f || f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(c->recipe, g))
+            return 0;
+        if (mxfp4_spec(c, g, 0, k, &spec[k]) != k || spec[k].layout != (k ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32) ||
+            spec[k].round != MX_ROUND_RNE || spec[k].had_n > 32)
+            return 0;
+    }
+    return 1;
+}
 
 extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
                                   int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {

@@ -48,6 +48,8 @@ struct mxg_llama {
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
                                        operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
+    int fuse_sw;                    /* MXLM_GPU_FUSE_SWIGLU=1 (fuse_swiglu): the SwiGLU backward writes dgate's and
+                                       dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
     int B, T;
     cudaStream_t st;
@@ -69,6 +71,7 @@ struct mxg_llama {
     float *rms_ws;                  // rmsnorm backward partials
     float *dmean;                   // [4]
     float *attws;                   // [2, H, T, T] scores of one sequence (attn GEMM/TF32) or unused
+    float *swq;                     // fuse_sw: dgate's and dup's E4M3 operands [4][N*F] bytes, their scales [4][N*F/128]
     double *ss_ws, *ss_out;         // sum of squares
     void* emb_ws;
     size_t emb_ws_bytes;
@@ -117,11 +120,14 @@ extern "C" int mxg_add(float* y, const float* a, const float* b, size_t n, void*
 /* ---- step-time breakdown (MXLM_GPU_PROFILE=1) ------------------------------------------ */
 
 int g_mxg_prof = 0;
+int g_mxg_prof_gid = -1;
+static long long g_prof_fused = 0; /* SwiGLU backwards that made their operands (swiglu_bwd_fused) */
 namespace {
 const int kProfMax = 4096;
 cudaEvent_t g_pev[2 * kProfMax];
-int g_pcat[kProfMax], g_pn = 0, g_pev_made = 0;
+int g_pcat[kProfMax], g_pgid[kProfMax], g_pn = 0, g_pev_made = 0;
 double g_pms[PROF_N];
+double g_pgms[2][3]; /* quantize (0) and GEMM (1) time of the linears by mx_gemm_id */
 const char* k_prof_name[PROF_N] = {"quantize/rotate/transpose", "GEMMs (linears)", "attention", "LM head + loss",
                                    "norms, RoPE, SwiGLU, residual, embedding", "grad norm + AdamW"};
 
@@ -130,7 +136,10 @@ void prof_flush(void) {
     cudaEventSynchronize(g_pev[2 * (g_pn - 1) + 1]);
     for (int i = 0; i < g_pn; i++) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, g_pev[2 * i], g_pev[2 * i + 1]) == cudaSuccess) g_pms[g_pcat[i]] += ms;
+        if (cudaEventElapsedTime(&ms, g_pev[2 * i], g_pev[2 * i + 1]) != cudaSuccess) continue;
+        g_pms[g_pcat[i]] += ms;
+        if (g_pgid[i] >= 0 && g_pgid[i] < 3 && (g_pcat[i] == PROF_QUANT || g_pcat[i] == PROF_GEMM))
+            g_pgms[g_pcat[i] == PROF_GEMM][g_pgid[i]] += ms;
     }
     cudaGetLastError();
     g_pn = 0;
@@ -146,6 +155,7 @@ void mxg_prof_mark(int cat, int begin, cudaStream_t st) {
         if (g_pn == kProfMax) prof_flush();
         cudaEventRecord(g_pev[2 * g_pn], st);
         g_pcat[g_pn] = cat;
+        g_pgid[g_pn] = g_mxg_prof_gid;
     } else {
         cudaEventRecord(g_pev[2 * g_pn + 1], st);
         g_pn++;
@@ -158,6 +168,7 @@ static int g_prof_from = 1;
 static void prof_restart(int64_t next_step) {
     prof_flush();
     memset(g_pms, 0, sizeof g_pms);
+    memset(g_pgms, 0, sizeof g_pgms);
     g_prof_from = (int)next_step;
 }
 
@@ -171,6 +182,16 @@ extern "C" int mxg_profile_report(char* buf, size_t n) {
     for (int i = 0; i < PROF_N && k < n; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s %s %.1f ms (%.1f%%)", i ? ";" : "", k_prof_name[i], g_pms[i],
                               tot > 0 ? 100.0 * g_pms[i] / tot : 0.0);
+    /* the linears' part of the first two, by GEMM (the rest of "quantize": outside the linears, e.g. the
+     * BF16 copy of a block input made once for q/k/v) */
+    static const char* const gname[3] = {"fprop", "dgrad", "wgrad"};
+    if (k < n) k += (size_t)snprintf(buf + k, n - k, "\nGPU time of the linears by GEMM (quantize / GEMM):");
+    for (int g = 0; g < 3 && k < n; g++)
+        k += (size_t)snprintf(buf + k, n - k, "%s %s %.1f / %.1f ms", g ? ";" : "", gname[g], g_pgms[0][g],
+                              g_pgms[1][g]);
+    if (g_prof_fused && k < n)
+        k += (size_t)snprintf(buf + k, n - k, "; SwiGLU backwards that made dgate's and dup's operands "
+                                              "(MXLM_GPU_FUSE_SWIGLU): %lld", g_prof_fused);
     return 1;
 }
 
@@ -208,9 +229,25 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
         {&g->delta, (size_t)B * H * T}, {&g->chunk, (size_t)g->Nc * V},
         {&g->rms_ws, mxg_rmsnorm_backward_workspace((int)N, (int)D)}, {&g->dmean, 4},
         {&g->attws, uses_attws(g->attn) ? mxg_attention_gemm_workspace(T, (int)H) : 1},
+        {&g->swq, g->fuse_sw ? N * F + N * F / 32 : 1},
     };
     memcpy(parts, p, sizeof p);
     return (int)(sizeof p / sizeof p[0]);
+}
+
+/* MXLM_GPU_FUSE_SWIGLU=1 (off by default: written, not yet run on a GPU): where the recipe quantizes the MLP's
+ * dY (dgate, dup) in MXFP4 for Dgrad and Wgrad, the SwiGLU backward writes their fast-path operands instead of
+ * the FP32 tensors (mxg_quantize_swiglu_bwd: the same bytes; layers it cannot serve, telemetry steps, --gemm
+ * exact, fall back per call). */
+int fuse_swiglu(const mx_recipe* r, int act16) {
+    const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
+    if (!(e && !strcmp(e, "1")) || act16) return 0;
+    for (int k = 0; k < 2; k++) {
+        const mx_gemm_id gm = k ? MX_WGRAD : MX_DGRAD;
+        const mx_format_info* f = mx_format_get(r->g[gm].fmt);
+        if (!f || f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(r, gm)) return 0;
+    }
+    return 1;
 }
 
 int choose_nc(const mx_model_config* c, int N) {
@@ -272,6 +309,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     g.act16 = act16 && mx_act16_applies(recipe);
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
+    g.fuse_sw = fuse_swiglu(recipe, g.act16);
     g.Nc = choose_nc(cfg, B * T);
     mx_param_info info[MX_P_COUNT];
     size_t np = mx_param_layout(cfg, info);
@@ -354,6 +392,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->exact = exact;
     g->recompute = recompute;
     g->act16 = act16 && mx_act16_applies(recipe);
+    g->fuse_sw = fuse_swiglu(recipe, g->act16);
     g->attn = attn;
     g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
     g->B = B;
@@ -562,6 +601,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.res = NULL;
     c.dw_first = g->gz_lazy; /* the first backward after zero_grad writes dW */
     c.x_same = 0;
+    c.dyq = NULL;
     return c;
 }
 
@@ -608,13 +648,50 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
  * (dx_acc 0) in BF16 there instead. */
 static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
                    float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL,
-                   const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL) {
+                   const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL, const mxg_dyq* dyq = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
     c.dy16 = dy16;
+    c.dyq = dyq;
     c.out16 = dx16;
     c.x_same = g->share_x ? 1 + (dx_acc != 0) : 0; /* the linears after the first reading X (dx_acc 1) */
     return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
+}
+
+/* fuse_sw: the SwiGLU backward of block l as dgate's and dup's Dgrad and Wgrad operands (dq[0] gate, dq[1]
+ * up), made by mxg_quantize_swiglu_bwd with the specs the linears would use; *done 0 (nothing made) where a
+ * linear would not take them (its recipe, telemetry, the shape): the caller runs the plain backward. */
+static int swiglu_bwd_fused(mxg_llama* g, int l, uint64_t step, const float* dh, const float* gate, const float* up,
+                            mxg_dyq dq[2], int* done) {
+    const int N = g->B * g->T, F = g->cfg.ffn;
+    const size_t nf = (size_t)N * F;
+    static const int kind[2] = {MX_LIN_GATE, MX_LIN_UP};
+    mxg_qout qo[2][2];
+    const mxg_qspec* sp[2][2];
+    const mxg_qout* op[2][2];
+    *done = 0;
+    for (int t = 0; t < 2; t++) {
+        mxg_linear_ctx c = lin_ctx(g, l, kind[t], step);
+        if (!mxg_linear_dy_specs(&c, N, F, dq[t].spec)) return MX_OK;
+        for (int d = 0; d < 2; d++) {
+            memset(&qo[t][d], 0, sizeof qo[t][d]);
+            qo[t][d].e4m3 = (uint8_t*)g->swq + (size_t)(2 * t + d) * nf;
+            qo[t][d].fscale = g->swq + nf + (size_t)(2 * t + d) * (nf / 128);
+            qo[t][d].counters = mxg_linws_device_counters(g->lin);
+            qo[t][d].fold = MXG_FOLD_VEC128;
+            dq[t].e4m3[d] = qo[t][d].e4m3;
+            dq[t].fscale[d] = qo[t][d].fscale;
+            sp[t][d] = &dq[t].spec[d];
+            op[t][d] = &qo[t][d];
+        }
+    }
+    if (!mxg_quantize_swiglu_ok(N, F, sp, op)) return MX_OK;
+    PROF_B(PROF_QUANT, g->st);
+    const int rc = mxg_quantize_swiglu_bwd(dh, gate, up, N, F, sp, op, g->st);
+    PROF_E(PROF_QUANT, g->st);
+    *done = rc == MX_OK;
+    g_prof_fused += *done;
+    return rc;
 }
 
 /* A block's norm output (FP32 o32, or with act16 BF16 o16) and SwiGLU product (h32 / h16). */
@@ -834,21 +911,24 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         uint16_t* dhidh = g->act16 ? (uint16_t*)g->dhid : NULL;
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, dhid,
                     G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0, hidh, NULL, dhidh));
-        PROF_B(PROF_ELEM, st);
         uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
         uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
         float* dgate = g->act16 ? NULL : g->dgate;
         float* dup = g->act16 ? NULL : g->dup;
-        if (g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
-        else CHK(mxg_swiglu_backward(dgate, dup, dhid, gate, up, (size_t)N * F, st));
+        mxg_dyq dyq[2]; /* fuse_sw: dgate's and dup's operands, made here instead of dgate and dup */
+        int fused = 0;
+        if (g->fuse_sw) CHK(swiglu_bwd_fused(g, l, step, dhid, gate, up, dyq, &fused));
+        PROF_B(PROF_ELEM, st);
+        if (!fused && g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
+        else if (!fused) CHK(mxg_swiglu_backward(dgate, dup, dhid, gate, up, (size_t)N * F, st));
         PROF_E(PROF_ELEM, st);
         int rc16;
         const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, xn2h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, dgate, g->dxn,
-                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16, dgateh));
+                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16, dgateh, NULL, fused ? &dyq[0] : NULL));
         CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, dup, g->dxn,
-                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16, duph));
+                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FFN_NORM) + (size_t)l * D, g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,

@@ -17,6 +17,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/elem.cuh"
+#include "cuda/nn/swiglu.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
 
@@ -24,16 +25,7 @@ namespace {
 
 /* ---- SwiGLU ---------------------------------------------------------------------- */
 
-/* The expressions, once (swiglu.c's, in its order). */
-__device__ __forceinline__ float swiglu_h(float g, float u) {
-    const float sg = 1.0f / (1.0f + expf(-g));
-    return g * sg * u;
-}
-__device__ __forceinline__ void swiglu_d(float g, float u, float d, float* dg, float* du) {
-    const float sg = 1.0f / (1.0f + expf(-g)), silu = g * sg;
-    *du = d * silu;
-    *dg = d * u * sg * (1.0f + g * (1.0f - sg));
-}
+/* The expressions: swiglu.cuh (swiglu_h, swiglu_d), shared with mx/mxfp4.cu's fused quantizer. */
 
 /* One element per thread, any input type (BF16 widened exactly). */
 template <typename TO, typename TI>
