@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
     printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
     test_e2m1();
     test_quant(filter);
-    test_quant_swiglu(filter);
     test_fp8(filter);
     test_nvfp4(filter);
     test_mxfp8(filter);
@@ -31,6 +30,7 @@ int main(int argc, char** argv) {
     gemm_case(256, 384, 512, 16, 0, filter);
     gemm_case(128, 256, 4096, 32, 0, filter);
     gemm_case(256, 128, 1024, 16, 1, filter);
+    test_quant_swiglu(filter); /* last: the inputs of the cases before it stay those of their MXG_SEED */
     mxg_shutdown();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -249,6 +249,7 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
      * MXFP4 operands where the recipe quantizes them fast: the same bytes) */
     for (int r = 0; r < 6; r++) {
         mxg_llama* g = NULL;
+        const long long fused0 = mxg_llama_fused_swiglu_calls();
         if (r == 5) setenv("MXLM_GPU_FUSE_SWIGLU", "1", 1); /* read when the model is made */
         const int rc = mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r == 3 || r == 4, attn);
         unsetenv("MXLM_GPU_FUSE_SWIGLU");
@@ -271,6 +272,17 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
             MXC(mx_llama_forward(&m, tok.data(), NULL, B, T, NULL));
             vecf lc(m.logits, m.logits + (size_t)N * cfg.vocab);
             if (!head16) compare("logits", lg, lc, FROB, tol_grad); /* mxg_llama_logits: FP32 head only */
+        }
+        if (r == 5) { /* the fused path ran wherever the linears would have quantized dY fast themselves */
+            mxg_linear_ctx lc;
+            memset(&lc, 0, sizeof lc);
+            lc.recipe = &rec;
+            lc.exact = exact;
+            mxg_qspec sp[2];
+            const long long want = mxg_linear_dy_specs(&lc, N, cfg.ffn, sp) ? cfg.n_layers : 0;
+            const long long got = mxg_llama_fused_swiglu_calls() - fused0;
+            printf("    fused SwiGLU backwards %lld (want %lld: one per layer where the recipe takes them)\n", got, want);
+            if (got != want) fail("fused SwiGLU backwards: %lld, want %lld", got, want);
         }
         mxg_llama_free(g);
     }

@@ -410,6 +410,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
     if (rc) return rc;
     const mx_format_info* f = mx_format_get(q->fmt); /* the dispatch goes by the format's row */
     cudaStream_t st = MXG_STREAM(stream);
+    /* a given dY operand (mxg_dyq): dY itself was never written, so only the fast MXFP4 path may run this
+     * GEMM (below, where the operand's spec is checked); anything else fails rather than read dY */
+    if (c->dyq && g != MX_FPROP &&
+        (f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(c->recipe, g) || c->exact ||
+         R % 128 || c->tele || c->gout))
+        return mx_fail(MX_EINVAL, "linear %s: a given dY operand (mxg_dyq) needs the fast MXFP4 path without telemetry",
+                       mx_gemm_name(g));
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
     /* an operand may be absent (NULL) only where its BF16 copy serves: a BF16 GEMM without telemetry */

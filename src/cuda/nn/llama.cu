@@ -121,7 +121,7 @@ extern "C" int mxg_add(float* y, const float* a, const float* b, size_t n, void*
 
 int g_mxg_prof = 0;
 int g_mxg_prof_gid = -1;
-static long long g_prof_fused = 0; /* SwiGLU backwards that made their operands (swiglu_bwd_fused) */
+static long long g_prof_fused = 0; /* SwiGLU backwards that made their operands (swiglu_bwd_fused), per layer */
 namespace {
 const int kProfMax = 4096;
 cudaEvent_t g_pev[2 * kProfMax];
@@ -171,6 +171,8 @@ static void prof_restart(int64_t next_step) {
     memset(g_pgms, 0, sizeof g_pgms);
     g_prof_from = (int)next_step;
 }
+
+extern "C" long long mxg_llama_fused_swiglu_calls(void) { return g_prof_fused; }
 
 extern "C" int mxg_profile_report(char* buf, size_t n) {
     if (!g_mxg_prof) return 0;
