@@ -23,7 +23,9 @@
 #                           each run samples 32.8M tokens' windows from it; leave the 20m files out of a 60m call)
 #   study20m-val.bin        the same from ../shared/corpus/val.jsonl.zst with --train-pattern
 #                           build/study20m/val.bin (1.27M tokens: the whole validation set; both sizes)
-#   S-runs.tgz              the finished runs of the earlier calls (absent on the first call)
+#   S-runs.tgz              optional: runs finished by earlier calls and not yet committed to docs/results/
+#                           (the committed ones, study-20m-16m-h200/ and study-60m-33m-h200/, are copied
+#                           into runs/ from the tracked tree, which every call has)
 # Brings back $OUT/S-runs.tgz (every finished run: config.txt, metrics.jsonl, summary.json, train.log,
 # tokenizer.txt, and study.txt; no checkpoints (ckpt-*.bin, ~660 MB per 20m run): an unfinished run starts
 # again next call), $OUT/study-run.log and the report of what is finished ($OUT/report.md). Unpack it over
@@ -53,6 +55,18 @@ mkdir -p build/$S runs /tmp/sr
 xz -dc "$C/mxlm.xz" > /tmp/sr/mxlm && chmod +x /tmp/sr/mxlm
 [ -f build/$S/train_000000.bin ] || xz -dc "$C/$S-train.bin.xz" > build/$S/train_000000.bin
 cp "$C/study20m-val.bin" build/$S/val.bin
+# the finished runs: those committed in docs/results (the tracked tree comes with every call: nothing to
+# carry for them), then those of a carried $S-runs.tgz (runs finished since, not yet committed)
+case $SIZE in 20m) R=docs/results/study-20m-16m-h200 ;; 60m) R=docs/results/study-60m-33m-h200 ;; esac
+mkdir -p "$D"
+for r in "$R"/*/; do
+  [ -f "$r/summary.json" ] || continue
+  n=$(basename "$r"); [ -e "$D/$n" ] && continue
+  mkdir -p "$D/$n" && cp "$r"/config.txt "$r"/summary.json "$r"/tokenizer.txt "$D/$n/" &&
+    gzip -dc "$r/metrics.jsonl.gz" > "$D/$n/metrics.jsonl" &&
+    { [ ! -f "$r/train.log.gz" ] || gzip -dc "$r/train.log.gz" > "$D/$n/train.log"; } || { echo "study_round: $r" >&2; exit 2; }
+done
+[ -f "$D/study.txt" ] || [ ! -f "$R/study.txt" ] || cp "$R/study.txt" "$D/study.txt"
 [ -f "$C/$S-runs.tgz" ] && tar xzf "$C/$S-runs.tgz" -C runs
 export OMP_WAIT_POLICY=passive
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader > "$RET/gpu.txt"
