@@ -15,8 +15,6 @@
 #ifndef MXLM_LINEAR_PLAN_H
 #define MXLM_LINEAR_PLAN_H
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include "mxlm/recipe.h"
 
 #ifdef __cplusplus
@@ -107,6 +105,13 @@ static inline int mx_gemm_gpu_reference_form(const mx_recipe* r, mx_gemm_id g) {
     const mx_format_info* f = mx_format_get(q->fmt);
     return f && (f->scale == MX_SCALE_E4M3_TENSOR || (f->scale == MX_SCALE_E8M0 && f->elem != MX_ELEM_E2M1) ||
                  (f->elem == MX_ELEM_E2M1 && q->scale == MX_SCALE_DITHER));
+}
+
+/* GEMM g of r is MXFP4 through mx/mxfp4.cu's quantizers (the fast path's E4M3 fold unless --gemm exact):
+ * an MXFP4 format outside the reference form. */
+static inline int mx_gemm_gpu_mxfp4(const mx_recipe* r, mx_gemm_id g) {
+    const mx_format_info* f = mx_format_get(r->g[g].fmt);
+    return f && f->scale == MX_SCALE_E8M0 && f->elem == MX_ELEM_E2M1 && !mx_gemm_gpu_reference_form(r, g);
 }
 
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or

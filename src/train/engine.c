@@ -66,8 +66,7 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
             return mx_fail(MX_EINVAL, "train: recipe %s: FP8 delayed scaling is CPU-only for now (use --device cpu, or "
                                       "fp8 with current scaling)", c->recipe);
     for (int g = 0; g < 3; g++)
-        if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 2)
-        {
+        if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 2) {
             char ok[96];
             return mx_fail(MX_EINVAL, "train: recipe %s: the GPU rotates %s operands only (use --device cpu)", c->recipe,
                            mx_format_list(mx_format_gpu_rotates, ok, sizeof ok));

@@ -675,20 +675,30 @@ bool qfast_ok(const QArgs& a, mxg_dtype dt) {
     return (a.s[0].active || a.s[1].active) && a.cols % V == 0 && ((uintptr_t)a.x & 15) == 0;
 }
 
+/* A persistent kernel's grid (*grid): its CTAs that fit the device at once (worked out on the first call,
+ * into *resident, with the dynamic shared memory allowed), or fewer where there are fewer tiles. */
+template <typename K> int persistent_grid(K kern, int nt, size_t smem, int ntiles, int* resident, int* grid) {
+    if (!*resident) {
+        CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        int dev = 0, sms = 0, per = 0;
+        CU_TRY(cudaGetDevice(&dev));
+        CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, nt, smem));
+        *resident = sms * (per > 0 ? per : 1);
+    }
+    *grid = ntiles < *resident ? ntiles : *resident;
+    return MX_OK;
+}
+
 template <typename T, int TR, int TC> int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
     using L = QfSmem<T, TR, TC>;
     constexpr int NT = TR * TC / 32;
     static int resident = 0; /* CTAs of this kernel that fit the device at once */
-    if (!resident) {
-        CU_TRY(cudaFuncSetAttribute(k_qfast<T, TR, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
-        int dev = 0, sms = 0, per = 0;
-        CU_TRY(cudaGetDevice(&dev));
-        CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_qfast<T, TR, TC>, NT, L::total));
-        resident = sms * (per > 0 ? per : 1);
-    }
-    const int ntiles = ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC);
-    k_qfast<T, TR, TC><<<ntiles < resident ? ntiles : resident, NT, L::total, st>>>(a);
+    int grid = 0;
+    const int rc = persistent_grid(k_qfast<T, TR, TC>, NT, L::total, ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC),
+                                   &resident, &grid);
+    if (rc) return rc;
+    k_qfast<T, TR, TC><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -783,16 +793,11 @@ int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
     using L = QsSmem<128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
-    if (!resident) {
-        CU_TRY(cudaFuncSetAttribute(k_qswiglu<128, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::total));
-        int dev = 0, sms = 0, per = 0;
-        CU_TRY(cudaGetDevice(&dev));
-        CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_qswiglu<128, 128>, NT, L::total));
-        resident = sms * (per > 0 ? per : 1);
-    }
-    const int ntiles = ((a.rows + 127) / 128) * ((a.cols + 127) / 128);
-    k_qswiglu<128, 128><<<ntiles < resident ? ntiles : resident, NT, L::total, st>>>(a);
+    int grid = 0;
+    const int rc = persistent_grid(k_qswiglu<128, 128>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
+                                   &resident, &grid);
+    if (rc) return rc;
+    k_qswiglu<128, 128><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }

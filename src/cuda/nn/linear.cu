@@ -412,9 +412,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
     cudaStream_t st = MXG_STREAM(stream);
     /* a given dY operand (mxg_dyq): dY itself was never written, so only the fast MXFP4 path may run this
      * GEMM (below, where the operand's spec is checked); anything else fails rather than read dY */
-    if (c->dyq && g != MX_FPROP &&
-        (f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(c->recipe, g) || c->exact ||
-         R % 128 || c->tele || c->gout))
+    if (c->dyq && g != MX_FPROP && (!mx_gemm_gpu_mxfp4(c->recipe, g) || c->exact || R % 128 || c->tele || c->gout))
         return mx_fail(MX_EINVAL, "linear %s: a given dY operand (mxg_dyq) needs the fast MXFP4 path without telemetry",
                        mx_gemm_name(g));
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
@@ -534,12 +532,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             const float* x = op[o];
             int xr = rows[o], xc = R; /* the tensor quantized, [xr, xc] */
             if (o == 0 && c->dyq && (g == MX_DGRAD || g == MX_WGRAD)) {
-                /* dY's operand made already where dY was produced (mxg_dyq), with this very spec; dY itself
-                 * was not written, so anything else is an error, never a silent read of it */
+                /* dY's operand made already where dY was produced (mxg_dyq; the fast path without telemetry,
+                 * checked above), with this very spec */
                 const int k = g == MX_WGRAD;
-                if (!fast || tele[o] || memcmp(&c->dyq->spec[k], &s, sizeof s))
-                    return mx_fail(MX_EINVAL, "linear %s: the given dY operand (mxg_dyq) is not what this GEMM "
-                                              "would make (another spec, or not the fast path, or telemetry)",
+                if (memcmp(&c->dyq->spec[k], &s, sizeof s))
+                    return mx_fail(MX_EINVAL, "linear %s: the given dY operand (mxg_dyq) was made with another spec",
                                    mx_gemm_name(g));
                 e4[0] = (uint8_t*)c->dyq->e4m3[k];
                 fsc[0] = (float*)c->dyq->fscale[k];
@@ -668,9 +665,7 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
     if (c->exact || c->tele || c->gout || M <= 0 || N <= 0 || M % 128 || N % 128) return 0;
     for (int k = 0; k < 2; k++) { /* Dgrad's a: dY as stored; Wgrad's a: dY^T, the column-direction pass */
         const mx_gemm_id g = k ? MX_WGRAD : MX_DGRAD;
-        const mx_format_info* f = mx_format_get(c->recipe->g[g].fmt);
-        if (!f || f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(c->recipe, g))
-            return 0;
+        if (!mx_gemm_gpu_mxfp4(c->recipe, g)) return 0;
         if (mxfp4_spec(c, g, 0, k, &spec[k]) != k || spec[k].layout != (k ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32) ||
             spec[k].round != MX_ROUND_RNE || spec[k].had_n > 32)
             return 0;

@@ -243,13 +243,7 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
  * exact, fall back per call). */
 int fuse_swiglu(const mx_recipe* r, int act16) {
     const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
-    if (!(e && !strcmp(e, "1")) || act16) return 0;
-    for (int k = 0; k < 2; k++) {
-        const mx_gemm_id gm = k ? MX_WGRAD : MX_DGRAD;
-        const mx_format_info* f = mx_format_get(r->g[gm].fmt);
-        if (!f || f->scale != MX_SCALE_E8M0 || f->elem != MX_ELEM_E2M1 || mx_gemm_gpu_reference_form(r, gm)) return 0;
-    }
-    return 1;
+    return e && !strcmp(e, "1") && !act16 && mx_gemm_gpu_mxfp4(r, MX_DGRAD) && mx_gemm_gpu_mxfp4(r, MX_WGRAD);
 }
 
 int choose_nc(const mx_model_config* c, int N) {
