@@ -4,7 +4,7 @@
 # those back in and goes on. Run from the repository root on the GPU machine:
 #   OUT=$OUT SIZE=20m|60m BUDGET=480 PARALLEL=4 [RECIPES=...] [SEEDS=1,2,3] [EXTEND=1] bash bench/study_round.sh
 # SIZE=20m (default): preset 20m, 1000 steps x 32 x 512 = 16.4M tokens, evaluation and telemetry every 100
-#   steps, the 15 recipes of item 2. SIZE=60m (item 4, the second size): preset 60m, 2000 steps x 16 x 1024 =
+#   steps, the 15 recipes of item 2 and the formats issue's four (nvfp4, nvfp4-nvidia, mxfp8, mxfp4-tseng) as extra rows. SIZE=60m (item 4, the second size): preset 60m, 2000 steps x 16 x 1024 =
 #   32.8M tokens (0.52 per non-embedding parameter), every 200 steps, the decisive subset. Both: 1M
 #   validation tokens per evaluation, the same seeds for every recipe.
 # EXTEND=1 adds --extend (runs that ended above their target are trained on to the did-not-converge limit;
@@ -37,7 +37,7 @@ C=.device-carry
 SIZE=${SIZE:-20m}
 case $SIZE in
   20m) ARGS="--preset 20m --steps 1000 --batch 32 --seq 512 --eval-every 100 --telemetry-every 100"
-       ALL=fp8,bf16,mxfp4-f,mxfp4-fd,mxfp4-fdw,mxfp4-f-sr,mxfp4-fd-sr,mxfp4-fdw-sr,mxfp4-f-rh16,mxfp4-fd-rh16,mxfp4-fdw-rh16,mxfp4-fdw-h16,mxfp4-fdw-h32,mxfp4-fdw-h16-2d,mxfp4-fdw-h16-even ;;
+       ALL=fp8,bf16,mxfp4-f,mxfp4-fd,mxfp4-fdw,mxfp4-f-sr,mxfp4-fd-sr,mxfp4-fdw-sr,mxfp4-f-rh16,mxfp4-fd-rh16,mxfp4-fdw-rh16,mxfp4-fdw-h16,mxfp4-fdw-h32,mxfp4-fdw-h16-2d,mxfp4-fdw-h16-even,nvfp4,nvfp4-nvidia,mxfp8,mxfp4-tseng ;;
   60m) ARGS="--preset 60m --steps 2000 --batch 16 --seq 1024 --eval-every 200 --telemetry-every 200"
        ALL=fp8,mxfp4-fd,mxfp4-fdw,mxfp4-fdw-sr,mxfp4-fdw-rh16,mxfp4-fdw-h16 ;;
   *) echo "study_round: SIZE=$SIZE: 20m or 60m" >&2; exit 2 ;;

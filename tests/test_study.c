@@ -1051,3 +1051,36 @@ TEST(plot_png) {
     snprintf(p, sizeof p, "%s/fig.jpg", t);
     CHECK(access(p, F_OK) != 0);
 }
+
+/* tools/compare_runs.py (the GPU-vs-CPU curve check of tests/gpu/curves.sh): one pair is checked on its own
+ * mean |train loss difference| and final validation difference; several pairs (seeds) on the means of
+ * the two over the pairs. Pair 1 differs by 0.1 everywhere, pairs 2 and 3 by 0.01: pair 1 alone fails
+ * tolerances 0.05 / 0.06, the three together pass (means 0.04), pair 1 twice fails; --identical holds only
+ * where every pair is the same bits; an odd number of runs is a usage error. */
+TEST(compare_runs_pairs_of_seeds) {
+    const double base[] = {8, 6, 5, 4.5, 4};
+    double hi[5], lo[5];
+    for (int i = 0; i < 5; i++) hi[i] = base[i] + 0.1, lo[i] = base[i] + 0.01;
+    const double tps[] = {1000};
+    fake_run("cmp", "a1", "fp8", 1, 4, base, 5, tps, 1, "budget");
+    fake_run("cmp", "b1", "fp8", 1, 4, hi, 5, tps, 1, "budget");
+    fake_run("cmp", "a2", "fp8", 2, 4, base, 5, tps, 1, "budget");
+    fake_run("cmp", "b2", "fp8", 2, 4, lo, 5, tps, 1, "budget");
+    fake_run("cmp", "a3", "fp8", 3, 4, base, 5, tps, 1, "budget");
+    fake_run("cmp", "b3", "fp8", 3, 4, lo, 5, tps, 1, "budget");
+    const char* t = test_tmpdir();
+    const char* tol = "--tol-train 0.05 --tol-val 0.06 > /dev/null";
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s", t, t, tol), 1);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/b2 %s", t, t, tol), 0);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 %s/cmp/b2 %s/cmp/a3 %s/cmp/b3 %s",
+                         t, t, t, t, t, t, tol), 0);
+    CHECK(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 %s/cmp/b2 %s/cmp/a3 %s/cmp/b3 --tol-train "
+                  "0.05 --tol-val 0.06 | tail -1 | grep -q '^PASS: mean over 3 pairs: mean |train loss diff| 0.04 .*"
+                  "final |val diff| 0.04 '", t, t, t, t, t, t) == 0);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a1 %s/cmp/b1 %s", t, t, t, t, tol), 1);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/a2 %s/cmp/a3 %s/cmp/a3 --identical > /dev/null",
+                         t, t, t, t), 0);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/a2 %s/cmp/a2 %s/cmp/b2 --identical > /dev/null",
+                         t, t, t, t), 1);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 2> /dev/null", t, t, t), 2);
+}

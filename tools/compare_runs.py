@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare the loss curves of two mxlm run directories (metrics.jsonl).
 
-  compare_runs.py RUN_A RUN_B [--identical] [--tol-train X] [--tol-val X]
+  compare_runs.py RUN_A RUN_B [RUN_A2 RUN_B2 ...] [--identical] [--tol-train X] [--tol-val X]
 
 Prints the mean and the largest difference of the training losses (per
 step), the largest difference of the validation losses and the final ones.
@@ -10,12 +10,17 @@ With --identical every loss must be the same bits (the JSON text: mxlm writes
 recipe drift apart step by step (a rounding flip changes the next batch's
 numbers), so the check is on the mean |train loss difference| (<= tol-train)
 and on the final validation loss (|difference| <= tol-val); the largest
-per-step differences are reported, not checked. Exit status 0 when the check
-holds, 1 otherwise.
+per-step differences are reported, not checked. With several pairs (the same
+recipe over several seeds), each pair gets its line and the check is on the
+means over the pairs of the two statistics (one chaotic seed's divergence at a
+loss spike does not decide it; a difference every seed shares does); with
+--identical every pair must be identical. Exit status 0 when the check holds,
+1 otherwise.
 Standard library only.
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -36,25 +41,20 @@ def load(run):
     return train, val
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--identical", action="store_true")
-    ap.add_argument("--tol-train", type=float, default=0.02)
-    ap.add_argument("--tol-val", type=float, default=0.05)
-    o = ap.parse_args()
-    ta, va = load(o.a)
-    tb, vb = load(o.b)
+def compare(a, b, o):
+    """One pair: prints its line; returns (ok, mean |train diff|, final |val diff|), or None when the
+    runs cannot be compared."""
+    ta, va = load(a)
+    tb, vb = load(b)
     if sorted(ta) != sorted(tb) or sorted(va) != sorted(vb) or not ta or not va:
         print("FAIL: the runs have different steps (%d/%d training, %d/%d eval lines)" % (len(ta), len(tb), len(va), len(vb)))
-        return 1
+        return None
     if o.identical:
         diff = [s for s in ta if ta[s] != tb[s]] + [s for s in va if va[s] != vb[s]]
         print("%s: %d training losses, %d validation losses, %s" % (
             "PASS" if not diff else "FAIL", len(ta), len(va),
             "all identical" if not diff else "first difference at step %d" % min(diff)))
-        return 0 if not diff else 1
+        return (not diff, 0.0, 0.0)
     dt = max(abs(float(ta[s]) - float(tb[s])) for s in ta)
     mt = sum(abs(float(ta[s]) - float(tb[s])) for s in ta) / len(ta)
     st = max(ta, key=lambda s: abs(float(ta[s]) - float(tb[s])))
@@ -70,6 +70,39 @@ def main():
           "%s (step %d, |diff| %.4g, tol %g; max over evals %.4g)" % ("PASS" if ok else "FAIL", mt, o.tol_train, dt,
                                                                       st, len(first), d5, va[last], vb[last], last,
                                                                       dfin, o.tol_val, dv))
+    return (ok, mt, dfin)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+", metavar="RUN", help="RUN_A RUN_B, or several such pairs")
+    ap.add_argument("--identical", action="store_true")
+    ap.add_argument("--tol-train", type=float, default=0.02)
+    ap.add_argument("--tol-val", type=float, default=0.05)
+    o = ap.parse_args()
+    if len(o.runs) % 2:
+        ap.error("runs come in pairs (RUN_A RUN_B ...): %d given" % len(o.runs))
+    pairs = [(o.runs[i], o.runs[i + 1]) for i in range(0, len(o.runs), 2)]
+    if len(pairs) == 1:
+        r = compare(pairs[0][0], pairs[0][1], o)
+        return 0 if r and r[0] else 1
+    res = []
+    for a, b in pairs:
+        print("  %s vs %s: " % (os.path.basename(a.rstrip("/")), os.path.basename(b.rstrip("/"))), end="")
+        res.append(compare(a, b, o))
+    if any(r is None for r in res):
+        print("FAIL: a pair could not be compared")
+        return 1
+    if o.identical:
+        ok = all(r[0] for r in res)
+        print("%s: %d pairs, %s" % ("PASS" if ok else "FAIL", len(res), "all identical" if ok else "not all identical"))
+        return 0 if ok else 1
+    mt = sum(r[1] for r in res) / len(res)
+    mv = sum(r[2] for r in res) / len(res)
+    ok = mt <= o.tol_train and mv <= o.tol_val
+    print("%s: mean over %d pairs: mean |train loss diff| %.4g (tol %g; per pair %s), final |val diff| %.4g (tol %g; "
+          "per pair %s)" % ("PASS" if ok else "FAIL", len(res), mt, o.tol_train, " ".join("%.4g" % r[1] for r in res),
+                            mv, o.tol_val, " ".join("%.4g" % r[2] for r in res)))
     return 0 if ok else 1
 
 

@@ -337,7 +337,8 @@ enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH =
  * points), the linears' weights once per update; the residual stream, the norms' statistics and every
  * accumulation stay FP32. The model then refuses telemetry (it needs the FP32 values). */
 /* How many times (layers x backwards, in this process) the MLP's SwiGLU backward made dgate's and dup's
- * operands itself (MXLM_GPU_FUSE_SWIGLU=1; docs/gpu.md): a test's proof that the fused path ran. */
+ * operands itself (the default; MXLM_GPU_FUSE_SWIGLU=0 turns it off; docs/gpu.md): a test's proof that the fused
+ * path ran. */
 long long mxg_llama_fused_swiglu_calls(void);
 int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                      int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16, int attn);

@@ -245,12 +245,13 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
     vecf grads[6], losses[6];
     float loss_g[6] = {0, 0, 0, 0, 0, 0};
     /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage (act16: a no-op but for bf16
-     * recipes); 4: both; 5: run 0 with MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward makes dgate's and dup's
-     * MXFP4 operands where the recipe quantizes them fast: the same bytes) */
+     * recipes); 4: both; 5: run 0 with MXLM_GPU_FUSE_SWIGLU=0 (run 0's SwiGLU backward makes dgate's and dup's
+     * MXFP4 operands where the recipe quantizes them fast, the default; run 5's linears quantize the FP32
+     * tensors: the same bytes) */
     for (int r = 0; r < 6; r++) {
         mxg_llama* g = NULL;
         const long long fused0 = mxg_llama_fused_swiglu_calls();
-        if (r == 5) setenv("MXLM_GPU_FUSE_SWIGLU", "1", 1); /* read when the model is made */
+        if (r == 5) setenv("MXLM_GPU_FUSE_SWIGLU", "0", 1); /* read when the model is made */
         const int rc = mxg_llama_create(&g, &cfg, &rec, 0, 0, 7, B, T, exact, r == 2 || r == 4, r == 3 || r == 4, attn);
         unsetenv("MXLM_GPU_FUSE_SWIGLU");
         MXC(rc);
@@ -273,16 +274,18 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
             vecf lc(m.logits, m.logits + (size_t)N * cfg.vocab);
             if (!head16) compare("logits", lg, lc, FROB, tol_grad); /* mxg_llama_logits: FP32 head only */
         }
-        if (r == 5) { /* the fused path ran wherever the linears would have quantized dY fast themselves */
+        if (r == 0 || r == 5) { /* run 0: the fused path ran wherever the linears would have quantized dY fast
+                                 * themselves; run 5 (turned off): nowhere */
             mxg_linear_ctx lc;
             memset(&lc, 0, sizeof lc);
             lc.recipe = &rec;
             lc.exact = exact;
             mxg_qspec sp[2];
-            const long long want = mxg_linear_dy_specs(&lc, N, cfg.ffn, sp) ? cfg.n_layers : 0;
+            const long long want = r == 0 && mxg_linear_dy_specs(&lc, N, cfg.ffn, sp) ? cfg.n_layers : 0;
             const long long got = mxg_llama_fused_swiglu_calls() - fused0;
-            printf("    fused SwiGLU backwards %lld (want %lld: one per layer where the recipe takes them)\n", got, want);
-            if (got != want) fail("fused SwiGLU backwards: %lld, want %lld", got, want);
+            printf("    fused SwiGLU backwards %lld (run %d; want %lld: one per layer where the recipe takes them, %s)\n",
+                   got, r, want, r == 0 ? "the default" : "MXLM_GPU_FUSE_SWIGLU=0");
+            if (got != want) fail("fused SwiGLU backwards (run %d): %lld, want %lld", r, got, want);
         }
         mxg_llama_free(g);
     }
@@ -325,8 +328,8 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
         same_bytes("token losses (act16)", losses[0].data(), losses[3].data(), (size_t)N * 4);
     }
     same_bytes("gradients (act16 + recompute)", grads[3].data(), grads[4].data(), m.n_params * 4);
-    same_bytes("gradients (fused SwiGLU q)", grads[0].data(), grads[5].data(), m.n_params * 4);
-    same_bytes("loss (fused SwiGLU q)", &loss_g[0], &loss_g[5], 4);
+    same_bytes("gradients (fused SwiGLU q vs not)", grads[0].data(), grads[5].data(), m.n_params * 4);
+    same_bytes("loss (fused SwiGLU q vs not)", &loss_g[0], &loss_g[5], 4);
     mx_llama_free(&m);
     end();
 }

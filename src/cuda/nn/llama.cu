@@ -48,7 +48,7 @@ struct mxg_llama {
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
                                        operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
-    int fuse_sw;                    /* MXLM_GPU_FUSE_SWIGLU=1 (fuse_swiglu): the SwiGLU backward writes dgate's and
+    int fuse_sw;                    /* on unless MXLM_GPU_FUSE_SWIGLU=0 (fuse_swiglu): the SwiGLU backward writes dgate's and
                                        dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
     int B, T;
@@ -237,13 +237,13 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
     return (int)(sizeof p / sizeof p[0]);
 }
 
-/* MXLM_GPU_FUSE_SWIGLU=1 (off by default: written, not yet run on a GPU): where the recipe quantizes the MLP's
- * dY (dgate, dup) in MXFP4 for Dgrad and Wgrad, the SwiGLU backward writes their fast-path operands instead of
- * the FP32 tensors (mxg_quantize_swiglu_bwd: the same bytes; layers it cannot serve, telemetry steps, --gemm
- * exact, fall back per call). */
+/* On unless MXLM_GPU_FUSE_SWIGLU=0 (the default since 2026-12-02, session 11, after the H200 showed the same
+ * bytes: docs/gpu.md): where the recipe quantizes the MLP's dY (dgate, dup) in MXFP4 for Dgrad and Wgrad, the
+ * SwiGLU backward writes their fast-path operands instead of the FP32 tensors (mxg_quantize_swiglu_bwd: the
+ * same bytes; layers it cannot serve, telemetry steps, --gemm exact, fall back per call). */
 int fuse_swiglu(const mx_recipe* r, int act16) {
     const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
-    return e && !strcmp(e, "1") && !act16 && mx_gemm_gpu_mxfp4(r, MX_DGRAD) && mx_gemm_gpu_mxfp4(r, MX_WGRAD);
+    return !(e && !strcmp(e, "0")) && !act16 && mx_gemm_gpu_mxfp4(r, MX_DGRAD) && mx_gemm_gpu_mxfp4(r, MX_WGRAD);
 }
 
 int choose_nc(const mx_model_config* c, int N) {
