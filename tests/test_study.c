@@ -834,7 +834,26 @@ TEST(study_run_parallel) {
     REQUIRE(b1 && ref.n_evals == 6);
     CHECK_SAME_F((float)b1->evals[5].val_loss, (float)ref.evals[5].val_loss); /* 1 thread in parallel = 2 threads alone */
     mx_study_run_free(&ref);
+    /* study.txt records the slots (no CUDA_VISIBLE_DEVICES given: slot i is device i), and the report says
+     * that the runs' tok/s were taken two at a time; with two slots on one device it says they measure nothing */
+    snprintf(p, sizeof p, "%s/par/study.txt", t);
+    CHECK(test_sh("grep -qx 'parallel = 2' %s && grep -Eq '^slots = [^,]+,[^,]+$' %s", p, p) == 0);
+    char* md = mx_study_markdown(&s);
+    REQUIRE(md);
+    CHECK(strstr(md, "Up to 2 runs ran at a time, one per slot") != NULL);
+    CHECK(strstr(md, "Not speed measurements") == NULL);
+    free(md);
     mx_study_free(&s);
+    REQUIRE(test_sh("cp %s %s.orig && printf 'parallel = 3\\nslots = 0,1,0\\n' >> %s", p, p, p) == 0);
+    snprintf(p, sizeof p, "%s/par", t);
+    REQUIRE(mx_study_load(p, &s) == 0);
+    md = mx_study_markdown(&s);
+    REQUIRE(md);
+    CHECK(strstr(md, "**Not speed measurements.** Up to 3 runs of this study ran at a time with slots on the same "
+                     "device (CUDA_VISIBLE_DEVICES per slot: 0,1,0;") != NULL);
+    free(md);
+    mx_study_free(&s);
+    REQUIRE(test_sh("mv %s/par/study.txt.orig %s/par/study.txt", t, t) == 0);
     /* again: all four finished, skipped */
     REQUIRE(test_sh("%s study run --out %s/par --recipes bf16,mxfp4-fdw-h16 --seeds 1,2 --baseline bf16 --parallel 2 "
                     STUDY_TRAIN " --train %s/study_train.bin --val %s/study_val.bin > %s/par2.log 2>&1", bin, t, t, t, t) == 0);

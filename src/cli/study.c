@@ -544,6 +544,13 @@ static int cmd_run(int argc, char** argv) {
             char date[64];
             strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &g));
             fprintf(f, "\ndate = %s\nmachine = %s\nbaseline = %s\n", date, mach, baseline ? baseline : "fp8");
+            if (parallel > 1) { /* the report's note on throughput: which slots shared a device */
+                fprintf(f, "parallel = %d\nslots =", parallel);
+                for (int i = 0; i < parallel; i++)
+                    if (n_cvd >= parallel) fprintf(f, "%s%s", i ? "," : " ", cvd_list[i]);
+                    else fprintf(f, "%s%d", i ? "," : " ", i);
+                fprintf(f, "\n");
+            }
             for (int k = 0; k < n_rec; k++) fprintf(f, "recipe = %s\n", recipes[k]);
             if (fclose(f)) { fprintf(stderr, "mxlm study run: %s: cannot write\n", p); rc = 1; }
         }

@@ -1041,6 +1041,36 @@ static int line_seen(const char* text, const char* p, size_t l) {
     return 0;
 }
 
+/* Table 2's note on how the runs were timed, from study.txt's "parallel = N" / "slots = a,b,..." lines
+ * (mxlm study run --parallel): *maxpar the most runs at a time, the return 1 when a slots line names one
+ * device twice (runs shared a GPU), *slots that line. */
+static int shared_slots(const char* text, int* maxpar, char* slots, size_t n) {
+    int shared = 0;
+    *maxpar = 1;
+    slots[0] = 0;
+    for (const char* p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        size_t l = strcspn(p, "\n");
+        if (!strncmp(p, "parallel = ", 11)) {
+            int v = atoi(p + 11);
+            if (v > *maxpar) *maxpar = v;
+        } else if (!strncmp(p, "slots = ", 8)) {
+            char e[256][32];
+            int ne = 0, rep = 0;
+            for (const char* q = p + 8; q < p + l && ne < 256;) {
+                size_t k = strcspn(q, ",\n");
+                if (q + k > p + l) k = (size_t)(p + l - q);
+                snprintf(e[ne], sizeof e[ne], "%.*s", (int)(k < 31 ? k : 31), q);
+                for (int j = 0; j < ne; j++) rep |= !strcmp(e[j], e[ne]);
+                ne++;
+                q += k + (q + k < p + l);
+            }
+            if (rep && !shared) snprintf(slots, n, "%.*s", (int)(l - 8), p + 8);
+            shared |= rep;
+        }
+    }
+    return shared;
+}
+
 char* mx_study_markdown(const mx_study* s) {
     mx_sbuf b = {0};
     char t1[64], t2[64], t3[64], t4[64], t5[64], cell[160];
@@ -1223,8 +1253,22 @@ char* mx_study_markdown(const mx_study* s) {
 
     /* Table 2 */
     const int col16 = strcmp(B, "bf16") != 0; /* a "vs bf16" column besides "vs baseline" */
-    mx_sb_printf(&b, "\n## Table 2: step throughput and end-to-end tokens-to-target throughput\n\n"
-                  "| recipe | step throughput (tok/s, median) | vs %s |%s token overhead | end-to-end vs %s |\n"
+    mx_sb_printf(&b, "\n## Table 2: step throughput and end-to-end tokens-to-target throughput\n\n");
+    {
+        int maxpar = 1;
+        char slots[256];
+        if (shared_slots(s->study_txt, &maxpar, slots, sizeof slots))
+            mx_sb_printf(&b, "**Not speed measurements.** Up to %d runs of this study ran at a time with slots on the "
+                          "same device (CUDA_VISIBLE_DEVICES per slot: %s; study.txt): each run's tok/s is its share "
+                          "of a device whose other users changed as runs started and ended, so the throughput and "
+                          "end-to-end columns here compare nothing. Speed is measured alone (bench/, docs/gpu.md).\n\n",
+                          maxpar, slots);
+        else if (maxpar > 1)
+            mx_sb_printf(&b, "Up to %d runs ran at a time, one per slot (CUDA_VISIBLE_DEVICES per slot in study.txt); "
+                          "runs on the CPU shared its cores (each its share of the threads), and their tok/s are not "
+                          "speed measurements.\n\n", maxpar);
+    }
+    mx_sb_printf(&b, "| recipe | step throughput (tok/s, median) | vs %s |%s token overhead | end-to-end vs %s |\n"
                   "|---|---|---|---|---|%s\n", B, col16 ? " vs bf16 |" : "", B, col16 ? "---|" : "");
     for (int k = 0; k < s->n_recipes; k++) {
         const mx_study_recipe* R = &s->recipes[k];

@@ -731,6 +731,9 @@ template <int TR, int TC> struct QsSmem {
     static constexpr size_t total = cnt + 32;
 };
 
+/* Ask the 128-byte line holding p into L2 (no register, no wait). */
+__device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 template <int TR, int TC>
 __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
@@ -755,21 +758,50 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
             for (int j = tid; j < n; j += NT)
                 sg[k * 128 + j] = o + j < lim ? mx_rh_sign(s.hseed, s.rot, (uint64_t)(o + j)) : 1.0f;
         }
-        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x) */
-        for (int e = tid; e < TR * TC / 4; e += NT) {
-            const int r = e / (TC / 4), c = (e % (TC / 4)) * 4;
-            float dg[4] = {0, 0, 0, 0}, du[4] = {0, 0, 0, 0};
-            if (r0 + r < rows && c0 + c < cols) {
-                const size_t i = (size_t)(r0 + r) * cols + c0 + c;
-                const float4 gv = *(const float4*)(a.gate + i), uv = *(const float4*)(a.up + i),
-                             dv = *(const float4*)(a.dh + i);
-                swiglu_d(gv.x, uv.x, dv.x, &dg[0], &du[0]);
-                swiglu_d(gv.y, uv.y, dv.y, &dg[1], &du[1]);
-                swiglu_d(gv.z, uv.z, dv.z, &dg[2], &du[2]);
-                swiglu_d(gv.w, uv.w, dv.w, &dg[3], &du[3]);
+        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x): every load of the
+         * thread's QS_LD steps issued before the first is used (the registers are free until the passes), */
+        constexpr int QS_LD = TR * TC / 4 / NT;
+#pragma unroll
+        for (int h = 0; h < 2; h++) { /* in two halves of QS_LD / 2 steps: 12 float4 in flight a thread */
+            float4 gv[QS_LD / 2], uv[QS_LD / 2], dv[QS_LD / 2];
+#pragma unroll
+            for (int j = 0; j < QS_LD / 2; j++) {
+                const int e = tid + (h * (QS_LD / 2) + j) * NT, r = e / (TC / 4), c = (e % (TC / 4)) * 4;
+                gv[j] = uv[j] = dv[j] = make_float4(0, 0, 0, 0);
+                if (r0 + r < rows && c0 + c < cols) {
+                    const size_t i = (size_t)(r0 + r) * cols + c0 + c;
+                    gv[j] = __ldg((const float4*)(a.gate + i));
+                    uv[j] = __ldg((const float4*)(a.up + i));
+                    dv[j] = __ldg((const float4*)(a.dh + i));
+                }
             }
-            *(float4*)(sm + L::xs + qf_at<float, TR, TC>(r, c)) = make_float4(dg[0], dg[1], dg[2], dg[3]);
-            *(float4*)(sm + L::xs + L::tile + qf_at<float, TR, TC>(r, c)) = make_float4(du[0], du[1], du[2], du[3]);
+#pragma unroll
+            for (int j = 0; j < QS_LD / 2; j++) {
+                const int e = tid + (h * (QS_LD / 2) + j) * NT, r = e / (TC / 4), c = (e % (TC / 4)) * 4;
+                float dg[4] = {0, 0, 0, 0}, du[4] = {0, 0, 0, 0};
+                if (r0 + r < rows && c0 + c < cols) {
+                    swiglu_d(gv[j].x, uv[j].x, dv[j].x, &dg[0], &du[0]);
+                    swiglu_d(gv[j].y, uv[j].y, dv[j].y, &dg[1], &du[1]);
+                    swiglu_d(gv[j].z, uv[j].z, dv[j].z, &dg[2], &du[2]);
+                    swiglu_d(gv[j].w, uv[j].w, dv[j].w, &dg[3], &du[3]);
+                }
+                *(float4*)(sm + L::xs + qf_at<float, TR, TC>(r, c)) = make_float4(dg[0], dg[1], dg[2], dg[3]);
+                *(float4*)(sm + L::xs + L::tile + qf_at<float, TR, TC>(r, c)) = make_float4(du[0], du[1], du[2], du[3]);
+            }
+        }
+        /* and the next tile's inputs asked into L2 while the four passes below run (one CTA an SM: its loads
+         * would otherwise wait for the passes and the passes for the loads) */
+        if (t + (int)gridDim.x < ntiles) {
+            const int tn = t + gridDim.x, rn = (tn / ntc) * TR, cn = (tn % ntc) * TC;
+            for (int l = tid; l < TR * (TC / 32); l += NT) { /* 128-byte lines of 32 floats */
+                const int r = rn + l / (TC / 32), c = cn + (l % (TC / 32)) * 32;
+                if (r < rows && c < cols) {
+                    const size_t i = (size_t)r * cols + c;
+                    l2_prefetch(a.gate + i);
+                    l2_prefetch(a.up + i);
+                    l2_prefetch(a.dh + i);
+                }
+            }
         }
         __syncthreads();
         /* a barrier between passes: a column pass exchanges e_ref through scl_c */

@@ -1,0 +1,70 @@
+#!/bin/bash
+# bench/make_carry.sh: make, on the development machine, the git-ignored files that device calls carry
+# (.device-carry/, named in the device tool's `carry`), from a fresh checkout. Not a test. Run from the
+# repository root:
+#   bash bench/make_carry.sh [bins] [study20m] [study60m]      (default: all three)
+# bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a), stripped:
+#           .device-carry/bins.tar.xz (bench/device_round.sh), .device-carry/mxlm.xz (bench/study_round.sh),
+#           .device-carry/data/ (the tiny shards: saves a fresh device machine building the CPU tree)
+# study20m  .device-carry/study20m-train.bin.xz (train-00 + train-01 of ../shared/corpus, r50k_base, one
+#           shard of 28.8M tokens) and .device-carry/study20m-val.bin (all of val.jsonl.zst, 1.27M tokens)
+# study60m  .device-carry/study60m-train.bin.xz (train-00..02, 44.3M tokens, cut to its first 35M so that a
+#           call fits 64 MiB) and the same validation file
+# Each file is checked against the sha256 the study's runs were made with (bench/study_round.sh's header),
+# so a changed tokenizer or corpus stops here rather than pairing new runs with old ones.
+# Needs: the Debian packages of the README (libzstd-dev, zlib1g-dev), xz-utils, nvcc for bins, node/npm for
+# the rank files (tools/fetch_tokenizers.sh). Time on a 2-core machine: bins ~5 min, study60m's xz ~2 min.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+C=.device-carry
+PARTS=${*:-bins study20m study60m}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+mkdir -p "$C"
+check() { # FILE SHA256-PREFIX
+  local s; s=$(sha256sum "$1" | cut -c1-8)
+  [ "$s" = "$2" ] || { echo "make_carry: $1 has sha256 $s..., the study's runs were made with $2..." >&2; exit 1; }
+}
+if has bins; then
+  make -j"$(nproc)" build/cuda/mxlm build/cuda/tests/gpu/run build/cuda/tests/gpu/layers build/cuda/tests/gpu/attn \
+    build/data/tiny_train.bin > /tmp/make_carry_build.log 2>&1 || { tail -20 /tmp/make_carry_build.log; exit 1; }
+  rm -rf /tmp/make_carry_bins && mkdir -p /tmp/make_carry_bins
+  cp build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn} /tmp/make_carry_bins/
+  strip --strip-debug /tmp/make_carry_bins/*
+  tar cf - -C /tmp/make_carry_bins . | xz -T0 -6 > "$C/bins.tar.xz"
+  xz -T0 -9 -c /tmp/make_carry_bins/mxlm > "$C/mxlm.xz"
+  mkdir -p "$C/data" && cp build/data/tiny* "$C/data/"
+  echo "bins: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo ' + uncommitted changes')"
+fi
+if has study20m || has study60m; then
+  [ -f data/tokenizers/r50k_base.tiktoken ] || bash tools/fetch_tokenizers.sh > /dev/null
+  [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
+  mkdir -p build/study20m
+  build/cpu/mxlm prep --encoding r50k_base --train-pattern build/study20m/val.bin --val-fraction 0 \
+    ../shared/corpus/val.jsonl.zst > /dev/null
+  check build/study20m/val.bin 938afb3d
+  cp build/study20m/val.bin "$C/study20m-val.bin"
+fi
+if has study20m; then
+  build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin' --val-fraction 0 \
+    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst > /dev/null
+  check build/study20m/train_000000.bin bad5a90a
+  xz -T0 -9 -c build/study20m/train_000000.bin > "$C/study20m-train.bin.xz"
+fi
+if has study60m; then
+  mkdir -p build/study60m
+  build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study60m/train_%06d.bin' --val-fraction 0 \
+    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst ../shared/corpus/train-02.jsonl.zst > /dev/null
+  check build/study60m/train_000000.bin b7304b32
+  # the first 35,000,000 tokens: the header's count (int32 at byte 8) set, the file cut after them
+  python3 - build/study60m/train_000000.bin <<'EOF'
+import struct, sys
+p, n = sys.argv[1], 35000000
+with open(p, "r+b") as f:
+    magic, ver, have = struct.unpack("<iii", f.read(12))
+    assert magic == 20240520 and ver == 1 and have >= n, (magic, ver, have)
+    f.seek(8); f.write(struct.pack("<i", n)); f.truncate(256 * 4 + 2 * n)
+EOF
+  check build/study60m/train_000000.bin d940fe11
+  xz -T0 -9 -c build/study60m/train_000000.bin > "$C/study60m-train.bin.xz"
+fi
+ls -la "$C"
