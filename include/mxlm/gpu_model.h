@@ -170,7 +170,9 @@ int mxg_xent_backward(float* probs, const int32_t* targets, int N, int V, float 
  * in place, losses [N]. */
 int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale, void* stream);
 /* The same, dlogits rounded to BF16 (RNE) into dlogits16 [N, V]; logits are left unchanged:
- * dlogits16[i] == mx_bf16_from_f32(what mxg_xent_fused writes), bit for bit. */
+ * dlogits16[i] == mx_bf16_from_f32(what mxg_xent_fused writes), bit for bit. dlogits16 == (uint16_t*)logits
+ * writes them over the logits instead (row r's V BF16 values in the first half of row r's FP32 bytes, so a
+ * leading dimension of 2V; the same bytes), no second buffer. */
 int mxg_xent_fused_bf16(const float* logits, uint16_t* dlogits16, float* losses, const int32_t* targets, int N, int V,
                         float scale, void* stream);
 /* Mean of x [n] summed in FP64 in a fixed order (one block), to *out
@@ -198,8 +200,9 @@ int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets
 int mxg_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                   float* C, int ldc, int accumulate, void* stream);
 /* mxg_lm_head_xent on BF16 operands (tensor cores): xnf [N, D] and head
- * [V, D] in BF16, the dlogits chunk rounded to BF16 (chunk16 [Nc, V]) for
- * the two backward GEMMs; logits, softmax, losses, dxnf and dhead in FP32. */
+ * [V, D] in BF16, the dlogits chunk rounded to BF16 (chunk16 [Nc, V], or with
+ * chunk16 NULL over the FP32 logits chunk itself: mxg_xent_fused_bf16 in place)
+ * for the two backward GEMMs; logits, softmax, losses, dxnf and dhead in FP32. */
 int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D, int V,
                           float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16,
                           int Nc, void* stream);

@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     test_swiglu(1001); /* the one-element BF16 kernels */
     test_xent(128, 1000);
     test_xent(16, 4096);
+    test_xent(8, 50257); /* several 1024-column chunks, odd V: the in-place BF16 rows at 2V */
     test_lm_head(128, 64, 1000, 48);      /* chunks of 48 rows: 48, 48, 32 */
     test_sum_squares(3 * 4096 + 123);
     test_sum_squares((size_t)5 << 20);

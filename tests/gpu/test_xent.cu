@@ -48,6 +48,15 @@ void test_xent(int N, int V) {
     compare("bf16: logits kept", downf(dz, z.size()), z, EXACT, 0);
     same_as_bf16("bf16 dlogits", down<uint16_t>(d16, z.size()), fused[0]);
     same_bytes("bf16: losses", downf(dloss, N).data(), loss_g.data(), N * 4);
+    /* written over the logits (the LM head's chunk: no second buffer): row r's BF16 dlogits in the first
+     * half of its FP32 bytes, the same values */
+    up(dz, z);
+    MXC(mxg_xent_fused_bf16(dz.f(), (uint16_t*)dz.f(), dloss.f(), dt.i(), N, V, scale, NULL));
+    const std::vector<uint16_t> over = down<uint16_t>(dz, z.size() * 2);
+    std::vector<uint16_t> rows((size_t)N * V);
+    for (int n = 0; n < N; n++) memcpy(&rows[(size_t)n * V], &over[(size_t)n * 2 * V], (size_t)V * 2);
+    same_as_bf16("bf16 dlogits over logits", rows, fused[0]);
+    same_bytes("bf16 over logits: losses", downf(dloss, N).data(), loss_g.data(), N * 4);
     end();
 }
 

@@ -79,7 +79,7 @@ struct mxg_llama {
     int Nc;
     int head_bf16;                  /* LM head GEMMs on BF16 operands (tensor cores) */
     int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
-    uint16_t *head16, *xnf16, *chunk16; // [V, D], [N, D], [Nc, V]
+    uint16_t *head16, *xnf16;       // [V, D], [N, D] (the BF16 dlogits go over the FP32 logits chunk)
     uint16_t* x16;                  // [N, D]: a block input rounded to BF16 once for the linears sharing it
     uint16_t* w16;                  // act16: the block linears' weights in BF16 (NULL otherwise), per kind at
     size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
@@ -247,7 +247,7 @@ int fuse_swiglu(const mx_recipe* r, int act16) {
 }
 
 int choose_nc(const mx_model_config* c, int N) {
-    /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32 + 0.5 GiB of BF16 dlogits), the
+    /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
      * and written once per chunk, and the dxnf GEMM ([nc, D] outputs, K = V, no split-K) needs nc
      * large to fill the GPU (64 Mi logits per chunk had made the head 28% of a 1b step). */
@@ -315,7 +315,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     Part parts[64];
     int n = act_parts(&g, parts, B, T);
     for (int i = 0; i < n; i++) e->acts += (int64_t)up16(parts[i].n) * 4;
-    e->acts += (2 * (int64_t)B * T * cfg->dim + (int64_t)g.Nc * cfg->vocab) * 2; /* BF16 head operands, x16 */
+    e->acts += 2 * (int64_t)B * T * cfg->dim * 2; /* BF16 head operand xnf16, x16 (the BF16 dlogits: over the logits) */
     if (g.act16) {
         size_t off[MX_LIN_PER_BLOCK];
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
@@ -436,7 +436,6 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->ss_out = g->ss_ws + mxg_sum_squares_workspace(np);
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
-    DALLOC(g->chunk16, (size_t)g->Nc * cfg->vocab * 2, "BF16 logits chunk");
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
     if (g->act16) DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
@@ -476,7 +475,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     if (!g) return;
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
-    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->chunk16); cudaFree(g->x16); cudaFree(g->w16);
+    cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->x16); cudaFree(g->w16);
     cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
@@ -1001,7 +1000,7 @@ static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
     }
     CHK(mxg_to_bf16(g->xnf, (size_t)N * c->dim, g->xnf16, g->st));
     return mxg_lm_head_xent_bf16(g->xnf16, g->head16, g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
-                                 g->chunk, g->chunk16, g->Nc, g->st);
+                                 g->chunk, NULL, g->Nc, g->st);
 }
 
 extern "C" int mxg_llama_set_telemetry(mxg_llama* g, int on) {

@@ -26,10 +26,14 @@ namespace {
 #define XENT_THREADS 1024
 
 /* mode 0: probabilities in place (mx_xent_forward); 1: dlogits = (p - onehot) * scale, in place or,
- * with out16, rounded to BF16 (RNE) into out16 [rows, V] and the logits left as they were (the
- * head's backward GEMMs read BF16: one pass instead of an FP32 write and a conversion). */
+ * with out16, rounded to BF16 (RNE) into out16 (row r at out16 + r * ld16) and the logits left as they were
+ * (the head's backward GEMMs read BF16: one pass instead of an FP32 write and a conversion). out16 may be
+ * the logits themselves (ld16 = 2V: row r's BF16 dlogits in the first half of its FP32 logits' bytes): the
+ * last pass then goes by chunks of blockDim.x columns with a barrier between a chunk's reads and its writes,
+ * so that no write lands on a logit not yet read (chunk i0's writes cover the FP32 columns [i0/2, i0/2 +
+ * blockDim.x/2), all read by then; later chunks read columns >= i0 + blockDim.x). */
 __global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* losses, const int32_t* targets, int V,
-                                                       float scale, int mode, uint16_t* out16) {
+                                                       float scale, int mode, uint16_t* out16, size_t ld16) {
     float* z = logits + (size_t)blockIdx.x * V;
     const int tgt = targets[blockIdx.x];
     float mx = -INFINITY;
@@ -40,11 +44,19 @@ __global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* los
     for (int i = threadIdx.x; i < V; i += blockDim.x) sum += (double)expf(z[i] - mx);
     sum = block_sum_warps_d(sum);
     const float inv = (float)(1.0 / sum);
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        const float p = expf(z[i] - mx) * inv;
-        const float d = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
-        if (out16) out16[(size_t)blockIdx.x * V + i] = mx_bf16_from_f32(d);
-        else z[i] = d;
+    const bool inplace = out16 == (const uint16_t*)logits; /* uniform: every thread takes the barriers or none */
+    for (int i0 = 0; i0 < V; i0 += blockDim.x) {
+        const int i = i0 + threadIdx.x;
+        float d = 0.0f;
+        if (i < V) {
+            const float p = expf(z[i] - mx) * inv;
+            d = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
+        }
+        if (inplace) __syncthreads();
+        if (i < V) {
+            if (out16) out16[(size_t)blockIdx.x * ld16 + i] = mx_bf16_from_f32(d);
+            else z[i] = d;
+        }
     }
     if (threadIdx.x == 0) losses[blockIdx.x] = (float)(log(sum) - (double)zt);
 }
@@ -66,7 +78,7 @@ __global__ void k_mean(float* out, const float* x, int n) {
 
 extern "C" int mxg_xent_forward(float* logits, float* losses, const int32_t* targets, int N, int V, void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_forward: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0, NULL);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0, nullptr, 0);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -81,7 +93,7 @@ extern "C" int mxg_xent_backward(float* probs, const int32_t* targets, int N, in
 extern "C" int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale,
                               void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1, NULL);
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1, nullptr, 0);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -89,7 +101,8 @@ extern "C" int mxg_xent_fused(float* logits, float* losses, const int32_t* targe
 extern "C" int mxg_xent_fused_bf16(const float* logits, uint16_t* dlogits, float* losses, const int32_t* targets,
                                    int N, int V, float scale, void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused_bf16: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>((float*)logits, losses, targets, V, scale, 1, dlogits);
+    const size_t ld16 = dlogits == (const uint16_t*)logits ? 2 * (size_t)V : (size_t)V; /* in place: see k_xent */
+    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>((float*)logits, losses, targets, V, scale, 1, dlogits, ld16);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -109,15 +122,20 @@ static int head_chunks(const void* xnf, const void* head, int bf16, const int32_
         const int nc = N - n0 < Nc ? N - n0 : Nc;
         const void* xc = (const char*)xnf + (size_t)n0 * D * es; /* [nc, D] */
         int rc = mxg_gemm_f32acc(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, bf16, stream); /* logits [nc, V] */
-        const void* dl = chunk; /* dlogits [nc, V]: FP32 in place, or BF16 in chunk16 */
+        /* dlogits [nc, V]: FP32 in place; or BF16, in chunk16, or without chunk16 over the logits' own bytes
+         * (row r in the first half of row r's FP32 logits: leading dimension 2V) */
+        const void* dl = chunk;
+        int ldl = V;
         if (!rc && dxnf && bf16) {
-            rc = mxg_xent_fused_bf16(chunk, chunk16, losses + n0, targets + n0, nc, V, scale, stream);
-            dl = chunk16;
+            uint16_t* d16 = chunk16 ? chunk16 : (uint16_t*)chunk;
+            rc = mxg_xent_fused_bf16(chunk, d16, losses + n0, targets + n0, nc, V, scale, stream);
+            dl = d16;
+            ldl = chunk16 ? V : 2 * V;
         } else if (!rc) {
             rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
         }
-        if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, dl, V, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
-        if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, dl, V, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, dl, ldl, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, dl, ldl, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
         if (rc) return rc;
     }
     return MX_OK;
