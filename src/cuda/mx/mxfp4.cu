@@ -758,11 +758,12 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
             for (int j = tid; j < n; j += NT)
                 sg[k * 128 + j] = o + j < lim ? mx_rh_sign(s.hseed, s.rot, (uint64_t)(o + j)) : 1.0f;
         }
-        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x): every load of the
-         * thread's QS_LD steps issued before the first is used (the registers are free until the passes), */
+        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x), the thread's QS_LD steps
+         * in two halves, each half's loads all issued before any is used (12 float4 in flight a thread; the
+         * registers are free until the passes) */
         constexpr int QS_LD = TR * TC / 4 / NT;
 #pragma unroll
-        for (int h = 0; h < 2; h++) { /* in two halves of QS_LD / 2 steps: 12 float4 in flight a thread */
+        for (int h = 0; h < 2; h++) {
             float4 gv[QS_LD / 2], uv[QS_LD / 2], dv[QS_LD / 2];
 #pragma unroll
             for (int j = 0; j < QS_LD / 2; j++) {
