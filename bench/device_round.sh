@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests ab xshare fuse conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -93,6 +93,14 @@ if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's a
   done
   echo "fuse done ($(( $(date +%s) - t0 )) s)"
 fi
+if has recompute; then # issue 15's memory bar: bf16 with --recompute 1 (norms and SwiGLU products recomputed in the
+  # backward: less memory, the same results) against without, back to back: what it costs in tokens/s
+  for v in 0 1; do
+    EXTRA="--recompute $v" MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-rc$v" "$CONFIGS" "${RC_RECIPES:-bf16}" "$STEPS" \
+      > "$OUT/speed-rc$v.txt" 2>&1
+  done
+  echo "recompute done ($(( $(date +%s) - t0 )) s)"
+fi
 if has conc; then # issue 17's sweep: N 20m runs (32 x 512, CSTEPS steps, CREC) on the one GPU at a time,
   # N = 1, 2, 4, as plain processes (time-sliced) and under MPS where nvidia-cuda-mps-control exists (its
   # daemon is stopped again at the end); the total tokens/s of each (wall time, start-up included)
@@ -147,6 +155,7 @@ has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
+has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"
