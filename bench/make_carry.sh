@@ -2,10 +2,13 @@
 # bench/make_carry.sh: make, on the development machine, the git-ignored files that device calls carry
 # (.device-carry/, named in the device tool's `carry`), from a fresh checkout. Not a test. Run from the
 # repository root:
-#   bash bench/make_carry.sh [bins] [study20m] [study60m]      (default: all three)
+#   bash bench/make_carry.sh [bins] [study20m] [study60m] [mxlm@REV]      (default: the first three)
 # bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a), stripped:
 #           .device-carry/bins.tar.xz (bench/device_round.sh), .device-carry/mxlm.xz (bench/study_round.sh),
 #           .device-carry/data/ (the tiny shards: saves a fresh device machine building the CPU tree)
+# mxlm@REV  .device-carry/mxlm-REV.xz: the trainer of commit REV, built in a git worktree (/tmp/mxlm-wt-REV): a
+#           study's runs go on with the binary already checked on the GPU while a newer build waits for its tests
+#           (study_round.sh takes .device-carry/mxlm.xz: copy it over for the call)
 # study20m  .device-carry/study20m-train.bin.xz (train-00 + train-01 of ../shared/corpus, r50k_base, one
 #           shard of 28.8M tokens) and .device-carry/study20m-val.bin (all of val.jsonl.zst, 1.27M tokens)
 # study60m  .device-carry/study60m-train.bin.xz (train-00..02, 44.3M tokens, cut to its first 35M so that a
@@ -35,6 +38,15 @@ if has bins; then
   mkdir -p "$C/data" && cp build/data/tiny* "$C/data/"
   echo "bins: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo ' + uncommitted changes')"
 fi
+for part in $PARTS; do
+  case $part in mxlm@*) ;; *) continue ;; esac
+  rev=${part#mxlm@}; wt=/tmp/mxlm-wt-$rev
+  [ -d "$wt" ] || git worktree add --detach "$wt" "$rev" > /dev/null
+  make -C "$wt" -j"$(nproc)" build/cuda/mxlm > /tmp/make_carry_$rev.log 2>&1 || { tail -20 /tmp/make_carry_$rev.log; exit 1; }
+  strip --strip-debug -o /tmp/make_carry_mxlm_$rev "$wt/build/cuda/mxlm"
+  xz -T0 -9 -c /tmp/make_carry_mxlm_$rev > "$C/mxlm-$rev.xz"
+  echo "mxlm@$rev: $C/mxlm-$rev.xz"
+done
 if has study20m || has study60m; then
   [ -f data/tokenizers/r50k_base.tiktoken ] || bash tools/fetch_tokenizers.sh > /dev/null
   [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
