@@ -106,6 +106,37 @@ uint8_t mx_fp4_scale_at(const mx_fp4* t, int r, int c);
 uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const uint32_t* rbits,
                           uint8_t codes[MX_BLOCK], int* clipped);
 
+/* ---- the folded form of an MXFP4 operand (src/mx/fold.c; docs/gpu.md) -------------------------
+ * What the GPU's fast GEMM path feeds FP8 tensor cores, here as the reference. Stored row i of an
+ * operand (dir 0: row i of t, K = t->cols; dir 1: column i, K = t->rows), block j = its elements
+ * [32j, 32j + 32) with codes q and scale byte sb_j (e_j = sb_j - 127):
+ *   e_ref   the largest non-NaN block exponent of a group: MX_FOLD_VEC128 the 4 blocks of j's 128-group,
+ *           MX_FOLD_OUTER every block of the row (0 where there is none); fscale = 2^(e_ref - 6) per group
+ *           (VEC128: [K/128][stored rows]; OUTER: [stored rows])
+ *   d_j     = e_j - e_ref; inside the window (d_j >= MX_FOLD_DMIN) every code folds exactly:
+ *           e4m3 = E4M3(decode(q) * 2^(d_j + 6)), so e4m3 * fscale = decode(q) * 2^e_j
+ *   outside it, a block with a nonzero code: MX_FOLD_ROUND rounds each value as E4M3 does (inexact: the
+ *           fast path's VEC128 fold today), MX_FOLD_LIST writes zeros and lists the block for the fix-up
+ *   a NaN block (sb 0xFF): E4M3 NaN (0x7f) in every element
+ * With MX_FOLD_LIST, C = A B^T (A [M,K], B [N,K] their exact values) is exactly
+ *   C = A_f B_f^T + dA B^T + A_f dB^T
+ * (A_f, B_f the folded operands' values, dA, dB the listed blocks' exact values): mx_fold_product. */
+#define MX_FOLD_DMIN (-14)
+typedef enum { MX_FOLD_VEC128 = 0, MX_FOLD_OUTER = 1 } mx_fold_mode;
+typedef enum { MX_FOLD_ROUND = 0, MX_FOLD_LIST = 1 } mx_fold_oow;
+typedef struct { int row, block; } mx_fold_block; /* a listed block: stored row, block index along K */
+/* Fold t (1x32 or 32x32 for dir 0, 32x1 or 32x32 for dir 1) into e4m3 [stored rows, K] and fscale; *n_oow gets the number
+ * of blocks outside the window with a nonzero code; with MX_FOLD_LIST they go into list (by stored row,
+ * then block), an error (MX_EINVAL) when there are more than cap. */
+int mx_fold_mxfp4(const mx_fp4* t, int dir, mx_fold_mode mode, mx_fold_oow oow, uint8_t* e4m3, float* fscale,
+                  mx_fold_block* list, size_t cap, size_t* n_oow);
+/* C [M, N] (FP64, row-major) = the product of two folded operands (e4m3 + fscale as mx_fold_mxfp4 makes
+ * them, K along rows, the same mode) plus the fix-up of their listed blocks from their exact MXFP4 forms
+ * (a: dir_a of ta, b: dir_b of tb). Every term in FP64; the reference of the fix-up's arithmetic. */
+int mx_fold_product(const mx_fp4* ta, int dir_a, const uint8_t* ea, const float* fa, const mx_fold_block* la,
+                    size_t na, const mx_fp4* tb, int dir_b, const uint8_t* eb, const float* fb,
+                    const mx_fold_block* lb, size_t nb, mx_fold_mode mode, double* C);
+
 /* ---- NVFP4 (src/mx/nvfp4.c; docs/numerics.md) -------------------------- */
 /* E2M1 codes in blocks of 16 (layouts 1x16, 16x1, 16x16) with an E4M3 block scale and an FP32
  * tensor scale S; value = (q * sb) / S. Stored like MXFP4 with 16 for 32: codes packed two a

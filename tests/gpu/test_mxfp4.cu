@@ -34,49 +34,15 @@ static void gen_input(float* x, int rows, int cols, int specials) {
     }
 }
 
-/* ---- host fold reference: stored row i, element k of a CPU mx_fp4 ---- */
-static uint8_t code_st(const mx_fp4* t, int dir, int i, int k) { return dir ? mx_fp4_code_at(t, k, i) : mx_fp4_code_at(t, i, k); }
-static uint8_t scale_st(const mx_fp4* t, int dir, int i, int k) { return dir ? mx_fp4_scale_at(t, k, i) : mx_fp4_scale_at(t, i, k); }
-
+/* ---- host fold reference: mx_fold_mxfp4 (src/mx/fold.c), the ROUND rule (the fast path's) ---- */
 static void host_fold(const mx_fp4* t, int dir, int outer, std::vector<uint8_t>& e4, std::vector<float>& fs, long long* oow) {
     int R = dir ? t->cols : t->rows, K = dir ? t->rows : t->cols;
     e4.assign((size_t)R * K, 0);
     fs.assign(outer ? (size_t)R : (size_t)R * (K / 128), 0.0f);
-    *oow = 0;
-    for (int i = 0; i < R; i++) {
-        int erow = -1;
-        for (int kb = 0; kb < K / 32; kb++) {
-            int sb = scale_st(t, dir, i, kb * 32);
-            if (sb != 0xFF && sb > erow) erow = sb;
-        }
-        for (int kb = 0; kb < K / 32; kb++) {
-            int m = erow;
-            if (!outer) {
-                m = -1;
-                for (int q = kb & ~3; q < (kb & ~3) + 4; q++) {
-                    int sb = scale_st(t, dir, i, q * 32);
-                    if (sb != 0xFF && sb > m) m = sb;
-                }
-            }
-            int eref = m < 0 ? 0 : m - 127;
-            if (outer) fs[i] = mx_exp2i(eref - 6);
-            else if ((kb & 3) == 0) fs[(size_t)(kb / 4) * R + i] = mx_exp2i(eref - 6);
-            int sb = scale_st(t, dir, i, kb * 32);
-            int d = sb - 127 - eref, nz = 0;
-            for (int j = 0; j < 32; j++) {
-                uint8_t c = code_st(t, dir, i, kb * 32 + j);
-                uint8_t o;
-                if (sb == 0xFF) o = 0x7f;
-                else {
-                    int e = d + 6 < -149 ? -149 : d + 6;
-                    o = mx_e4m3_encode(mx_e2m1_decode(c) * mx_exp2i(e));
-                    nz |= c & 7;
-                }
-                e4[(size_t)i * K + kb * 32 + j] = o;
-            }
-            if (sb != 0xFF && d < -14 && nz) (*oow)++;
-        }
-    }
+    size_t n = 0;
+    if (mx_fold_mxfp4(t, dir, outer ? MX_FOLD_OUTER : MX_FOLD_VEC128, MX_FOLD_ROUND, e4.data(), fs.data(), NULL, 0, &n))
+        fail("host fold: %s", mx_last_error());
+    *oow = (long long)n;
 }
 
 /* ---- one quantizer case ---- */
