@@ -52,20 +52,20 @@ if has study20m || has study60m; then
   [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
   mkdir -p build/study20m
   build/cpu/mxlm prep --encoding r50k_base --train-pattern build/study20m/val.bin --val-fraction 0 \
-    ../shared/corpus/val.jsonl.zst > /dev/null
+    ../shared/corpus/val.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study20m/val.bin 938afb3d
   cp build/study20m/val.bin "$C/study20m-val.bin"
 fi
 if has study20m; then
   build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin' --val-fraction 0 \
-    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst > /dev/null
+    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study20m/train_000000.bin bad5a90a
   xz -T0 -9 -c build/study20m/train_000000.bin > "$C/study20m-train.bin.xz"
 fi
 if has study60m; then
   mkdir -p build/study60m
   build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study60m/train_%06d.bin' --val-fraction 0 \
-    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst ../shared/corpus/train-02.jsonl.zst > /dev/null
+    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst ../shared/corpus/train-02.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study60m/train_000000.bin b7304b32
   # the first 35,000,000 tokens: the header's count (int32 at byte 8) set, the file cut after them
   python3 - build/study60m/train_000000.bin <<'EOF'
@@ -80,3 +80,13 @@ EOF
   xz -T0 -9 -c build/study60m/train_000000.bin > "$C/study60m-train.bin.xz"
 fi
 ls -la "$C"
+# what each kind of call carries, with the tracked tree, against the device tool's 64 MiB
+tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+fits() { # LABEL FILE...
+  local n=$tracked f
+  for f in "${@:2}"; do [ -e "$C/$f" ] && n=$((n + $(du -cb "$C/$f" | tail -1 | cut -f1))); done
+  printf '%-34s %6.1f MiB of 64%s\n' "$1" "$(awk -v n=$n 'BEGIN { print n / 1048576 }')" "$( [ $n -le 67108864 ] || echo ': TOO LARGE')"
+}
+fits "tests (device_round.sh)" bins.tar.xz data
+fits "study 20m (study_round.sh)" mxlm.xz study20m-train.bin.xz study20m-val.bin
+fits "study 60m (study_round.sh)" mxlm.xz study60m-train.bin.xz study20m-val.bin
