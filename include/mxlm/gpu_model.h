@@ -200,12 +200,11 @@ int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets
 int mxg_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t* A, int lda, const uint16_t* B, int ldb,
                   float* C, int ldc, int accumulate, void* stream);
 /* mxg_lm_head_xent on BF16 operands (tensor cores): xnf [N, D] and head
- * [V, D] in BF16, the dlogits chunk rounded to BF16 (chunk16 [Nc, V], or with
- * chunk16 NULL over the FP32 logits chunk itself: mxg_xent_fused_bf16 in place)
- * for the two backward GEMMs; logits, softmax, losses, dxnf and dhead in FP32. */
+ * [V, D] in BF16, the dlogits chunk rounded to BF16 over the FP32 logits chunk
+ * itself (mxg_xent_fused_bf16 in place) for the two backward GEMMs; logits,
+ * softmax, losses, dxnf and dhead in FP32. */
 int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D, int V,
-                          float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16,
-                          int Nc, void* stream);
+                          float scale, float* losses, float* dxnf, float* dhead, float* chunk, int Nc, void* stream);
 
 /* ---- optimizer ------------------------------------------------------------- */
 

@@ -1000,7 +1000,7 @@ static int head_xent(mxg_llama* g, float scale, float* dxnf, float* dhead) {
     }
     CHK(mxg_to_bf16(g->xnf, (size_t)N * c->dim, g->xnf16, g->st));
     return mxg_lm_head_xent_bf16(g->xnf16, g->head16, g->tgt, N, c->dim, c->vocab, scale, g->losses, dxnf, dhead,
-                                 g->chunk, NULL, g->Nc, g->st);
+                                 g->chunk, g->Nc, g->st);
 }
 
 extern "C" int mxg_llama_set_telemetry(mxg_llama* g, int on) {

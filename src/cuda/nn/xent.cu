@@ -115,27 +115,19 @@ extern "C" int mxg_mean(const float* x, int n, float* out, void* stream) {
 }
 
 static int head_chunks(const void* xnf, const void* head, int bf16, const int32_t* targets, int N, int D, int V,
-                       float scale, float* losses, float* dxnf, float* dhead, float* chunk, uint16_t* chunk16, int Nc,
-                       void* stream) {
+                       float scale, float* losses, float* dxnf, float* dhead, float* chunk, int Nc, void* stream) {
     const size_t es = bf16 ? 2 : 4; /* bytes per operand element */
     for (int n0 = 0; n0 < N; n0 += Nc) {
         const int nc = N - n0 < Nc ? N - n0 : Nc;
         const void* xc = (const char*)xnf + (size_t)n0 * D * es; /* [nc, D] */
         int rc = mxg_gemm_f32acc(0, 1, nc, V, D, xc, D, head, D, chunk, V, 0, bf16, stream); /* logits [nc, V] */
-        /* dlogits [nc, V]: FP32 in place; or BF16, in chunk16, or without chunk16 over the logits' own bytes
-         * (row r in the first half of row r's FP32 logits: leading dimension 2V) */
-        const void* dl = chunk;
-        int ldl = V;
-        if (!rc && dxnf && bf16) {
-            uint16_t* d16 = chunk16 ? chunk16 : (uint16_t*)chunk;
-            rc = mxg_xent_fused_bf16(chunk, d16, losses + n0, targets + n0, nc, V, scale, stream);
-            dl = d16;
-            ldl = chunk16 ? V : 2 * V;
-        } else if (!rc) {
-            rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
-        }
-        if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, dl, ldl, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
-        if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, dl, ldl, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
+        /* dlogits [nc, V] in place: FP32, or BF16 over the logits' own bytes (row r in the first half of row
+         * r's FP32 logits: leading dimension 2V) */
+        const int ldl = bf16 ? 2 * V : V;
+        if (!rc && dxnf && bf16) rc = mxg_xent_fused_bf16(chunk, (uint16_t*)chunk, losses + n0, targets + n0, nc, V, scale, stream);
+        else if (!rc) rc = mxg_xent_fused(chunk, losses + n0, targets + n0, nc, V, scale, stream);
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(0, 0, nc, D, V, chunk, ldl, head, D, dxnf + (size_t)n0 * D, D, 0, bf16, stream);
+        if (!rc && dxnf) rc = mxg_gemm_f32acc(1, 0, V, D, nc, chunk, ldl, xc, D, dhead, D, 1, bf16, stream); /* dhead += dl^T x */
         if (rc) return rc;
     }
     return MX_OK;
@@ -143,15 +135,15 @@ static int head_chunks(const void* xnf, const void* head, int bf16, const int32_
 
 extern "C" int mxg_lm_head_xent_bf16(const uint16_t* xnf, const uint16_t* head, const int32_t* targets, int N, int D,
                                      int V, float scale, float* losses, float* dxnf, float* dhead, float* chunk,
-                                     uint16_t* chunk16, int Nc, void* stream) {
+                                     int Nc, void* stream) {
     ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0 && !(Nc * D % 8) && !(V % 8),
               "mxg_lm_head_xent_bf16: bad shape N %d D %d V %d chunk %d (Nc*D and V multiples of 8)", N, D, V, Nc);
-    return head_chunks(xnf, head, 1, targets, N, D, V, scale, losses, dxnf, dhead, chunk, chunk16, Nc, stream);
+    return head_chunks(xnf, head, 1, targets, N, D, V, scale, losses, dxnf, dhead, chunk, Nc, stream);
 }
 
 extern "C" int mxg_lm_head_xent(const float* xnf, const float* head, const int32_t* targets, int N, int D, int V,
                                 float scale, float* losses, float* dxnf, float* dhead, float* chunk, int Nc,
                                 void* stream) {
     ARG_CHECK(N > 0 && D > 0 && V > 0 && Nc > 0, "mxg_lm_head_xent: bad shape N %d D %d V %d chunk %d", N, D, V, Nc);
-    return head_chunks(xnf, head, 0, targets, N, D, V, scale, losses, dxnf, dhead, chunk, NULL, Nc, stream);
+    return head_chunks(xnf, head, 0, targets, N, D, V, scale, losses, dxnf, dhead, chunk, Nc, stream);
 }
