@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests telseeds ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -60,6 +60,15 @@ fi
 if has tests; then
   LOGS=$OUT/t bash tests/gpu/run_all.sh > "$OUT/tests.txt" 2>&1
   echo "tests: $(tail -1 "$OUT/tests.txt") ($(( $(date +%s) - t0 )) s)"
+fi
+if has telseeds; then # the model-telemetry and decode cases of the layers program under other input seeds
+  # (MXG_SEED): how often GPU and CPU part (session 12: mxfp4-fdw-sr fast agreed to 3e-8 on one draw and
+  # differed by 2% on the next); the summary lines of each
+  for s in ${TS_SEEDS:-1 2 3 4 5 6}; do
+    MXG_SEED=$s timeout 120 build/cuda/tests/gpu/layers "gpu model telemetry tiny" "gpu decode tiny" 2>&1 |
+      grep -E "^\[|operands \(first|first dY|products:|FAIL|passed" | sed "s/^/seed $s: /"
+  done > "$OUT/telseeds.txt"
+  echo "telseeds: $(grep -c FAIL "$OUT/telseeds.txt") FAIL lines ($(( $(date +%s) - t0 )) s)"
 fi
 if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device-carry/old.tar.xz) against the new
   mkdir -p /tmp/old "$OUT/ab" && xz -dc .device-carry/old.tar.xz | tar xf - -C /tmp/old

@@ -48,6 +48,7 @@ inline int wanted(const char* name, const char* group = NULL) {
 inline void fail(const char* fmt, ...) {
     g_fail_case = 1;
     if (g_msgs++ < g_msg_cap) {
+        fflush(stdout); /* the case's own lines first (a log of both streams keeps them in order) */
         va_list ap;
         va_start(ap, fmt);
         fprintf(stderr, "    FAIL: ");

@@ -423,6 +423,16 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
             }
     printf("    %d operands (first 6 shown): worst sig2 rel %.3g (tol %.1g), err2 rel %.3g, SQNR diff %.3g dB (tol %.2g)\n",
            shown, wsig, tol_sig, werr, wdb, tol_db);
+    /* where the two sides part, in the backward's order (last linear first): the first Dgrad dY whose sig2
+     * differs by more than 1e-6 (a diagnosis for a failure above; FP32 summation order alone stays ~1e-8) */
+    for (int i = nl - 1; i >= 0; i--) {
+        const double r = rel_d(gl[i].op[1][0].sig2, m.lstate[i].op[1][0].sig2);
+        if (r > 1e-6) {
+            printf("    first dY (backward order) differing by > 1e-6: L%d %s dgrad a, sig2 rel %.3g\n", i / MX_LIN_PER_BLOCK,
+                   mx_linear_name(i % MX_LIN_PER_BLOCK), r);
+            break;
+        }
+    }
     /* the products (mx_linear_state.out, mxg_linear_ctx.gout): the same operands' products against their FP32
      * references, so the SQNR within the operands' tolerance */
     double psig = 0, perr = 0, pdb = 0;
