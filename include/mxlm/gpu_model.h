@@ -245,6 +245,11 @@ int mxg_linws_last_fp4(const mxg_linws* ws, int operand, mxg_fp4* t);
 /* Blocks with a clipped element, and blocks outside the E4M3 fold window,
  * counted since the workspace was made (synchronous). */
 int mxg_linws_counters(const mxg_linws* ws, unsigned long long out[2]);
+/* MXLM_GPU_OOW_PROBE=1 (linear.cu; issue 16's measurement for an OUTER-folded fast path): whether it is on,
+ * and per GEMM and operand the fast-path MXFP4 blocks quantized since the start and those an OUTER fold (one
+ * scale per stored row) would hold outside its window, written to buf (0: probe off or nothing counted) */
+int mxg_linear_oow_probe(void);
+int mxg_linear_oow_report(char* buf, size_t n);
 /* The device counters themselves (mxg_qout.counters), for a quantizer outside the linear that makes its
  * operands (mxg_dyq). */
 unsigned long long* mxg_linws_device_counters(mxg_linws* ws);

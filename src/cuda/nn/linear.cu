@@ -92,6 +92,45 @@ template <typename T> int transpose(T* dst, const T* src, int rows, int cols, cu
     return MX_OK;
 }
 
+/* MXLM_GPU_OOW_PROBE=1: issue 16's measurement before an OUTER-folded fast path (bench/NOTES.md, session 11's
+ * design): each fast-path MXFP4 operand is quantized a second time into packed codes (the reference kernels:
+ * the same bytes) and folded with OUTER scales (mxg_fold: e_ref the largest block exponent of the whole stored
+ * row), into scratch, counting per GEMM and operand the blocks and those outside the OUTER fold's window
+ * (exponent more than 14 below e_ref, a nonzero code: the blocks an exact fix-up would have to add). A
+ * measurement, not a mode: slower, the training's bytes unchanged; the fused SwiGLU quantizer is off under it
+ * (its operands would go uncounted). mxg_linear_oow_report prints the counts. */
+int g_oow_probe = -1;
+unsigned long long* g_oow_dev = NULL; // [3 GEMMs][2 operands][2]: mxg_fold's counters ([1]: outside the window)
+unsigned long long g_oow_blocks[3][2];
+int oow_probe_on(void) {
+    if (g_oow_probe < 0) {
+        const char* e = getenv("MXLM_GPU_OOW_PROBE");
+        g_oow_probe = e && !strcmp(e, "1");
+    }
+    return g_oow_probe;
+}
+
+/* x [xr, xc] quantized as the fast path just did (spec s; col: the column-direction output), into w's
+ * exact-path buffers and then folded OUTER into h[o] (e4m3 [rows, R], then fscale [rows]) */
+int oow_probe_run(mxg_linws* w, mx_gemm_id g, int o, const float* x, int xr, int xc, int col, const mxg_qspec* s,
+                  int rows, int R, cudaStream_t st) {
+    if (!g_oow_dev) {
+        CU_TRY(cudaMalloc(&g_oow_dev, 12 * sizeof(unsigned long long)));
+        CU_TRY(cudaMemset(g_oow_dev, 0, 12 * sizeof(unsigned long long)));
+    }
+    mxg_qout q;
+    memset(&q, 0, sizeof q);
+    q.codes = w->codes[o];
+    q.scales = w->scales[o];
+    int rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : s, col ? NULL : &q, col ? s : NULL, col ? &q : NULL, st);
+    if (rc) return rc;
+    mxg_fp4 t = {rows, R, col ? MX_LAYOUT_1x32 : s->layout, w->codes[o], w->scales[o]};
+    uint8_t* e4 = (uint8_t*)w->h[o];
+    rc = mxg_fold(&t, 1, MXG_FOLD_OUTER, e4, (float*)(e4 + (size_t)rows * R), g_oow_dev + (g * 2 + o) * 2, st);
+    if (!rc) g_oow_blocks[g][o] += (unsigned long long)rows * (unsigned long long)R / 32; /* k_fold counts 32-segments */
+    return rc;
+}
+
 /* out[i] = *v for i < n (one per-tensor multiplier as a VEC128 scale tensor). */
 __global__ void k_broadcast(float* __restrict__ out, size_t n, const float* __restrict__ v) {
     float x = *v;
@@ -576,6 +615,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             }
             rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
                               stream);
+            if (!rc && fast && oow_probe_on()) rc = oow_probe_run(w, g, o, x, xr, xc, col, &s, rows[o], R, st);
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
@@ -698,4 +738,21 @@ extern "C" int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, 
     if (!rc && dW)
         rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, !c->dw_first, dgrad && dy_shared(c->recipe), stream);
     return rc;
+}
+
+extern "C" int mxg_linear_oow_probe(void) { return oow_probe_on(); }
+
+extern "C" int mxg_linear_oow_report(char* buf, size_t n) {
+    if (!oow_probe_on() || !g_oow_dev || n < 2) return 0;
+    unsigned long long c[12];
+    if (cudaMemcpy(c, g_oow_dev, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
+    static const char* const gname[3] = {"fprop", "dgrad", "wgrad"};
+    size_t k = (size_t)snprintf(buf, n, "OUTER fold probe (MXLM_GPU_OOW_PROBE): blocks outside the window / blocks:");
+    for (int g = 0; g < 3 && k < n; g++)
+        for (int o = 0; o < 2 && k < n; o++) {
+            const unsigned long long b = g_oow_blocks[g][o], x = c[(g * 2 + o) * 2 + 1];
+            k += (size_t)snprintf(buf + k, n - k, "%s %s %c %llu / %llu (%.3g%%)", g || o ? ";" : "", gname[g], o ? 'b' : 'a',
+                                  x, b, b ? 100.0 * (double)x / (double)b : 0.0);
+        }
+    return 1;
 }

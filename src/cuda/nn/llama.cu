@@ -243,7 +243,8 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
  * same bytes; layers it cannot serve, telemetry steps, --gemm exact, fall back per call). */
 int fuse_swiglu(const mx_recipe* r, int act16) {
     const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
-    return !(e && !strcmp(e, "0")) && !act16 && mx_gemm_gpu_mxfp4(r, MX_DGRAD) && mx_gemm_gpu_mxfp4(r, MX_WGRAD);
+    return !(e && !strcmp(e, "0")) && !act16 && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) &&
+           mx_gemm_gpu_mxfp4(r, MX_WGRAD);
 }
 
 int choose_nc(const mx_model_config* c, int N) {

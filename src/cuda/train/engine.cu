@@ -190,6 +190,8 @@ int report(mx_engine* e, char* buf, size_t n) {
                              "attention scratch; the CUDA context not counted)",
                      (double)(tot - fr - ge->used0) / 1048576.0, (double)mxg_llama_device_bytes(ge->g) / 1048576.0);
     if (k > 0 && (size_t)k + 2 < n && mxg_profile_report(buf + k + 1, n - (size_t)k - 1)) buf[k] = '\n';
+    const size_t used = strlen(buf); /* then MXLM_GPU_OOW_PROBE's counts where it is on */
+    if (used + 2 < n && mxg_linear_oow_report(buf + used + 1, n - used - 1)) buf[used] = '\n';
     return 1;
 }
 
