@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests telseeds ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests telseeds outer ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -102,6 +102,32 @@ if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's a
   done
   echo "fuse done ($(( $(date +%s) - t0 )) s)"
 fi
+if has outer; then # issue 16: MXLM_GPU_FOLD=outer (the fast path's GEMMs with one scale per stored row) against the
+  # default VEC128: the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30 steps of the 1b and 350m
+  # presets), the 20-step tiny losses side by side (not identical: cuBLASLt accumulates in another order; a block
+  # 14+ binades under its row's largest rounds), then the speed of both
+  mkdir -p "$OUT/ou"
+  for cfg in ${OU_PROBE:-1b:4:2048 350m:8:2048}; do
+    IFS=: read -r p b t <<< "$cfg"
+    MXLM_GPU_OOW_PROBE=1 timeout 200 build/cuda/mxlm train --device cuda --preset "$p" --recipe mxfp4-fdw-h16 --batch "$b" \
+      --seq "$t" --steps 30 --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 10 --out "$OUT/ou/probe-$p" > "$OUT/ou/probe-$p.log" 2>&1
+    echo "probe $p: $(grep -h 'OUTER fold probe' "$OUT/ou/probe-$p.log")"
+  done > "$OUT/outer.txt"
+  for r in ${OU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw mxfp4-fdw-sr}; do
+    for side in a b; do
+      [ $side = a ] && v=vec128 || v=outer
+      MXLM_GPU_FOLD=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 \
+        --final-ckpt 0 --out "$OUT/ou/$r-$side" --log-every 10 > "$OUT/ou/$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
+    done
+    printf 'outer (a vec128, b outer) %-16s tiny 20 steps: ' "$r"
+    python3 tools/compare_runs.py "$OUT/ou/$r-a" "$OUT/ou/$r-b" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
+  done >> "$OUT/outer.txt"
+  for v in vec128 outer; do
+    MXLM_GPU_FOLD=$v MXLM_GPU_PROFILE=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou-$v" "$CONFIGS" \
+      "${OU_SPEED:-mxfp4-fdw-h16}" "$STEPS" > "$OUT/speed-ou-$v.txt" 2>&1
+  done
+  echo "outer done ($(( $(date +%s) - t0 )) s)"
+fi
 if has recompute; then # issue 15's memory bar: bf16 with --recompute 1 (norms and SwiGLU products recomputed in the
   # backward: less memory, the same results) against without, back to back: what it costs in tokens/s
   for v in 0 1; do
@@ -164,6 +190,9 @@ has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
+has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
+has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou-vec128.txt" "$OUT/speed-ou-outer.txt" &&
+  grep -h "by GEMM" "$OUT"/sp-ou-*/*1b*.log 2>/dev/null
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"

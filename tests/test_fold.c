@@ -139,3 +139,61 @@ TEST(fold_directions_nan_and_refusals) {
     mx_fp4_free(&s); mx_fp4_free(&a); mx_fp4_free(&at);
     free(x); free(xt);
 }
+
+/* VEC128 -> OUTER (mx_fold_outer_from_vec128): over blocks spanning `span` binades, where the VEC128 fold is
+ * exact the re-expressed operand is mx_fold_mxfp4's OUTER ROUND form byte for byte (fscale too), the blocks it
+ * rounds are among OUTER's out-of-window ones, and in place gives the same bytes */
+static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_outer) {
+    float* x = malloc((size_t)R * K * 4);
+    REQUIRE(x);
+    /* each 128-group of magnitude 2^-U, U uniform in [0, span), its blocks within 4 binades of it: VEC128's
+     * window holds every block, a row's spans span binades */
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < K / 128; g++) {
+            const int u = (int)(u01() * span);
+            for (int b = 0; b < 4; b++) {
+                const float m = ldexpf(1.0f, -u - (int)(u01() * 4));
+                for (int j = 0; j < 32; j++) x[(size_t)r * K + g * 128 + b * 32 + j] = (float)(u01() * 2.0 - 1.0) * m;
+            }
+        }
+    mx_fp4 t;
+    const mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
+    REQUIRE(mx_fp4_alloc(&t, R, K, MX_LAYOUT_1x32) == 0 && mx_quantize_fp4(x, R, K, &o, &t) == 0);
+    uint8_t *ev = malloc((size_t)R * K), *eo = malloc((size_t)R * K), *er = malloc((size_t)R * K);
+    float *fv = malloc((size_t)R * (K / 128) * 4), *fo = malloc((size_t)R * 4), *fr = malloc((size_t)R * 4);
+    REQUIRE(ev && eo && er && fv && fo && fr);
+    size_t nv = 0;
+    REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_VEC128, MX_FOLD_ROUND, ev, fv, NULL, 0, &nv) == 0);
+    REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_OUTER, MX_FOLD_ROUND, eo, fo, NULL, 0, n_oow_outer) == 0);
+    CHECKF(nv == 0, "the VEC128 fold left %zu blocks outside its window (the case needs it exact)", nv);
+    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, er, fr, n_round) == 0);
+    CHECK(!memcmp(er, eo, (size_t)R * K) && !memcmp(fr, fo, (size_t)R * 4));
+    CHECK(*n_round <= *n_oow_outer);
+    size_t n2 = 0;
+    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, ev, fr, &n2) == 0); /* in place */
+    CHECK(!memcmp(ev, eo, (size_t)R * K) && n2 == *n_round);
+    free(x); free(ev); free(eo); free(er); free(fv); free(fo); free(fr);
+    mx_fp4_free(&t);
+}
+
+TEST(fold_outer_from_vec128) {
+    size_t nr = 0, no = 0;
+    refold_case(16, 1024, 24, &nr, &no); /* groups over 24 binades: VEC128 exact, OUTER not */
+    CHECKF(nr > 10 && no >= nr, "rounded %zu, outside OUTER's window %zu (the case tests nothing)", nr, no);
+    refold_case(8, 256, 6, &nr, &no); /* a narrow range: nothing rounds */
+    CHECK(nr == 0 && no == 0);
+    /* the scalar steps: exact powers of two both ways, a subnormal rounding to even, NaN kept */
+    CHECK(mx_log2_pow2(mx_exp2i(-149)) == -149 && mx_log2_pow2(mx_exp2i(-127)) == -127 && mx_log2_pow2(mx_exp2i(121)) == 121);
+    int ix = 0;
+    CHECK(mx_e4m3_rescale(0x38, 3, &ix) == 0x20 && !ix);          /* 1.0 -> 0.125 exactly */
+    CHECK(mx_e4m3_rescale(0x01, 1, &ix) == 0x00 && ix);           /* 2^-9 / 2: a tie, to even (zero) */
+    ix = 0;
+    CHECK(mx_e4m3_rescale(0x03, 1, &ix) == 0x02 && ix);           /* 3 x 2^-9 / 2 = 1.5 x 2^-9: to even, 2 x 2^-9 */
+    ix = 0;
+    CHECK(mx_e4m3_rescale(0xff, 5, &ix) == 0xff && !ix);          /* NaN */
+    CHECK(mx_e4m3_rescale(0xb8, 40, &ix) == 0x80 && ix);          /* -1.0, far down: -0 */
+    uint8_t e[128] = {0};
+    float f = 1.0f, fo = 0;
+    size_t n = 0;
+    CHECK(mx_fold_outer_from_vec128(e, &f, 1, 96, e, &fo, &n) != 0); /* K not a multiple of 128 */
+}

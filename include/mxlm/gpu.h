@@ -121,6 +121,14 @@ typedef struct {
 int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,
              unsigned long long* counters, void* stream);
 
+/* A VEC128-folded operand (e4m3 [R, K], fscale [K/128, R], as mxg_quantize writes them) re-expressed under one
+ * float scale per stored row (fscale_out [R], MXG_SCALE_OUTER's layout): the bytes of the CPU's
+ * mx_fold_outer_from_vec128 (mx.h), out may be e4m3 (in place); counters[1] (NULL: none) += the blocks of 32
+ * that rounded (more than 14 binades below the row's largest block). K a multiple of 128, codes 16-byte
+ * aligned. */
+int mxg_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
+                               unsigned long long* counters, void* stream);
+
 /* Dequantize an MXFP4 tensor exactly into BF16 [stored rows, K] (the operand
  * of the exact-emulation GEMM). For 32x32, `axis` as in mxg_fold. */
 int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void* stream);

@@ -137,6 +137,18 @@ int mx_fold_product(const mx_fp4* ta, int dir_a, const uint8_t* ea, const float*
                     size_t na, const mx_fp4* tb, int dir_b, const uint8_t* eb, const float* fb,
                     const mx_fold_block* lb, size_t nb, mx_fold_mode mode, double* C);
 
+/* Re-express a VEC128-folded operand (e4m3 [R, K] and fscale [K/128][R] as mx_fold_mxfp4 makes them) under one
+ * scale per stored row, the OUTER form the GPU's GEMM takes fastest (MXG_SCALE_OUTER; mxg_fold_outer_from_vec128
+ * is its twin, bit for bit): e_row = the largest group exponent of the row, fscale_out [R] = 2^(e_row - 6), each
+ * code mx_e4m3_rescale'd down by e_row - e_group (a power of two: exact unless it falls below E4M3's smallest
+ * subnormal, where it rounds to nearest even). *n_round gets the blocks of 32 with a rounded element. Where
+ * the VEC128 fold was exact (its n_oow 0) and no block is NaN this is mx_fold_mxfp4 MX_FOLD_OUTER
+ * MX_FOLD_ROUND's output byte for byte (a single rounding of the exact value either way); a row holding a
+ * NaN block may take another e_row (a NaN-only group counts as exponent 0), its products are NaN regardless.
+ * out may be e4m3 (in place). K a multiple of 128. */
+int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
+                              size_t* n_round);
+
 /* ---- NVFP4 (src/mx/nvfp4.c; docs/numerics.md) -------------------------- */
 /* E2M1 codes in blocks of 16 (layouts 1x16, 16x1, 16x16) with an E4M3 block scale and an FP32
  * tensor scale S; value = (q * sb) / S. Stored like MXFP4 with 16 for 32: codes packed two a

@@ -279,6 +279,26 @@ MX_HD float mx_e4m3_decode(uint8_t c) {
     if ((c & 0x7f) == 0x7f) return mx_u2f(0x7fc00000u);
     return mx_fp8_decode(c, 3, 7);
 }
+/* The exponent e of a power of two p = 2^e, normal or subnormal (the inverse of mx_exp2i). */
+MX_HD int mx_log2_pow2(float p) {
+    const uint32_t u = mx_f2u(p) & 0x7fffffffu;
+    if (u >> 23) return (int)(u >> 23) - 127;
+    int e = -150;
+    for (uint32_t m = u; m; m >>= 1) e++;
+    return e;
+}
+
+/* A folded E4M3 code c re-expressed under a scale 2^down times larger (down >= 0; the fold's VEC128 -> OUTER
+ * step, mx_fold_outer_from_vec128): E4M3(decode(c) * 2^-down), round to nearest even, exact where
+ * representable; *inexact |= 1 where it is not. NaN keeps its code. Beyond down 31 every code rounds to a
+ * zero as at 31 (448 * 2^-31 is below half of E4M3's smallest subnormal), so down is clamped there. */
+MX_HD uint8_t mx_e4m3_rescale(uint8_t c, int down, int* inexact) {
+    if ((c & 0x7f) == 0x7f || down <= 0) return c;
+    const float v = mx_e4m3_decode(c) * mx_exp2i(down > 31 ? -31 : -down);
+    const uint8_t r = mx_e4m3_encode(v);
+    if (mx_e4m3_decode(r) != v) *inexact = 1;
+    return r;
+}
 MX_HD uint8_t mx_e5m2_encode(float x) { return mx_fp8_encode(x, 5, 2, 15, MX_E5M2_MAX, 0x7f); }
 MX_HD float mx_e5m2_decode(uint8_t c) {
     if ((c & 0x7c) == 0x7c) {

@@ -1,6 +1,8 @@
 /* fold.c: the folded form of MXFP4 operands (mx.h "the folded form"; docs/gpu.md), the CPU reference of
  * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_fold / fold32 with VEC128 and OUTER scales) and of
- * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; bench/NOTES.md session 11).
+ * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; bench/NOTES.md session 11), and the
+ * re-expression of a VEC128-folded operand under OUTER scales (mx_fold_outer_from_vec128; mxfp4.cu's
+ * k_fold_outer is its twin).
  * Guarantee: deterministic, no state; mx_fold_product's FP64 sums run in a fixed order (k ascending,
  * then the listed blocks in list order). */
 #include "mxlm/mx.h"
@@ -116,5 +118,30 @@ int mx_fold_product(const mx_fp4* ta, int dir_a, const uint8_t* ea, const float*
             C[(size_t)r * N + c] += s;
         }
     }
+    return MX_OK;
+}
+
+int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
+                              size_t* n_round) {
+    if (R <= 0 || K <= 0 || K % 128) return mx_fail(MX_EINVAL, "fold VEC128 -> OUTER: shape [%d, %d] (K a multiple of 128)", R, K);
+    size_t n = 0;
+    for (int i = 0; i < R; i++) {
+        int er = -1000; /* the row's largest group scale exponent (e_group - 6) */
+        for (int g = 0; g < K / 128; g++) {
+            const int e = mx_log2_pow2(fscale[(size_t)g * R + i]);
+            if (e > er) er = e;
+        }
+        fscale_out[i] = mx_exp2i(er);
+        for (int b = 0; b < K / 32; b++) {
+            const int down = er - mx_log2_pow2(fscale[(size_t)(b / 4) * R + i]);
+            int inexact = 0;
+            for (int j = 0; j < 32; j++) {
+                const size_t k = (size_t)i * K + (size_t)b * 32 + j;
+                out[k] = mx_e4m3_rescale(e4m3[k], down, &inexact);
+            }
+            n += (size_t)inexact;
+        }
+    }
+    *n_round = n;
     return MX_OK;
 }

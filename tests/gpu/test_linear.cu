@@ -32,8 +32,13 @@ void test_linear_operands(const char* recipe) {
     MXC(mxg_linws_create(&ws, (size_t)M * K, 0));
     const uint64_t seed = 11, step = 3;
     const uint32_t lid = 5;
-    for (int exact = 1; exact >= 0; exact--) {
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL};
+    /* pass 0 exact, 1 fast (VEC128 scales), 2 fast with one scale per stored row (mxg_linear_ctx.fold_outer; these
+     * inputs keep every block within 14 binades of its row's largest: the same products) */
+    for (int pass = 0; pass < 3; pass++) {
+        const int exact = pass == 0;
+        const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : "fast outer";
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
+        gc.fold_outer = pass == 2;
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */
@@ -51,15 +56,14 @@ void test_linear_operands(const char* recipe) {
             vecf Cg = downf(dC, (size_t)Ma * Nb), Cc((size_t)Ma * Nb);
             MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 0));
             char what[64];
-            snprintf(what, sizeof what, "%s %s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", exact ? "exact" : "fast");
+            snprintf(what, sizeof what, "%s %s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", path);
             /* fp8: cuBLASLt's FP8 accumulation, bound 2^-10 as in test_gpu.cu (measured 4.2e-4) */
             const double tol = rec.g[g].fmt == MX_FMT_FP8 ? ldexp(1.0, -10) : exact ? 1e-5 : 1e-4;
             compare(what, Cg, Cc, NORM, tol);
             /* accumulation (Wgrad over micro-batches, dX over the linears that read X): the same product added */
             gpu(1);
             MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 1));
-            snprintf(what, sizeof what, "%s %s, accumulated", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
-                     exact ? "exact" : "fast");
+            snprintf(what, sizeof what, "%s %s, accumulated", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", path);
             compare(what, downf(dC, (size_t)Ma * Nb), Cc, NORM, tol);
             const mx_gemm_recipe* q = &rec.g[g];
             /* the codes and scales of the MXFP4 kernels (the reference-form path of dither keeps none) */
@@ -130,7 +134,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         std::fill(dWc.begin(), dWc.end(), 0.0f);
         for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
             mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL, NULL, NULL, NULL, 0, 0,
-                                 (mxg_opstats*)dgo.p, NULL};
+                                 (mxg_opstats*)dgo.p, NULL, 0};
             mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
@@ -168,7 +172,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         CK(cudaMemset(tX.p, 0, X.size() * 4));
         CK(cudaMemset(tW.p, 0, W.size() * 4));
         for (int rep = 0; rep < 2; rep++) {
-            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL};
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), tY.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), tX.f(), tW.f(), M, K, N, NULL));
         }
@@ -201,7 +205,7 @@ void test_linear_epilogues(const char* recipe) {
     up(dX, X); up(dW, W); up(dR, R); up(dYd, dY);
     mxg_linws* ws = NULL;
     MXC(mxg_linws_create(&ws, nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny), mx_act16_applies(&rec)));
-    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL};
+    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
     MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY1.f(), M, K, N, NULL));
     vecf Y = downf(dY1, ny), Yr(ny);
     for (size_t i = 0; i < ny; i++) Yr[i] = R[i] + Y[i];

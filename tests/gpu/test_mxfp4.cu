@@ -45,6 +45,8 @@ static void host_fold(const mx_fp4* t, int dir, int outer, std::vector<uint8_t>&
     *oow = (long long)n;
 }
 
+static size_t g_refold_rounded = 0, g_refold_blocks = 0; /* VEC128 -> OUTER over the cases (test_quant's line) */
+
 /* ---- one quantizer case ---- */
 struct QCase {
     int rows, cols, bf16;
@@ -161,6 +163,37 @@ static void run_qcase(const QCase& qc, const char* name) {
                         if (i >= 0) fail("%s dir %d: mxg_fold(%s) byte %d = 0x%02x, expected 0x%02x", name, d, outer ? "outer" : "vec128", i, h4[i], e4[i]);
                         if (memcmp(hf.data(), fs.data(), nfs * 4)) fail("%s dir %d: mxg_fold(%s) float scales differ", name, d, outer ? "outer" : "vec128");
                         if ((long long)hc[1] != oow) fail("%s dir %d: mxg_fold oow %llu, expected %lld", name, d, hc[1], oow);
+                        const int K = d ? rows : cols;
+                        if (!outer && K % 128 == 0) {
+                            /* VEC128 -> OUTER (mxg_fold_outer_from_vec128) against fold.c's from these very bytes,
+                             * out of place and in place; these inputs span ~300 binades: many blocks round */
+                            std::vector<uint8_t> e4o(n);
+                            std::vector<float> fso(R);
+                            size_t nr = 0;
+                            if (mx_fold_outer_from_vec128(e4.data(), fs.data(), R, K, e4o.data(), fso.data(), &nr))
+                                fail("host VEC128 -> OUTER: %s", mx_last_error());
+                            uint8_t* do4 = dalloc<uint8_t>(n);
+                            float* dfo = dalloc<float>((size_t)R + 4);
+                            CK(cudaMemset(do4, poison, n));
+                            CK(cudaMemset(dfo, poison, ((size_t)R + 4) * 4));
+                            CK(cudaMemset(dc, 0, 16));
+                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, do4, dfo, dc, NULL));
+                            CK(cudaDeviceSynchronize());
+                            auto o4 = d2h(do4, n);
+                            auto of = d2h(dfo, (size_t)R);
+                            auto oc = d2h(dc, 2);
+                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, de4, dfo, NULL, NULL)); /* in place */
+                            CK(cudaDeviceSynchronize());
+                            auto i4 = d2h(de4, n);
+                            i = first_diff(o4.data(), e4o.data(), n);
+                            if (i >= 0) fail("%s dir %d: VEC128 -> OUTER byte %d = 0x%02x, expected 0x%02x", name, d, i, o4[i], e4o[i]);
+                            if (first_diff(i4.data(), e4o.data(), n) >= 0) fail("%s dir %d: VEC128 -> OUTER in place differs", name, d);
+                            if (memcmp(of.data(), fso.data(), (size_t)R * 4)) fail("%s dir %d: VEC128 -> OUTER float scales differ", name, d);
+                            if (oc[1] != (unsigned long long)nr) fail("%s dir %d: VEC128 -> OUTER rounded blocks %llu, expected %zu", name, d, oc[1], nr);
+                            g_refold_rounded += nr;
+                            g_refold_blocks += n / 32;
+                            CK(cudaFree(do4)); CK(cudaFree(dfo));
+                        }
                         CK(cudaFree(de4)); CK(cudaFree(dfs)); CK(cudaFree(dc));
                     }
                     /* exact dequantization to BF16 */
@@ -270,6 +303,11 @@ void test_quant(const char* filter) {
         }
     }
     printf("  quantizer cases run: %d (+ edge shapes)\n", ncase);
+    if (g_refold_blocks) { /* the VEC128 -> OUTER checks inside them: rounding must have been exercised */
+        printf("  VEC128 -> OUTER: %zu of %zu blocks rounded over the cases, each the CPU's bytes\n", g_refold_rounded,
+               g_refold_blocks);
+        if (!g_refold_rounded) { g_fail++; fprintf(stderr, "  fail VEC128 -> OUTER: no block rounded (nothing tested)\n"); }
+    }
 }
 
 /* ---- the branch-free E2M1 rounding against mx_e2m1_rne on all 2^32 floats ---- */

@@ -992,6 +992,38 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
     if (counters && oow) atomicAdd(&counters[1], (unsigned long long)oow);
 }
 
+/* VEC128 -> OUTER (mx_fold_outer_from_vec128, fold.c: the same steps): a warp per stored row; the row's largest
+ * group scale exponent first, then each lane re-expresses whole 32-byte blocks (mx_e4m3_rescale; a group at
+ * the row's exponent is copied) and counts those that rounded */
+__global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, int R, int K,
+                             uint8_t* out, float* __restrict__ fo, unsigned long long* counters) {
+    const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (r >= R) return;
+    int er = -1000;
+    for (int g = lane; g < K / 128; g += 32) {
+        const int e = mx_log2_pow2(fs[(size_t)g * R + r]);
+        er = e > er ? e : er;
+    }
+    er = warp_max(er);
+    if (lane == 0) fo[r] = mx_exp2i(er);
+    unsigned nr = 0;
+    for (int b = lane; b < K / 32; b += 32) {
+        const int down = er - mx_log2_pow2(fs[(size_t)(b / 4) * R + r]);
+        const uint4* src = (const uint4*)(in + (size_t)r * K + (size_t)b * 32);
+        uint4 v[2] = {src[0], src[1]};
+        if (down) {
+            uint8_t* p = (uint8_t*)v;
+            int inexact = 0;
+            for (int j = 0; j < 32; j++) p[j] = mx_e4m3_rescale(p[j], down, &inexact);
+            nr += (unsigned)inexact;
+        }
+        uint4* dst = (uint4*)(out + (size_t)r * K + (size_t)b * 32);
+        dst[0] = v[0];
+        dst[1] = v[1];
+    }
+    if (counters && nr) atomicAdd(&counters[1], (unsigned long long)nr);
+}
+
 __global__ void k_dequant_bf16(View v, uint16_t* out) {
     int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (i >= v.R) return;
@@ -1111,6 +1143,16 @@ extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t*
     if (!e4m3 || !fscale) return mx_fail(MX_EINVAL, "mxg_fold: null output");
     if (mode == MXG_FOLD_VEC128 && v.K % 128) return mx_fail(MX_EINVAL, "mxg_fold: VEC128 needs K (%d) a multiple of 128", v.K);
     k_fold<<<(v.R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(v, mode == MXG_FOLD_OUTER, e4m3, fscale, counters);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out,
+                                          float* fscale_out, unsigned long long* counters, void* stream) {
+    ARG_CHECK(R > 0 && K > 0 && K % 128 == 0, "mxg_fold_outer_from_vec128: shape [%d, %d] (K a multiple of 128)", R, K);
+    if (!e4m3 || !fscale || !out || !fscale_out) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: null pointer");
+    if (((uintptr_t)e4m3 | (uintptr_t)out) & 15) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: codes must be 16-byte aligned");
+    k_fold_outer<<<(R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(e4m3, fscale, R, K, out, fscale_out, counters);
     CU_LAUNCHED();
     return MX_OK;
 }

@@ -65,6 +65,10 @@ struct mxg_linws {
      * product of NVFP4's BF16 operands, [fcap], made on first use */
     float* fq;
     size_t fcap;
+    /* mxg_linear_ctx.fold_outer: the two operands re-expressed with one scale per stored row ([cap] codes,
+     * [cap/128 + 4] floats each), made on first use (not counted by mxg_linws_bytes) */
+    uint8_t* qo8[2];
+    float* fo[2];
 };
 
 namespace {
@@ -249,6 +253,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
     }
     cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
     cudaFree(w->gq); cudaFree(w->gr); cudaFree(w->gcount); cudaFree(w->fq);
+    for (int o = 0; o < 2; o++) { cudaFree(w->qo8[o]); cudaFree(w->fo[o]); }
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -619,6 +624,20 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
+        if (fast && c->fold_outer) { /* one scale per stored row: the VEC128 operands re-expressed */
+            for (int o = 0; o < 2 && !rc; o++) {
+                if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
+                                   cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess)) {
+                    cudaGetLastError();
+                    rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_FOLD=outer)");
+                }
+                if (!rc) rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], w->counters, st);
+            }
+            PROF_E(PROF_QUANT, st);
+            if (rc) return rc;
+            return gemm_timed(MXG_SCALE_OUTER, w->qo8[0], MXG_E4M3, 0, w->fo[0], w->qo8[1], MXG_E4M3, 0, w->fo[1], C,
+                              MXG_F32, Ma, Nb, R, accumulate, res, stream);
+        }
         if (fast) {
             PROF_E(PROF_QUANT, st);
             return gemm_timed(MXG_SCALE_VEC128, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], C, MXG_F32, Ma,
