@@ -102,29 +102,29 @@ if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's a
   done
   echo "fuse done ($(( $(date +%s) - t0 )) s)"
 fi
-if has outer; then # issue 16: MXLM_GPU_FOLD=outer (the fast path's GEMMs with one scale per stored row) against the
-  # default VEC128: the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30 steps of the 1b and 350m
-  # presets), the 20-step tiny losses side by side (not identical: cuBLASLt accumulates in another order; a block
-  # 14+ binades under its row's largest rounds), then the speed of both
+if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MXFP4 fast path with one scale per stored
+  # row) against the default VEC128 scales: the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30
+  # steps of mxfp4-fdw-h16 at 1b and 350m), the 20-step tiny losses side by side (not identical: cuBLASLt accumulates
+  # in another order; an MXFP4 block 14+ binades under its row's largest rounds), then the speed of both
   mkdir -p "$OUT/ou"
   for cfg in ${OU_PROBE:-1b:4:2048 350m:8:2048}; do
     IFS=: read -r p b t <<< "$cfg"
     MXLM_GPU_OOW_PROBE=1 timeout 200 build/cuda/mxlm train --device cuda --preset "$p" --recipe mxfp4-fdw-h16 --batch "$b" \
-      --seq "$t" --steps 30 --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 10 --out "$OUT/ou/probe-$p" > "$OUT/ou/probe-$p.log" 2>&1
+      --seq "$t" --steps 30 --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 10 --out "$OUT/ou/probe-$p" \
+      > "$OUT/ou/probe-$p.log" 2>&1
     echo "probe $p: $(grep -h 'OUTER fold probe' "$OUT/ou/probe-$p.log")"
   done > "$OUT/outer.txt"
-  for r in ${OU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw mxfp4-fdw-sr}; do
-    for side in a b; do
-      [ $side = a ] && v=vec128 || v=outer
-      MXLM_GPU_FOLD=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 \
-        --final-ckpt 0 --out "$OUT/ou/$r-$side" --log-every 10 > "$OUT/ou/$r-$side.log" 2>&1 || echo "tiny $r $side: exit $?"
+  for r in ${OU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw mxfp4-fdw-sr fp8}; do
+    for v in 0 1; do
+      MXLM_GPU_OUTER=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 \
+        --final-ckpt 0 --out "$OUT/ou/$r-$v" --log-every 10 > "$OUT/ou/$r-$v.log" 2>&1 || echo "tiny $r $v: exit $?"
     done
     printf 'outer (a vec128, b outer) %-16s tiny 20 steps: ' "$r"
-    python3 tools/compare_runs.py "$OUT/ou/$r-a" "$OUT/ou/$r-b" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
+    python3 tools/compare_runs.py "$OUT/ou/$r-0" "$OUT/ou/$r-1" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
   done >> "$OUT/outer.txt"
-  for v in vec128 outer; do
-    MXLM_GPU_FOLD=$v MXLM_GPU_PROFILE=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou-$v" "$CONFIGS" \
-      "${OU_SPEED:-mxfp4-fdw-h16}" "$STEPS" > "$OUT/speed-ou-$v.txt" 2>&1
+  for v in 0 1; do
+    MXLM_GPU_OUTER=$v MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou$v" "$CONFIGS" "${OU_SPEED:-mxfp4-fdw-h16 fp8}" \
+      "$STEPS" > "$OUT/speed-ou$v.txt" 2>&1
   done
   echo "outer done ($(( $(date +%s) - t0 )) s)"
 fi
@@ -191,8 +191,8 @@ has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
-has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou-vec128.txt" "$OUT/speed-ou-outer.txt" &&
-  grep -h "by GEMM" "$OUT"/sp-ou-*/*1b*.log 2>/dev/null
+has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" &&
+  grep -h "by GEMM" "$OUT"/sp-ou[01]/1b-*.log 2>/dev/null
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"

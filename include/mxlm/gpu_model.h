@@ -288,11 +288,13 @@ typedef struct {
                              that stop before it leave it off */
     const struct mxg_dyq* dyq; /* NULL, or dY's fast-path MXFP4 operands made already (the backward): Dgrad's and
                              Wgrad's operand a are taken from it instead of quantizing dY */
-    int fold_outer;       /* MXFP4 fast path: 1 the GEMM takes one float scale per stored row (MXG_SCALE_OUTER, the
-                             kernels cuBLASLt runs fastest on Hopper) from the VEC128 operands re-expressed
-                             (mxg_fold_outer_from_vec128: exact but for the blocks more than 14 binades below their
-                             row's largest, which round in E4M3 and are counted), 0 VEC128 scales. The model's:
-                             MXLM_GPU_FOLD=outer (issue 16; not yet the default) */
+    int outer_scales;     /* 1: the FP8 GEMMs of the fp8 and MXFP4 fast paths take one float scale per stored row
+                             (MXG_SCALE_OUTER: the kernels cuBLASLt runs fastest on Hopper, accumulating as
+                             precisely as its VEC128 ones); fp8: the per-tensor multiplier broadcast to every row
+                             (the same products); MXFP4: the VEC128 operands re-expressed (mxg_fold_outer_from_vec128:
+                             exact but for the blocks more than 14 binades below their row's largest, which round in
+                             E4M3 and are counted). 0: VEC128 scales. The model's: MXLM_GPU_OUTER=1 (issue 16; not
+                             yet the default) */
 } mxg_linear_ctx;
 
 /* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever

@@ -32,13 +32,14 @@ void test_linear_operands(const char* recipe) {
     MXC(mxg_linws_create(&ws, (size_t)M * K, 0));
     const uint64_t seed = 11, step = 3;
     const uint32_t lid = 5;
-    /* pass 0 exact, 1 fast (VEC128 scales), 2 fast with one scale per stored row (mxg_linear_ctx.fold_outer; these
-     * inputs keep every block within 14 binades of its row's largest: the same products) */
+    /* pass 0 exact, 1 fast (VEC128 scales), 2 fast with one scale per stored row (mxg_linear_ctx.outer_scales; fp8:
+     * the same products; MXFP4: these inputs keep every block within 14 binades of its row's largest, the same
+     * products too) */
     for (int pass = 0; pass < 3; pass++) {
         const int exact = pass == 0;
         const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : "fast outer";
         mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
-        gc.fold_outer = pass == 2;
+        gc.outer_scales = pass == 2;
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */

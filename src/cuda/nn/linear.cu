@@ -65,7 +65,7 @@ struct mxg_linws {
      * product of NVFP4's BF16 operands, [fcap], made on first use */
     float* fq;
     size_t fcap;
-    /* mxg_linear_ctx.fold_outer: the two operands re-expressed with one scale per stored row ([cap] codes,
+    /* mxg_linear_ctx.outer_scales: the two operands re-expressed with one scale per stored row ([cap] codes,
      * [cap/128 + 4] floats each), made on first use (not counted by mxg_linws_bytes) */
     uint8_t* qo8[2];
     float* fo[2];
@@ -547,6 +547,16 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
         }
         if (rc) return rc;
+        if (c->outer_scales) { /* the multiplier broadcast to one scale per row: OUTER_VEC_32F, the same products */
+            for (int o = 0; o < 2; o++) {
+                k_broadcast<<<(unsigned)((rows[o] + 255) / 256 < 1024 ? (rows[o] + 255) / 256 : 1024), 256, 0, st>>>(
+                    fsv[o], (size_t)rows[o], inv[o]);
+                CU_LAUNCHED();
+            }
+            PROF_E(PROF_QUANT, st);
+            return gemm_timed(MXG_SCALE_OUTER, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0, fsv[1], C, MXG_F32, Ma, Nb, R,
+                              accumulate, res, stream);
+        }
         if (R % 128 == 0) {
             /* The per-tensor multipliers given as VEC128 scale tensors (all equal): cuBLASLt's VEC128 kernels
              * promote the FP8 partial sums to FP32 every 128 along K (measured <= 6e-5 of sum|ab|), its
@@ -624,12 +634,12 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
-        if (fast && c->fold_outer) { /* one scale per stored row: the VEC128 operands re-expressed */
+        if (fast && c->outer_scales) { /* one scale per stored row: the VEC128 operands re-expressed */
             for (int o = 0; o < 2 && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
                                    cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess)) {
                     cudaGetLastError();
-                    rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_FOLD=outer)");
+                    rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_OUTER=1)");
                 }
                 if (!rc) rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], w->counters, st);
             }

@@ -48,8 +48,8 @@ struct mxg_llama {
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
                                        operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
-    int fold_outer;                 /* MXLM_GPU_FOLD=outer: the MXFP4 fast path's GEMMs with one scale per stored row
-                                       (mxg_linear_ctx.fold_outer) */
+    int outer_scales;               /* MXLM_GPU_OUTER=1: the FP8 GEMMs (fp8, MXFP4 fast) with one scale per stored row
+                                       (mxg_linear_ctx.outer_scales) */
     int fuse_sw;                    /* on unless MXLM_GPU_FUSE_SWIGLU=0 (fuse_swiglu): the SwiGLU backward writes dgate's and
                                        dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
@@ -381,8 +381,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->cfg = *cfg;
     const char* sx = getenv("MXLM_GPU_SHARE_X");
     g->share_x = !(sx && !strcmp(sx, "0")); /* the default since 2026-12-02 (docs/gpu.md) */
-    const char* fo = getenv("MXLM_GPU_FOLD");
-    g->fold_outer = fo && !strcmp(fo, "outer");
+    const char* ou = getenv("MXLM_GPU_OUTER");
+    g->outer_scales = ou && !strcmp(ou, "1");
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
@@ -602,7 +602,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.dw_first = g->gz_lazy; /* the first backward after zero_grad writes dW */
     c.x_same = 0;
     c.dyq = NULL;
-    c.fold_outer = g->fold_outer;
+    c.outer_scales = g->outer_scales;
     return c;
 }
 
