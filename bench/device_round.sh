@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests telseeds outer ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests telseeds outer kprof ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -128,6 +128,32 @@ if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MX
   done
   echo "outer done ($(( $(date +%s) - t0 )) s)"
 fi
+if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
+  # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind)
+  mkdir -p "$OUT/kp"
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  KS=${KP_STEPS:-2}
+  for pc in ${KP_CONFIGS:-1b:4:2048}; do
+    IFS=: read -r p b t <<< "$pc"
+    for r in ${KP_RECIPES:-bf16 fp8 mxfp4-fdw-h16}; do
+      timeout "${KP_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+        --launch-count "${KP_COUNT:-6000}" --log-file "$OUT/kp/$p-$r.csv" \
+        build/cuda/mxlm train --device cuda --preset "$p" --recipe "$r" --batch "$b" --seq "$t" --steps "$KS" --warmup 1 \
+        --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 1 --out "$OUT/kp/$p-$r" > "$OUT/kp/$p-$r.log" 2>&1 ||
+        echo "kprof $p $r: exit $?" >> "$OUT/kprof.txt"
+      { echo "== $p $r ($KS steps, ms per step)"; python3 bench/kprof.py "$OUT/kp/$p-$r.csv" --steps "$KS" --top "${KP_TOP:-20}"; } \
+        >> "$OUT/kprof.txt" 2>&1
+    done
+    if [ "${KP_PEER:-1}" = 1 ]; then # the PyTorch peer's kernels over KS steps after its warm-up (torch_peer.py --profile-steps)
+      timeout "${KP_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+        --profile-from-start off --log-file "$OUT/kp/$p-peer.csv" /opt/torch/.venv/bin/python3 bench/torch_peer.py --preset "$p" \
+        --batch "$b" --seq "$t" --steps 2 --profile-steps "$KS" > "$OUT/kp/$p-peer.log" 2>&1 || echo "kprof $p peer: exit $?" >> "$OUT/kprof.txt"
+      { echo "== $p PyTorch peer ($KS steps, ms per step)"; python3 bench/kprof.py "$OUT/kp/$p-peer.csv" --steps "$KS" --top "${KP_TOP:-20}"; } \
+        >> "$OUT/kprof.txt" 2>&1
+    fi
+  done
+  echo "kprof done ($(( $(date +%s) - t0 )) s)"
+fi
 if has recompute; then # issue 15's memory bar: bf16 with --recompute 1 (norms and SwiGLU products recomputed in the
   # backward: less memory, the same results) against without, back to back: what it costs in tokens/s
   for v in 0 1; do
@@ -193,6 +219,7 @@ has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/spe
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
 has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" &&
   grep -h "by GEMM" "$OUT"/sp-ou[01]/1b-*.log 2>/dev/null
+has kprof && grep -E "^==|^by kind|kernels, .* launches|exit" "$OUT/kprof.txt"
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"

@@ -228,6 +228,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation)")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="after the timed steps, N more between cudaProfilerStart/Stop (for ncu --profile-from-start off)")
     ap.add_argument("--impl", default="compact", choices=["compact", "hf"])
     ap.add_argument("--sdpa", default="flash", choices=["flash", "cudnn", "efficient", "math", "auto"],
                     help="SDPA backend (default flash; auto: PyTorch's choice)")
@@ -320,6 +322,13 @@ def main():
             ms = e0.elapsed_time(e1) / a.steps
         else:
             ms = (time.time() - t1) * 1000 / a.steps
+        if a.profile_steps and dev.type == "cuda":  # bench/device_round.sh PARTS=kprof: ncu sees only these
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            for _ in range(a.profile_steps):
+                loss = step()
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
     last = loss.item()
     tok = B * T
     tps = tok / (ms / 1000)

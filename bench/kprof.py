@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""bench/kprof.py: per-kernel GPU time from an Nsight Compute CSV (not a test).
+
+    ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw --log-file F.csv PROGRAM ...
+    python3 bench/kprof.py F.csv [--top 25] [--steps N]
+
+Sums gpu__time_duration per kernel name over every launch ncu recorded (ncu runs the kernels one at a time:
+the sum is each kernel's own time, without overlap or launch gaps), prints the largest, their share and
+launches, and a coarse split by name (GEMM / quantize / attention / LM head / element-wise / optimizer /
+other). --steps N divides the totals by N (the profiled steps) for ms per step."""
+import csv, re, sys, argparse
+from collections import defaultdict
+
+CATS = [("GEMM (cuBLASLt)", r"gemm|xmma|cutlass|sm90_|sm80_|nvjet|splitK|cublas"),
+        ("LM head + loss", r"xent|lm_head|logit|log_softmax|nll|cross_entropy"),
+        ("attention", r"attn|flash|attention|softmax"),
+        ("optimizer", r"adam|multi_tensor|foreach|l2norm|clip|sum_sq|norm_sq"),
+        ("quantize/convert/transpose", r"quant|fold|fp8|e4m3|cast|transpose|to_bf16|broadcast|amax|qswiglu|qrow|qfast|rotate|hadamard"),
+        ("element-wise", r"rmsnorm|rope|swiglu|silu|add|embed|residual|mul|copy|fill|memset|triton|elementwise|vectorized")]
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--steps", type=float, default=1.0)
+    a = ap.parse_args()
+    rows = [r for r in csv.reader(open(a.csv, errors="replace")) if r]
+    hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
+    if hi is None:
+        sys.exit("kprof: no 'Kernel Name' / 'gpu__time_duration.sum' header in %s" % a.csv)
+    h = rows[hi]
+    kn, kt = h.index("Kernel Name"), h.index("gpu__time_duration.sum")
+    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+    unit = 1e-6
+    tot = defaultdict(float)
+    cnt = defaultdict(int)
+    for r in rows[hi + 1:]:
+        if len(r) <= max(kn, kt):
+            continue
+        if r[kt] in scale:  # the units row
+            unit = scale[r[kt]]
+            continue
+        try:
+            t = float(r[kt].replace(",", "")) * unit
+        except ValueError:
+            continue
+        name = r[kn].replace("(anonymous namespace)::", "")
+        name = re.sub(r"^void ", "", name)
+        name = re.sub(r"\(.*", "", name).strip()[:90]
+        tot[name] += t
+        cnt[name] += 1
+    allt = sum(tot.values())
+    if not allt:
+        sys.exit("kprof: no kernel times in %s" % a.csv)
+    per = " per step" if a.steps != 1 else ""
+    print("%d kernels, %d launches, %.2f ms%s (kernel time alone, ncu serialized)" % (len(tot), sum(cnt.values()), allt / a.steps, per))
+    print("| kernel | launches | ms%s | share | us/launch |" % per)
+    print("|---|---|---|---|---|")
+    for name, t in sorted(tot.items(), key=lambda kv: -kv[1])[:a.top]:
+        print("| %s | %d | %.3f | %.1f%% | %.1f |" % (name, cnt[name] / a.steps, t / a.steps, 100 * t / allt, 1e3 * t / cnt[name]))
+    cat = defaultdict(float)
+    for name, t in tot.items():
+        c = next((c for c, rx in CATS if re.search(rx, name, re.I)), "other")
+        cat[c] += t
+    print("by kind: " + "; ".join("%s %.2f ms (%.1f%%)" % (c, t / a.steps, 100 * t / allt)
+                                  for c, t in sorted(cat.items(), key=lambda kv: -kv[1])))
+
+if __name__ == "__main__":
+    main()
