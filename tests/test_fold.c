@@ -166,11 +166,11 @@ static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_o
     REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_VEC128, MX_FOLD_ROUND, ev, fv, NULL, 0, &nv) == 0);
     REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_OUTER, MX_FOLD_ROUND, eo, fo, NULL, 0, n_oow_outer) == 0);
     CHECKF(nv == 0, "the VEC128 fold left %zu blocks outside its window (the case needs it exact)", nv);
-    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, er, fr, n_round) == 0);
+    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, er, fr, NULL, n_round) == 0);
     CHECK(!memcmp(er, eo, (size_t)R * K) && !memcmp(fr, fo, (size_t)R * 4));
     CHECK(*n_round <= *n_oow_outer);
     size_t n2 = 0;
-    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, ev, fr, &n2) == 0); /* in place */
+    REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, ev, fr, NULL, &n2) == 0); /* in place */
     CHECK(!memcmp(ev, eo, (size_t)R * K) && n2 == *n_round);
     free(x); free(ev); free(eo); free(er); free(fv); free(fo); free(fr);
     mx_fp4_free(&t);
@@ -195,5 +195,80 @@ TEST(fold_outer_from_vec128) {
     uint8_t e[128] = {0};
     float f = 1.0f, fo = 0;
     size_t n = 0;
-    CHECK(mx_fold_outer_from_vec128(e, &f, 1, 96, e, &fo, &n) != 0); /* K not a multiple of 128 */
+    CHECK(mx_fold_outer_from_vec128(e, &f, 1, 96, e, &fo, NULL, &n) != 0); /* K not a multiple of 128 */
+}
+
+/* the exact fix-up (mx_fold_outer_fixup): A [M, K] and B [N, K] quantized with 128-groups over 24 binades, their
+ * VEC128 forms exact, their OUTER forms rounded in the flagged blocks; C = A_o B_o^T (FP64, rounded once) plus the
+ * fix-up is A B^T within FP32 rounding, where C without it is not */
+static void vec_form(int R, int K, int span, uint8_t* ev, float* fv) {
+    float* x = malloc((size_t)R * K * 4);
+    REQUIRE(x);
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < K / 128; g++) {
+            const int u = (int)(u01() * span);
+            for (int b = 0; b < 4; b++) {
+                const float m = ldexpf(1.0f, -u - (int)(u01() * 4));
+                for (int j = 0; j < 32; j++) x[(size_t)r * K + g * 128 + b * 32 + j] = (float)(u01() * 2.0 - 1.0) * m;
+            }
+        }
+    mx_fp4 t;
+    const mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
+    REQUIRE(mx_fp4_alloc(&t, R, K, MX_LAYOUT_1x32) == 0 && mx_quantize_fp4(x, R, K, &o, &t) == 0);
+    size_t nv = 0;
+    REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_VEC128, MX_FOLD_ROUND, ev, fv, NULL, 0, &nv) == 0);
+    REQUIRE(nv == 0);
+    mx_fp4_free(&t);
+    free(x);
+}
+
+TEST(fold_outer_fixup_restores_the_product) {
+    const int M = 12, N = 10, K = 512, nb = K / 32;
+    uint8_t *av = malloc((size_t)M * K), *ao = malloc((size_t)M * K), *bv = malloc((size_t)N * K), *bo = malloc((size_t)N * K);
+    uint8_t *af = malloc((size_t)M * nb), *bf = malloc((size_t)N * nb);
+    float *afs = malloc((size_t)M * (K / 128) * 4), *bfs = malloc((size_t)N * (K / 128) * 4), afo[12], bfo[10];
+    float *C = malloc((size_t)M * N * 4), *C2 = malloc((size_t)M * N * 4);
+    REQUIRE(av && ao && bv && bo && af && bf && afs && bfs && C && C2);
+    vec_form(M, K, 24, av, afs);
+    vec_form(N, K, 24, bv, bfs);
+    size_t na = 0, nbr = 0;
+    REQUIRE(mx_fold_outer_from_vec128(av, afs, M, K, ao, afo, af, &na) == 0);
+    REQUIRE(mx_fold_outer_from_vec128(bv, bfs, N, K, bo, bfo, bf, &nbr) == 0);
+    CHECKF(na > 5 && nbr > 5, "rounded blocks %zu / %zu (the case tests nothing)", na, nbr);
+    size_t nf = 0;
+    for (int i = 0; i < M * nb; i++) nf += af[i];
+    CHECK(nf == na);
+    double worst_plain = 0, worst_fixed = 0;
+    for (int r = 0; r < M; r++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, so = 0;
+            for (int k = 0; k < K; k++) {
+                const double a = (double)mx_e4m3_decode(av[(size_t)r * K + k]) * afs[(size_t)(k / 128) * M + r];
+                const double b = (double)mx_e4m3_decode(bv[(size_t)n * K + k]) * bfs[(size_t)(k / 128) * N + n];
+                s += a * b;
+                so += (double)mx_e4m3_decode(ao[(size_t)r * K + k]) * afo[r] * (double)mx_e4m3_decode(bo[(size_t)n * K + k]) * bfo[n];
+            }
+            C[(size_t)r * N + n] = (float)so;
+            C2[(size_t)r * N + n] = (float)s; /* the exact product, kept to compare */
+        }
+    for (int i = 0; i < M * N; i++) {
+        const double e = fabs((double)C[i] - (double)C2[i]) / (fabs((double)C2[i]) + 1e-30);
+        if (e > worst_plain) worst_plain = e;
+    }
+    REQUIRE(mx_fold_outer_fixup(C, M, N, K, av, afs, ao, afo, af, bv, bfs, bo, bfo, bf) == 0);
+    for (int i = 0; i < M * N; i++) {
+        const double e = fabs((double)C[i] - (double)C2[i]) / (fabs((double)C2[i]) + 1e-30);
+        if (e > worst_fixed) worst_fixed = e;
+    }
+    /* the fix-up's sums are FP32 over at most K terms added to an FP32 C: relative error ~K 2^-24 at worst where
+     * terms cancel; these data make it far smaller. Without it the rounded blocks' values are lost outright. */
+    CHECKF(worst_fixed < 1e-4, "with the fix-up: worst relative error %.3g", worst_fixed);
+    CHECKF(worst_plain > 100 * worst_fixed && worst_plain > 1e-6, "without the fix-up: %.3g (with: %.3g)", worst_plain, worst_fixed);
+    /* nothing flagged: C unchanged */
+    memset(af, 0, (size_t)M * nb);
+    memset(bf, 0, (size_t)N * nb);
+    memcpy(C2, C, (size_t)M * N * 4);
+    REQUIRE(mx_fold_outer_fixup(C, M, N, K, av, afs, ao, afo, af, bv, bfs, bo, bfo, bf) == 0);
+    CHECK(!memcmp(C, C2, (size_t)M * N * 4));
+    free(av); free(ao); free(bv); free(bo); free(af); free(bf); free(afs); free(bfs); free(C); free(C2);
 }

@@ -124,10 +124,16 @@ int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, floa
 /* A VEC128-folded operand (e4m3 [R, K], fscale [K/128, R], as mxg_quantize writes them) re-expressed under one
  * float scale per stored row (fscale_out [R], MXG_SCALE_OUTER's layout): the bytes of the CPU's
  * mx_fold_outer_from_vec128 (mx.h), out may be e4m3 (in place); counters[1] (NULL: none) += the blocks of 32
- * that rounded (more than 14 binades below the row's largest block). K a multiple of 128, codes 16-byte
- * aligned. */
+ * that rounded (more than 14 binades below the row's largest block), flags [R, K/32] (NULL: none) 1 for each
+ * such block, 0 elsewhere. K a multiple of 128, codes 16-byte aligned. */
 int mxg_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
-                               unsigned long long* counters, void* stream);
+                               uint8_t* flags, unsigned long long* counters, void* stream);
+/* The exact fix-up after C = A_o B_o^T (FP32 [M, N], row-major) on two re-expressed operands: the bytes of the
+ * CPU's mx_fold_outer_fixup (mx.h), A's flagged rows then B's; rows without a flagged block cost one read of
+ * their flags. K a multiple of 128, at most 262144. */
+int mxg_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t* a_v, const float* a_fs, const uint8_t* a_o,
+                         const float* a_fo, const uint8_t* a_flag, const uint8_t* b_v, const float* b_fs,
+                         const uint8_t* b_o, const float* b_fo, const uint8_t* b_flag, void* stream);
 
 /* Dequantize an MXFP4 tensor exactly into BF16 [stored rows, K] (the operand
  * of the exact-emulation GEMM). For 32x32, `axis` as in mxg_fold. */

@@ -141,13 +141,24 @@ int mx_fold_product(const mx_fp4* ta, int dir_a, const uint8_t* ea, const float*
  * scale per stored row, the OUTER form the GPU's GEMM takes fastest (MXG_SCALE_OUTER; mxg_fold_outer_from_vec128
  * is its twin, bit for bit): e_row = the largest group exponent of the row, fscale_out [R] = 2^(e_row - 6), each
  * code mx_e4m3_rescale'd down by e_row - e_group (a power of two: exact unless it falls below E4M3's smallest
- * subnormal, where it rounds to nearest even). *n_round gets the blocks of 32 with a rounded element. Where
+ * subnormal, where it rounds to nearest even). *n_round gets the blocks of 32 with a rounded element, flags
+ * [R][K/32] (NULL: not written) 1 for each such block and 0 elsewhere. Where
  * the VEC128 fold was exact (its n_oow 0) and no block is NaN this is mx_fold_mxfp4 MX_FOLD_OUTER
  * MX_FOLD_ROUND's output byte for byte (a single rounding of the exact value either way); a row holding a
  * NaN block may take another e_row (a NaN-only group counts as exponent 0), its products are NaN regardless.
  * out may be e4m3 (in place). K a multiple of 128. */
 int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
-                              size_t* n_round);
+                              uint8_t* flags, size_t* n_round);
+/* The exact fix-up of a GEMM on OUTER re-expressed operands: with A (a_v, a_fs: VEC128 form [M, K], exact) and
+ * A_o (a_o, a_fo: its OUTER form, rounded in the blocks a_flag [M][K/32] marks), B likewise [N, K], and C [M, N]
+ * (row-major FP32) holding A_o B_o^T, adds (A - A_o) B^T and then A_o (B - B_o)^T, so that C = A B^T but for FP32
+ * rounding: for each row r of A with marked blocks, for each n, one FP32 sum over its marked blocks in block
+ * order and over each block's 32 elements in order, added to C[r][n]; then for each row n of B likewise into
+ * C[.][n]. Every difference A - A_o is exact (a value and its rounding to E4M3's subnormal grid are within a
+ * factor 2, or the rounding is 0). The GPU's mxg_fold_outer_fixup is its twin, bit for bit. */
+int mx_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t* a_v, const float* a_fs, const uint8_t* a_o,
+                        const float* a_fo, const uint8_t* a_flag, const uint8_t* b_v, const float* b_fs,
+                        const uint8_t* b_o, const float* b_fo, const uint8_t* b_flag);
 
 /* ---- NVFP4 (src/mx/nvfp4.c; docs/numerics.md) -------------------------- */
 /* E2M1 codes in blocks of 16 (layouts 1x16, 16x1, 16x16) with an E4M3 block scale and an FP32

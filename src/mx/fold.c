@@ -122,7 +122,7 @@ int mx_fold_product(const mx_fp4* ta, int dir_a, const uint8_t* ea, const float*
 }
 
 int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out, float* fscale_out,
-                              size_t* n_round) {
+                              uint8_t* flags, size_t* n_round) {
     if (R <= 0 || K <= 0 || K % 128) return mx_fail(MX_EINVAL, "fold VEC128 -> OUTER: shape [%d, %d] (K a multiple of 128)", R, K);
     size_t n = 0;
     for (int i = 0; i < R; i++) {
@@ -140,8 +140,55 @@ int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, i
                 out[k] = mx_e4m3_rescale(e4m3[k], down, &inexact);
             }
             n += (size_t)inexact;
+            if (flags) flags[(size_t)i * (K / 32) + b] = (uint8_t)inexact;
         }
     }
     *n_round = n;
+    return MX_OK;
+}
+
+/* element k of stored row i: its exact (VEC128) and its OUTER value */
+static float vec_at(const uint8_t* v, const float* fs, int R, int K, int i, int k) {
+    return mx_e4m3_decode(v[(size_t)i * K + k]) * fs[(size_t)(k / 128) * R + i];
+}
+static float outer_at(const uint8_t* o, const float* fo, int K, int i, int k) {
+    return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
+}
+
+int mx_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t* a_v, const float* a_fs, const uint8_t* a_o,
+                        const float* a_fo, const uint8_t* a_flag, const uint8_t* b_v, const float* b_fs,
+                        const uint8_t* b_o, const float* b_fo, const uint8_t* b_flag) {
+    if (M <= 0 || N <= 0 || K <= 0 || K % 128) return mx_fail(MX_EINVAL, "fold fix-up: shape %d x %d x %d (K a multiple of 128)", M, N, K);
+    const int nb = K / 32;
+    for (int r = 0; r < M; r++) /* (A - A_o) B^T */
+        for (int n = 0; n < N; n++) {
+            float acc = 0.0f;
+            int any = 0;
+            for (int b = 0; b < nb; b++) {
+                if (!a_flag[(size_t)r * nb + b]) continue;
+                any = 1;
+                for (int j = 0; j < 32; j++) {
+                    const int k = b * 32 + j;
+                    const float d = vec_at(a_v, a_fs, M, K, r, k) - outer_at(a_o, a_fo, K, r, k);
+                    acc += d * vec_at(b_v, b_fs, N, K, n, k);
+                }
+            }
+            if (any) C[(size_t)r * N + n] += acc;
+        }
+    for (int n = 0; n < N; n++) /* A_o (B - B_o)^T */
+        for (int r = 0; r < M; r++) {
+            float acc = 0.0f;
+            int any = 0;
+            for (int b = 0; b < nb; b++) {
+                if (!b_flag[(size_t)n * nb + b]) continue;
+                any = 1;
+                for (int j = 0; j < 32; j++) {
+                    const int k = b * 32 + j;
+                    const float d = vec_at(b_v, b_fs, N, K, n, k) - outer_at(b_o, b_fo, K, n, k);
+                    acc += outer_at(a_o, a_fo, K, r, k) * d;
+                }
+            }
+            if (any) C[(size_t)r * N + n] += acc;
+        }
     return MX_OK;
 }

@@ -243,6 +243,7 @@ inline void check_opstats(const char* what, const mxg_opstats* g, const mx_opera
 void test_e2m1(void);                                                         /* test_mxfp4.cu */
 void test_quant(const char* filter);                                          /* test_mxfp4.cu */
 void test_quant_swiglu(const char* filter);                                   /* test_mxfp4.cu */
+void test_outer_fixup(void);                                                    /* test_mxfp4.cu */
 void test_fp8(const char* filter);                                            /* test_fp8.cu */
 void test_nvfp4(const char* filter);                                          /* test_nvfp4.cu */
 void test_mxfp8(const char* filter);                                          /* test_nvfp4.cu */

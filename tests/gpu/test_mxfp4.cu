@@ -167,22 +167,26 @@ static void run_qcase(const QCase& qc, const char* name) {
                         if (!outer && K % 128 == 0) {
                             /* VEC128 -> OUTER (mxg_fold_outer_from_vec128) against fold.c's from these very bytes,
                              * out of place and in place; these inputs span ~300 binades: many blocks round */
-                            std::vector<uint8_t> e4o(n);
+                            std::vector<uint8_t> e4o(n), flo(n / 32);
                             std::vector<float> fso(R);
                             size_t nr = 0;
-                            if (mx_fold_outer_from_vec128(e4.data(), fs.data(), R, K, e4o.data(), fso.data(), &nr))
+                            if (mx_fold_outer_from_vec128(e4.data(), fs.data(), R, K, e4o.data(), fso.data(), flo.data(), &nr))
                                 fail("host VEC128 -> OUTER: %s", mx_last_error());
                             uint8_t* do4 = dalloc<uint8_t>(n);
+                            uint8_t* dfl = dalloc<uint8_t>(n / 32);
                             float* dfo = dalloc<float>((size_t)R + 4);
                             CK(cudaMemset(do4, poison, n));
+                            CK(cudaMemset(dfl, poison, n / 32));
                             CK(cudaMemset(dfo, poison, ((size_t)R + 4) * 4));
                             CK(cudaMemset(dc, 0, 16));
-                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, do4, dfo, dc, NULL));
+                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, do4, dfo, dfl, dc, NULL));
                             CK(cudaDeviceSynchronize());
                             auto o4 = d2h(do4, n);
                             auto of = d2h(dfo, (size_t)R);
                             auto oc = d2h(dc, 2);
-                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, de4, dfo, NULL, NULL)); /* in place */
+                            auto ofl = d2h(dfl, n / 32);
+                            if (first_diff(ofl.data(), flo.data(), n / 32) >= 0) fail("%s dir %d: VEC128 -> OUTER flags differ", name, d);
+                            MX(mxg_fold_outer_from_vec128(de4, dfs, R, K, de4, dfo, NULL, NULL, NULL)); /* in place */
                             CK(cudaDeviceSynchronize());
                             auto i4 = d2h(de4, n);
                             i = first_diff(o4.data(), e4o.data(), n);
@@ -192,7 +196,7 @@ static void run_qcase(const QCase& qc, const char* name) {
                             if (oc[1] != (unsigned long long)nr) fail("%s dir %d: VEC128 -> OUTER rounded blocks %llu, expected %zu", name, d, oc[1], nr);
                             g_refold_rounded += nr;
                             g_refold_blocks += n / 32;
-                            CK(cudaFree(do4)); CK(cudaFree(dfo));
+                            CK(cudaFree(do4)); CK(cudaFree(dfo)); CK(cudaFree(dfl));
                         }
                         CK(cudaFree(de4)); CK(cudaFree(dfs)); CK(cudaFree(dc));
                     }
@@ -530,4 +534,71 @@ void test_quant_swiglu(const char* filter) {
     cudaFree(f);
     if (g_fail_case) g_fail++;
     else { g_pass++; printf("    quant-swiglu refusals: SR, h64, 160 columns, a missing output\n"); }
+}
+
+/* The exact fix-up (mxg_fold_outer_fixup) against fold.c's mx_fold_outer_fixup, bit for bit: A [M, K] and B [N, K]
+ * quantized and folded on the host (128-groups over 24 binades, the VEC128 form exact), re-expressed OUTER with
+ * their flags, C a random FP32 matrix standing for the GEMM's A_o B_o^T; and the fixed C against the exact product. */
+static void fix_operand(int R, int K, std::vector<uint8_t>& v, std::vector<float>& fs, std::vector<uint8_t>& o,
+                        std::vector<float>& fo, std::vector<uint8_t>& fl, size_t* nr) {
+    std::vector<float> x((size_t)R * K);
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < K / 128; g++) {
+            const int u = (int)(rndu() * 24);
+            for (int b = 0; b < 4; b++) {
+                const float m = ldexpf(1.0f, -u - (int)(rndu() * 4));
+                for (int j = 0; j < 32; j++) x[(size_t)r * K + g * 128 + b * 32 + j] = (float)(rndu() * 2 - 1) * m;
+            }
+        }
+    mx_fp4 t;
+    mx_qopts q = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
+    MX(mx_fp4_alloc(&t, R, K, MX_LAYOUT_1x32));
+    MX(mx_quantize_fp4(x.data(), R, K, &q, &t));
+    v.assign((size_t)R * K, 0); o.assign((size_t)R * K, 0); fl.assign((size_t)R * K / 32, 0);
+    fs.assign((size_t)R * (K / 128), 0.0f); fo.assign(R, 0.0f);
+    size_t nv = 0;
+    MX(mx_fold_mxfp4(&t, 0, MX_FOLD_VEC128, MX_FOLD_ROUND, v.data(), fs.data(), NULL, 0, &nv));
+    MX(mx_fold_outer_from_vec128(v.data(), fs.data(), R, K, o.data(), fo.data(), fl.data(), nr));
+    mx_fp4_free(&t);
+}
+
+void test_outer_fixup(void) {
+    const int shapes[][3] = {{64, 48, 512}, {130, 72, 1024}, {16, 300, 256}};
+    for (auto& sh : shapes) {
+        const int M = sh[0], N = sh[1], K = sh[2];
+        char name[96];
+        snprintf(name, sizeof name, "outer-fixup %dx%dx%d", M, N, K);
+        if (!wanted(name, "quant")) continue;
+        g_fail_case = 0;
+        std::vector<uint8_t> av, ao, afl, bv, bo, bfl;
+        std::vector<float> afs, afo, bfs, bfo;
+        size_t na = 0, nb = 0;
+        fix_operand(M, K, av, afs, ao, afo, afl, &na);
+        fix_operand(N, K, bv, bfs, bo, bfo, bfl, &nb);
+        std::vector<float> C((size_t)M * N);
+        for (auto& c : C) c = (float)(rndn() * 1e-3);
+        std::vector<float> Cc(C);
+        MX(mx_fold_outer_fixup(Cc.data(), M, N, K, av.data(), afs.data(), ao.data(), afo.data(), afl.data(), bv.data(),
+                               bfs.data(), bo.data(), bfo.data(), bfl.data()));
+        auto up8 = [](const std::vector<uint8_t>& h) { uint8_t* d = dalloc<uint8_t>(h.size()); CK(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice)); return d; };
+        auto upf = [](const std::vector<float>& h) { float* d = dalloc<float>(h.size()); CK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice)); return d; };
+        uint8_t *dav = up8(av), *dao = up8(ao), *dafl = up8(afl), *dbv = up8(bv), *dbo = up8(bo), *dbfl = up8(bfl);
+        float *dafs = upf(afs), *dafo = upf(afo), *dbfs = upf(bfs), *dbfo = upf(bfo), *dC = upf(C);
+        MX(mxg_fold_outer_fixup(dC, M, N, K, dav, dafs, dao, dafo, dafl, dbv, dbfs, dbo, dbfo, dbfl, NULL));
+        CK(cudaDeviceSynchronize());
+        auto Cg = d2h(dC, C.size());
+        size_t diff = 0, changed = 0;
+        for (size_t i = 0; i < C.size(); i++) {
+            diff += memcmp(&Cg[i], &Cc[i], 4) != 0;
+            changed += Cc[i] != C[i];
+        }
+        printf("    %s: %zu / %zu blocks of A / B rounded, %zu of %zu entries of C fixed, GPU %s\n", name, na, nb, changed,
+               C.size(), diff ? "DIFFERENT" : "the CPU's bytes");
+        if (diff) fail("%s: %zu entries differ from fold.c's", name, diff);
+        if (!na || !nb || !changed) fail("%s: nothing rounded or fixed (the case tests nothing)", name);
+        for (void* p : {(void*)dav, (void*)dao, (void*)dafl, (void*)dbv, (void*)dbo, (void*)dbfl, (void*)dafs, (void*)dafo,
+                        (void*)dbfs, (void*)dbfo, (void*)dC})
+            CK(cudaFree(p));
+        if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
+    }
 }

@@ -996,7 +996,7 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
  * group scale exponent first, then each lane re-expresses whole 32-byte blocks (mx_e4m3_rescale; a group at
  * the row's exponent is copied) and counts those that rounded */
 __global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, int R, int K,
-                             uint8_t* out, float* __restrict__ fo, unsigned long long* counters) {
+                             uint8_t* out, float* __restrict__ fo, uint8_t* flags, unsigned long long* counters) {
     const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (r >= R) return;
     int er = -1000;
@@ -1011,17 +1011,75 @@ __global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, in
         const int down = er - mx_log2_pow2(fs[(size_t)(b / 4) * R + r]);
         const uint4* src = (const uint4*)(in + (size_t)r * K + (size_t)b * 32);
         uint4 v[2] = {src[0], src[1]};
+        int inexact = 0;
         if (down) {
             uint8_t* p = (uint8_t*)v;
-            int inexact = 0;
             for (int j = 0; j < 32; j++) p[j] = mx_e4m3_rescale(p[j], down, &inexact);
             nr += (unsigned)inexact;
         }
+        if (flags) flags[(size_t)r * (K / 32) + b] = (uint8_t)inexact;
         uint4* dst = (uint4*)(out + (size_t)r * K + (size_t)b * 32);
         dst[0] = v[0];
         dst[1] = v[1];
     }
     if (counters && nr) atomicAdd(&counters[1], (unsigned long long)nr);
+}
+
+/* The exact fix-up after a GEMM on OUTER re-expressed operands (mx_fold_outer_fixup, fold.c: the same sums in
+ * the same order). side 0: a CTA per row r of A, (A - A_o) B^T into C's row r; side 1: a CTA per row n of B,
+ * A_o (B - B_o)^T into C's column n. A row without a flagged block leaves at once (the usual case); a flagged
+ * one lists its blocks in order, stages their exact differences FIX_B at a time in shared memory, and each
+ * thread sums, for its own entries of C, over the list in order before adding once. */
+constexpr int FIX_B = 16;
+__device__ __forceinline__ float fx_vec(const uint8_t* v, const float* fs, int R, int K, int i, int k) {
+    return mx_e4m3_decode(v[(size_t)i * K + k]) * fs[(size_t)(k / 128) * R + i];
+}
+__device__ __forceinline__ float fx_outer(const uint8_t* o, const float* fo, int K, int i, int k) {
+    return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
+}
+__global__ void k_outer_fix(int side, float* C, int M, int N, int K, const uint8_t* av, const float* afs, const uint8_t* ao,
+                            const float* afo, const uint8_t* aflag, const uint8_t* bv, const float* bfs,
+                            const uint8_t* bo, const float* bfo, const uint8_t* bflag) {
+    const int i = blockIdx.x, nb = K / 32; /* i: row of A (side 0) or of B (side 1) */
+    const uint8_t* flag = side ? bflag + (size_t)i * nb : aflag + (size_t)i * nb;
+    int mine = 0;
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) mine |= flag[b];
+    if (!__syncthreads_or(mine)) return;
+    extern __shared__ int list[]; /* [K/32]: the flagged blocks in order */
+    __shared__ int cnt;
+    __shared__ float d[FIX_B][32];
+    if (threadIdx.x == 0) {
+        int c = 0;
+        for (int b = 0; b < nb; b++)
+            if (flag[b]) list[c++] = b;
+        cnt = c;
+    }
+    __syncthreads();
+    const int nl = cnt, other = side ? M : N; /* the entries of C this row reaches: n (side 0) or r (side 1) */
+    for (int e0 = 0; e0 < other; e0 += blockDim.x) {
+        const int e = e0 + threadIdx.x;
+        float acc = 0.0f;
+        for (int q0 = 0; q0 < nl; q0 += FIX_B) {
+            const int nq = nl - q0 < FIX_B ? nl - q0 : FIX_B;
+            __syncthreads();
+            for (int t = threadIdx.x; t < nq * 32; t += blockDim.x) {
+                const int k = list[q0 + t / 32] * 32 + (t & 31);
+                d[t / 32][t & 31] = side ? fx_vec(bv, bfs, N, K, i, k) - fx_outer(bo, bfo, K, i, k)
+                                         : fx_vec(av, afs, M, K, i, k) - fx_outer(ao, afo, K, i, k);
+            }
+            __syncthreads();
+            if (e < other)
+                for (int q = 0; q < nq; q++)
+                    for (int j = 0; j < 32; j++) {
+                        const int k = list[q0 + q] * 32 + j;
+                        acc += side ? fx_outer(ao, afo, K, e, k) * d[q][j] : d[q][j] * fx_vec(bv, bfs, N, K, e, k);
+                    }
+        }
+        if (e < other) {
+            float* c = side ? C + (size_t)e * N + i : C + (size_t)i * N + e;
+            *c += acc;
+        }
+    }
 }
 
 __global__ void k_dequant_bf16(View v, uint16_t* out) {
@@ -1148,12 +1206,25 @@ extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t*
 }
 
 extern "C" int mxg_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, int K, uint8_t* out,
-                                          float* fscale_out, unsigned long long* counters, void* stream) {
+                                          float* fscale_out, uint8_t* flags, unsigned long long* counters, void* stream) {
     ARG_CHECK(R > 0 && K > 0 && K % 128 == 0, "mxg_fold_outer_from_vec128: shape [%d, %d] (K a multiple of 128)", R, K);
     if (!e4m3 || !fscale || !out || !fscale_out) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: null pointer");
     if (((uintptr_t)e4m3 | (uintptr_t)out) & 15) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: codes must be 16-byte aligned");
-    k_fold_outer<<<(R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(e4m3, fscale, R, K, out, fscale_out, counters);
+    k_fold_outer<<<(R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(e4m3, fscale, R, K, out, fscale_out, flags, counters);
     CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t* a_v, const float* a_fs, const uint8_t* a_o,
+                                    const float* a_fo, const uint8_t* a_flag, const uint8_t* b_v, const float* b_fs,
+                                    const uint8_t* b_o, const float* b_fo, const uint8_t* b_flag, void* stream) {
+    ARG_CHECK(M > 0 && N > 0 && K > 0 && K % 128 == 0 && K <= 262144,
+              "mxg_fold_outer_fixup: shape %d x %d x %d (K a multiple of 128, at most 262144)", M, N, K);
+    cudaStream_t st = MXG_STREAM(stream);
+    for (int side = 0; side < 2; side++) { /* A's rows first, then B's: the CPU's order */
+        k_outer_fix<<<side ? N : M, 256, (size_t)(K / 32) * sizeof(int), st>>>(side, C, M, N, K, a_v, a_fs, a_o, a_fo, a_flag, b_v, b_fs, b_o, b_fo, b_flag);
+        CU_LAUNCHED();
+    }
     return MX_OK;
 }
 

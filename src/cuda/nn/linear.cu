@@ -21,7 +21,10 @@
  *          multiple of 128: FP32 promotion every 128, see below)
  *   mxfp4  exact: codes + E8M0 scales, dequantized to BF16 (exact), BF16 GEMM
  *          fast:  exponent-folded E4M3 + per-128 float scales, FP8 GEMM
- *          (VEC128_32F); falls back to exact when R is not a multiple of 128
+ *          (VEC128_32F); falls back to exact when R is not a multiple of 128;
+ *          with outer_scales (MXLM_GPU_OUTER=1) the two operands re-expressed
+ *          with one scale per row, the GEMM on OUTER_VEC_32F scales, then the
+ *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup)
  * The products equal the CPU's (FP32 products of the same quantized values);
  * only the accumulation order differs (cuBLASLt's), and on the fast path a
  * block more than 14 binades below its 128-group's largest rounds in E4M3.
@@ -69,6 +72,7 @@ struct mxg_linws {
      * [cap/128 + 4] floats each), made on first use (not counted by mxg_linws_bytes) */
     uint8_t* qo8[2];
     float* fo[2];
+    uint8_t* fl[2];        // [cap/32]: the blocks that rounded (mxg_fold_outer_fixup's flags)
 };
 
 namespace {
@@ -253,7 +257,7 @@ extern "C" void mxg_linws_free(mxg_linws* w) {
     }
     cudaFree(w->q8x); cudaFree(w->fsx); cudaFree(w->scx);
     cudaFree(w->gq); cudaFree(w->gr); cudaFree(w->gcount); cudaFree(w->fq);
-    for (int o = 0; o < 2; o++) { cudaFree(w->qo8[o]); cudaFree(w->fo[o]); }
+    for (int o = 0; o < 2; o++) { cudaFree(w->qo8[o]); cudaFree(w->fo[o]); cudaFree(w->fl[o]); }
     cudaFree(w->sc);
     cudaFree(w->counters);
     free(w);
@@ -634,19 +638,29 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
-        if (fast && c->outer_scales) { /* one scale per stored row: the VEC128 operands re-expressed */
+        if (fast && c->outer_scales) {
+            /* one scale per stored row: the VEC128 operands re-expressed, the GEMM on them, then the exact fix-up of
+             * the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on the VEC128 path) */
             for (int o = 0; o < 2 && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
-                                   cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess)) {
+                                   cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||
+                                   cudaMalloc((void**)&w->fl[o], w->cap / 32) != cudaSuccess)) {
                     cudaGetLastError();
                     rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_OUTER=1)");
                 }
-                if (!rc) rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], w->counters, st);
+                if (!rc)
+                    rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], w->fl[o], w->counters, st);
             }
             PROF_E(PROF_QUANT, st);
-            if (rc) return rc;
-            return gemm_timed(MXG_SCALE_OUTER, w->qo8[0], MXG_E4M3, 0, w->fo[0], w->qo8[1], MXG_E4M3, 0, w->fo[1], C,
-                              MXG_F32, Ma, Nb, R, accumulate, res, stream);
+            if (!rc)
+                rc = gemm_timed(MXG_SCALE_OUTER, w->qo8[0], MXG_E4M3, 0, w->fo[0], w->qo8[1], MXG_E4M3, 0, w->fo[1], C,
+                                MXG_F32, Ma, Nb, R, accumulate, res, stream);
+            PROF_B(PROF_QUANT, st);
+            if (!rc)
+                rc = mxg_fold_outer_fixup((float*)C, Ma, Nb, R, e4[0], fsc[0], w->qo8[0], w->fo[0], w->fl[0], e4[1], fsc[1],
+                                          w->qo8[1], w->fo[1], w->fl[1], stream);
+            PROF_E(PROF_QUANT, st);
+            return rc;
         }
         if (fast) {
             PROF_E(PROF_QUANT, st);
