@@ -140,14 +140,11 @@ TEST(fold_directions_nan_and_refusals) {
     free(x); free(xt);
 }
 
-/* VEC128 -> OUTER (mx_fold_outer_from_vec128): over blocks spanning `span` binades, where the VEC128 fold is
- * exact the re-expressed operand is mx_fold_mxfp4's OUTER ROUND form byte for byte (fscale too), the blocks it
- * rounds are among OUTER's out-of-window ones, and in place gives the same bytes */
-static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_outer) {
+/* t [R, K] 1x32: x with each 128-group of magnitude 2^-U, U uniform in [0, span), its blocks within 4 binades of
+ * it (VEC128's window holds every block, a row spans `span` binades), quantized RNE with the floor rule */
+static void quant_groups(int R, int K, int span, mx_fp4* t) {
     float* x = malloc((size_t)R * K * 4);
     REQUIRE(x);
-    /* each 128-group of magnitude 2^-U, U uniform in [0, span), its blocks within 4 binades of it: VEC128's
-     * window holds every block, a row's spans span binades */
     for (int r = 0; r < R; r++)
         for (int g = 0; g < K / 128; g++) {
             const int u = (int)(u01() * span);
@@ -156,9 +153,17 @@ static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_o
                 for (int j = 0; j < 32; j++) x[(size_t)r * K + g * 128 + b * 32 + j] = (float)(u01() * 2.0 - 1.0) * m;
             }
         }
-    mx_fp4 t;
     const mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
-    REQUIRE(mx_fp4_alloc(&t, R, K, MX_LAYOUT_1x32) == 0 && mx_quantize_fp4(x, R, K, &o, &t) == 0);
+    REQUIRE(mx_fp4_alloc(t, R, K, MX_LAYOUT_1x32) == 0 && mx_quantize_fp4(x, R, K, &o, t) == 0);
+    free(x);
+}
+
+/* VEC128 -> OUTER (mx_fold_outer_from_vec128): over blocks spanning `span` binades, where the VEC128 fold is
+ * exact the re-expressed operand is mx_fold_mxfp4's OUTER ROUND form byte for byte (fscale too), the blocks it
+ * rounds are among OUTER's out-of-window ones, and in place gives the same bytes */
+static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_outer) {
+    mx_fp4 t;
+    quant_groups(R, K, span, &t);
     uint8_t *ev = malloc((size_t)R * K), *eo = malloc((size_t)R * K), *er = malloc((size_t)R * K);
     float *fv = malloc((size_t)R * (K / 128) * 4), *fo = malloc((size_t)R * 4), *fr = malloc((size_t)R * 4);
     REQUIRE(ev && eo && er && fv && fo && fr);
@@ -172,7 +177,7 @@ static void refold_case(int R, int K, int span, size_t* n_round, size_t* n_oow_o
     size_t n2 = 0;
     REQUIRE(mx_fold_outer_from_vec128(ev, fv, R, K, ev, fr, NULL, &n2) == 0); /* in place */
     CHECK(!memcmp(ev, eo, (size_t)R * K) && n2 == *n_round);
-    free(x); free(ev); free(eo); free(er); free(fv); free(fo); free(fr);
+    free(ev); free(eo); free(er); free(fv); free(fo); free(fr);
     mx_fp4_free(&t);
 }
 
@@ -202,24 +207,12 @@ TEST(fold_outer_from_vec128) {
  * VEC128 forms exact, their OUTER forms rounded in the flagged blocks; C = A_o B_o^T (FP64, rounded once) plus the
  * fix-up is A B^T within FP32 rounding, where C without it is not */
 static void vec_form(int R, int K, int span, uint8_t* ev, float* fv) {
-    float* x = malloc((size_t)R * K * 4);
-    REQUIRE(x);
-    for (int r = 0; r < R; r++)
-        for (int g = 0; g < K / 128; g++) {
-            const int u = (int)(u01() * span);
-            for (int b = 0; b < 4; b++) {
-                const float m = ldexpf(1.0f, -u - (int)(u01() * 4));
-                for (int j = 0; j < 32; j++) x[(size_t)r * K + g * 128 + b * 32 + j] = (float)(u01() * 2.0 - 1.0) * m;
-            }
-        }
     mx_fp4 t;
-    const mx_qopts o = {MX_LAYOUT_1x32, MX_SCALE_FLOOR, MX_ROUND_RNE, 0, 0};
-    REQUIRE(mx_fp4_alloc(&t, R, K, MX_LAYOUT_1x32) == 0 && mx_quantize_fp4(x, R, K, &o, &t) == 0);
+    quant_groups(R, K, span, &t);
     size_t nv = 0;
     REQUIRE(mx_fold_mxfp4(&t, 0, MX_FOLD_VEC128, MX_FOLD_ROUND, ev, fv, NULL, 0, &nv) == 0);
     REQUIRE(nv == 0);
     mx_fp4_free(&t);
-    free(x);
 }
 
 TEST(fold_outer_fixup_restores_the_product) {

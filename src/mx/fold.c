@@ -155,40 +155,35 @@ static float outer_at(const uint8_t* o, const float* fo, int K, int i, int k) {
     return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
 }
 
+/* one pass of the fix-up (k_outer_fix in mxfp4.cu is its twin): side 0, (A - A_o) B^T into C's rows; side 1,
+ * A_o (B - B_o)^T into C's columns. Row i of the side's operand (x: its VEC128 and OUTER forms and flags) reaches
+ * the entries e of C through the other operand's row e (y_v / y_fs exact for side 0, y_o / y_fo for side 1) */
+static void fixup_side(int side, float* C, int M, int N, int K, const uint8_t* x_v, const float* x_fs, const uint8_t* x_o,
+                       const float* x_fo, const uint8_t* x_flag, const uint8_t* y_v, const float* y_fs, const uint8_t* y_o,
+                       const float* y_fo) {
+    const int nb = K / 32, R = side ? N : M, other = side ? M : N;
+    for (int i = 0; i < R; i++)
+        for (int e = 0; e < other; e++) {
+            float acc = 0.0f;
+            int any = 0;
+            for (int b = 0; b < nb; b++) {
+                if (!x_flag[(size_t)i * nb + b]) continue;
+                any = 1;
+                for (int j = 0; j < 32; j++) {
+                    const int k = b * 32 + j;
+                    const float d = vec_at(x_v, x_fs, R, K, i, k) - outer_at(x_o, x_fo, K, i, k);
+                    acc += side ? outer_at(y_o, y_fo, K, e, k) * d : d * vec_at(y_v, y_fs, other, K, e, k);
+                }
+            }
+            if (any) C[side ? (size_t)e * N + i : (size_t)i * N + e] += acc;
+        }
+}
+
 int mx_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t* a_v, const float* a_fs, const uint8_t* a_o,
                         const float* a_fo, const uint8_t* a_flag, const uint8_t* b_v, const float* b_fs,
                         const uint8_t* b_o, const float* b_fo, const uint8_t* b_flag) {
     if (M <= 0 || N <= 0 || K <= 0 || K % 128) return mx_fail(MX_EINVAL, "fold fix-up: shape %d x %d x %d (K a multiple of 128)", M, N, K);
-    const int nb = K / 32;
-    for (int r = 0; r < M; r++) /* (A - A_o) B^T */
-        for (int n = 0; n < N; n++) {
-            float acc = 0.0f;
-            int any = 0;
-            for (int b = 0; b < nb; b++) {
-                if (!a_flag[(size_t)r * nb + b]) continue;
-                any = 1;
-                for (int j = 0; j < 32; j++) {
-                    const int k = b * 32 + j;
-                    const float d = vec_at(a_v, a_fs, M, K, r, k) - outer_at(a_o, a_fo, K, r, k);
-                    acc += d * vec_at(b_v, b_fs, N, K, n, k);
-                }
-            }
-            if (any) C[(size_t)r * N + n] += acc;
-        }
-    for (int n = 0; n < N; n++) /* A_o (B - B_o)^T */
-        for (int r = 0; r < M; r++) {
-            float acc = 0.0f;
-            int any = 0;
-            for (int b = 0; b < nb; b++) {
-                if (!b_flag[(size_t)n * nb + b]) continue;
-                any = 1;
-                for (int j = 0; j < 32; j++) {
-                    const int k = b * 32 + j;
-                    const float d = vec_at(b_v, b_fs, N, K, n, k) - outer_at(b_o, b_fo, K, n, k);
-                    acc += outer_at(a_o, a_fo, K, r, k) * d;
-                }
-            }
-            if (any) C[(size_t)r * N + n] += acc;
-        }
+    fixup_side(0, C, M, N, K, a_v, a_fs, a_o, a_fo, a_flag, b_v, b_fs, b_o, b_fo); /* (A - A_o) B^T */
+    fixup_side(1, C, M, N, K, b_v, b_fs, b_o, b_fo, b_flag, a_v, a_fs, a_o, a_fo); /* A_o (B - B_o)^T */
     return MX_OK;
 }
