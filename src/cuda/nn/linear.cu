@@ -69,7 +69,8 @@ struct mxg_linws {
     float* fq;
     size_t fcap;
     /* mxg_linear_ctx.outer_scales: the two operands re-expressed with one scale per stored row ([cap] codes,
-     * [cap/128 + 4] floats each), made on first use (not counted by mxg_linws_bytes) */
+     * [cap/128 + 4] floats, [cap/32] flags each), made on first use (not in mxg_linws_bytes; the model's estimate
+     * adds them: llama.cu's linws_bytes) */
     uint8_t* qo8[2];
     float* fo[2];
     uint8_t* fl[2];        // [cap/32]: the blocks that rounded (mxg_fold_outer_fixup's flags)

@@ -272,14 +272,24 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
-/* The linear workspace's bytes for recipe r: mxg_linws_bytes, and the FP32 buffer of the reference-form path
+/* MXLM_GPU_OUTER=1 (mxg_linear_ctx.outer_scales) */
+int outer_on(void) {
+    const char* e = getenv("MXLM_GPU_OUTER");
+    return e && !strcmp(e, "1");
+}
+
+/* The linear workspace's bytes for recipe r: mxg_linws_bytes, the OUTER path's operands where MXLM_GPU_OUTER=1
+ * and a GEMM of r is MXFP4 on the fast path's kernels, and the FP32 buffer of the reference-form path
  * (linear.cu's block_gemm: NVFP4, MXFP8, dither; fq_room makes it with the workspace's capacity) when a GEMM
  * of r takes it. */
 int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
-    const size_t m = max_operand(c, N);
+    const size_t m = max_operand(c, N), cap = (m + 127) / 128 * 128;
     int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
+    int mx = 0;
+    for (int g = 0; g < 3; g++) mx |= mx_gemm_gpu_mxfp4(r, (mx_gemm_id)g);
+    if (mx && outer_on()) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
     for (int g = 0; g < 3; g++)
-        if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)((m + 127) / 128 * 128) * 4;
+        if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)cap * 4;
     return b;
 }
 
@@ -381,8 +391,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->cfg = *cfg;
     const char* sx = getenv("MXLM_GPU_SHARE_X");
     g->share_x = !(sx && !strcmp(sx, "0")); /* the default since 2026-12-02 (docs/gpu.md) */
-    const char* ou = getenv("MXLM_GPU_OUTER");
-    g->outer_scales = ou && !strcmp(ou, "1");
+    g->outer_scales = outer_on();
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
