@@ -554,6 +554,11 @@ TEST(study_report_rows) {
     CHECK(file_has(md, "| mxfp4-fdw-rh16 - mxfp4-fdw | s1 -2.0000 | -2.0000 (n 1) | - | - |"));
     CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fdw | s1 -2.4000 | -2.4000 (n 1) | - | - |"));
     CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 | s1 -0.4000 | -0.4000 (n 1) | - | - |"));
+    /* a stabilized stage against the plain stage before it, at 1000 tokens: h16 3.1 - fd 6.75 (8 - 0.125 x 10),
+     * rh16 3.5 - 6.75; sr diverged */
+    CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fd | s1 -3.6500 | -3.6500 (n 1) | - | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-rh16 - mxfp4-fd | s1 -3.2500 | -3.2500 (n 1) | - | - |"));
+    CHECK(file_has(md, "| mxfp4-fdw-sr - mxfp4-fd | - | - | - | - |"));
     /* Table 2 */
     CHECK(file_has(md, "| mxfp4-fdw-h16 | 120 | 1.200x | 0.600x | +14.1% | 1.052x |"));
     CHECK(file_has(md, "| bf16 | 200 | 2.000x | 1.000x | +0.0% | 2.000x |"));

@@ -854,7 +854,8 @@ static void vs_row(const mx_study* s, mx_sbuf* b, const char* a, const char* ref
     if (!*head) {
         mx_sb_printf(b, "\n## Recipe against recipe (same seed)\n\n"
                      "Each MXFP4 stage against the one before it (the GEMM it adds), each stabilizer against its plain "
-                     "recipe, and the deterministic rotations against the random one: per seed where both runs finished "
+                     "recipe, the deterministic rotations against the random one, and each stabilized stage against the "
+                     "plain stage before it: per seed where both runs finished "
                      "without diverging, the first recipe's validation loss minus the second's at their common budget; "
                      "mean ± sd (se, n), and the two-sided p of the mean under Student's t with n - 1 degrees of freedom "
                      "(with n = 3, 2 se is p = 0.18 and p = 0.05 takes 4.3 se).\n\n"
@@ -875,7 +876,8 @@ static void vs_row(const mx_study* s, mx_sbuf* b, const char* a, const char* ref
 /* "Recipe against recipe": the questions of the paper's hypotheses (which GEMM costs, which stabilizer
  * helps, whether the rotation needs its randomness), answered by seed rather than through two noisy
  * differences from the baseline. The stages mxfp4-f, -fd, -fdw each against the one before; every recipe
- * named stage + a stabilizer suffix against the stage; the deterministic rotations against -rh16. */
+ * named stage + a stabilizer suffix against the stage; the deterministic rotations against -rh16; and each
+ * stabilized stage against the plain stage before it (whether the stabilizer pays for the GEMM it adds). */
 static void vs_section(const mx_study* s, mx_sbuf* b) {
     static const char* stages[3] = {"mxfp4-f", "mxfp4-fd", "mxfp4-fdw"};
     static const char* stabs[6] = {"-sr", "-rh16", "-h16", "-h32", "-h16-2d", "-h16-even"};
@@ -889,6 +891,12 @@ static void vs_section(const mx_study* s, mx_sbuf* b) {
                 snprintf(ref, sizeof ref, "%s%s", stages[i], pass ? "-rh16" : "");
                 vs_row(s, b, a, ref, &head);
             }
+    for (int i = 1; i < 3; i++)
+        for (int j = 0; j < 6; j++) {
+            char a[96];
+            snprintf(a, sizeof a, "%s%s", stages[i], stabs[j]);
+            vs_row(s, b, a, stages[i - 1], &head);
+        }
 }
 
 /* The paired overhead of a recipe (the paper's grid): mean ± sd (se, n), and the seeds that did not converge. */
