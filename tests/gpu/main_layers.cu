@@ -256,7 +256,11 @@ int main(int argc, char** argv) {
      * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu) */
     test_model_telemetry("bf16", 0, 5e-3, 0.5);
     test_model_telemetry("mxfp4-fdw-h16", 1, 2e-2, 0.2);
-    test_model_telemetry("mxfp4-fdw-sr", 0, 2e-2, 0.2);
+    /* the fast path at the model level with RNE: under SR a 1e-7 relative change of the weights alone moves the
+     * dY operands' sig2 by up to 1.3% on the CPU (2 of 4 draws; RNE recipes 4e-8: bench/NOTES.md session 12), a
+     * flipped SR decision feeding the next ones, so GPU and CPU (FP32 sums in another order) part there by chance
+     * (2% seen on the H200); SR's telemetry is checked per layer above (linear telemetry mxfp4-fdw-sr) */
+    test_model_telemetry("mxfp4-fdw", 0, 2e-2, 0.2);
     test_gpu_decode("fp32", 0, 1e-4);
     test_gpu_decode("bf16", 1, 2e-3);
     test_gpu_decode("mxfp4-fdw-h16", 1, 5e-2);
