@@ -269,7 +269,8 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
 void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr, int rows,
                           int cols);                                          /* test_mxfp4.cu */
 void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin); /* test_linear.cu */
-void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db); /* test_llama.cu */
+void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db, double tol_sig_bwd,
+                          double tol_db_bwd);                                   /* test_llama.cu */
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 
 #endif

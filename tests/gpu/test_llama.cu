@@ -352,7 +352,12 @@ static int tiny_model(const char* recipe, float noise, mx_model_config* cfg, mx_
     return 0;
 }
 
-void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db) {
+/* tol_sig / tol_db: Fprop's operands and products; tol_sig_bwd / tol_db_bwd: Dgrad's and Wgrad's, which a rounding
+ * flip in a quantized model can move by percents (bench/sr_sensitivity.c: on the CPU, weights changed by 1e-7 x
+ * uniform, one draw in eight to three in eight moves the Dgrad dY operands of mxfp4-fdw-h16 / mxfp4-fdw-sr by up
+ * to 4.3% in sig2 and 0.26 dB, their Fprop X by 0.2% and 0.013 dB; the H200 saw 1.9% and 0.44 dB once) */
+void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db, double tol_sig_bwd,
+                          double tol_db_bwd) {
     char name[128];
     snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
     if (!wanted(name)) return;
@@ -415,7 +420,7 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
                 snprintf(what, sizeof what, "L%d %s %s %c", i / MX_LIN_PER_BLOCK, mx_linear_name(i % MX_LIN_PER_BLOCK),
                          gg == 0 ? "fprop" : gg == 1 ? "dgrad" : "wgrad", o ? 'b' : 'a');
                 long long tclip = (long long)(0.02 * (double)c->blocks) + 2;
-                check_opstats(what, &gs, c, tol_sig, tclip, tol_db, &wsig, &werr, shown < 6);
+                check_opstats(what, &gs, c, gg ? tol_sig_bwd : tol_sig, tclip, gg ? tol_db_bwd : tol_db, &wsig, &werr, shown < 6);
                 shown++;
                 double dg = sqnr_of(s->sig2, s->err2), dc = sqnr_of(c->sig2, c->err2);
                 if (isfinite(dg) && isfinite(dc)) wdb = fmax(wdb, fabs(dg - dc));
@@ -443,7 +448,7 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
             char what[64];
             snprintf(what, sizeof what, "L%d %s %s product", i / MX_LIN_PER_BLOCK, mx_linear_name(i % MX_LIN_PER_BLOCK),
                      gg == 0 ? "fprop" : gg == 1 ? "dgrad" : "wgrad");
-            check_opstats(what, &gs, c, tol_sig, 0, tol_db, &psig, &perr, i == 0);
+            check_opstats(what, &gs, c, gg ? tol_sig_bwd : tol_sig, 0, gg ? tol_db_bwd : tol_db, &psig, &perr, i == 0);
             double dg = sqnr_of(s->sig2, s->err2), dc = sqnr_of(c->sig2, c->err2);
             if (isfinite(dg) && isfinite(dc)) pdb = fmax(pdb, fabs(dg - dc));
             if (rec.g[gg].fmt != MX_FMT_FP32 && !(c->sig2 > 0 && s->sig2 > 0)) fail("%s: nothing recorded", what);
