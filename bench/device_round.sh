@@ -131,9 +131,11 @@ fi
 if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
   # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind)
   mkdir -p "$OUT/kp"
-  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   KS=${KP_STEPS:-2}
+  [ -n "$NCU" ] || { echo "kprof: no ncu on this machine" >> "$OUT/kprof.txt"; KP_CONFIGS=none; }
   for pc in ${KP_CONFIGS:-1b:4:2048}; do
+    [ "$pc" = none ] && break
     IFS=: read -r p b t <<< "$pc"
     for r in ${KP_RECIPES:-bf16 fp8 mxfp4-fdw-h16}; do
       timeout "${KP_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
