@@ -221,7 +221,7 @@ has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/spe
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
 has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" &&
   grep -h "by GEMM" "$OUT"/sp-ou[01]/1b-*.log 2>/dev/null
-has kprof && grep -E "^==|^by kind|kernels, .* launches|exit" "$OUT/kprof.txt"
+has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof.txt"
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"
 has peer && cat "$OUT/peer.txt"
