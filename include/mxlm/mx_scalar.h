@@ -299,6 +299,15 @@ MX_HD uint8_t mx_e4m3_rescale(uint8_t c, int down, int* inexact) {
     if (mx_e4m3_decode(r) != v) *inexact = 1;
     return r;
 }
+/* Element k of stored row i of a folded operand [R, K]: its value under VEC128 scales (fs [K/128][R]) or under
+ * OUTER ones (fo [R]) (fold.c's fix-up and mxfp4.cu's k_outer_fix). */
+MX_HD float mx_fold_vec128_at(const uint8_t* v, const float* fs, int R, int K, int i, int k) {
+    return mx_e4m3_decode(v[(size_t)i * K + k]) * fs[(size_t)(k / 128) * R + i];
+}
+MX_HD float mx_fold_outer_at(const uint8_t* o, const float* fo, int K, int i, int k) {
+    return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
+}
+
 MX_HD uint8_t mx_e5m2_encode(float x) { return mx_fp8_encode(x, 5, 2, 15, MX_E5M2_MAX, 0x7f); }
 MX_HD float mx_e5m2_decode(uint8_t c) {
     if ((c & 0x7c) == 0x7c) {

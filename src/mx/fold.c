@@ -147,14 +147,6 @@ int mx_fold_outer_from_vec128(const uint8_t* e4m3, const float* fscale, int R, i
     return MX_OK;
 }
 
-/* element k of stored row i: its exact (VEC128) and its OUTER value */
-static float vec_at(const uint8_t* v, const float* fs, int R, int K, int i, int k) {
-    return mx_e4m3_decode(v[(size_t)i * K + k]) * fs[(size_t)(k / 128) * R + i];
-}
-static float outer_at(const uint8_t* o, const float* fo, int K, int i, int k) {
-    return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
-}
-
 /* one pass of the fix-up (k_outer_fix in mxfp4.cu is its twin): side 0, (A - A_o) B^T into C's rows; side 1,
  * A_o (B - B_o)^T into C's columns. Row i of the side's operand (x: its VEC128 and OUTER forms and flags) reaches
  * the entries e of C through the other operand's row e (y_v / y_fs exact for side 0, y_o / y_fo for side 1) */
@@ -171,8 +163,8 @@ static void fixup_side(int side, float* C, int M, int N, int K, const uint8_t* x
                 any = 1;
                 for (int j = 0; j < 32; j++) {
                     const int k = b * 32 + j;
-                    const float d = vec_at(x_v, x_fs, R, K, i, k) - outer_at(x_o, x_fo, K, i, k);
-                    acc += side ? outer_at(y_o, y_fo, K, e, k) * d : d * vec_at(y_v, y_fs, other, K, e, k);
+                    const float d = mx_fold_vec128_at(x_v, x_fs, R, K, i, k) - mx_fold_outer_at(x_o, x_fo, K, i, k);
+                    acc += side ? mx_fold_outer_at(y_o, y_fo, K, e, k) * d : d * mx_fold_vec128_at(y_v, y_fs, other, K, e, k);
                 }
             }
             if (any) C[side ? (size_t)e * N + i : (size_t)i * N + e] += acc;

@@ -1025,23 +1025,17 @@ __global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, in
     if (counters && nr) atomicAdd(&counters[1], (unsigned long long)nr);
 }
 
-/* The exact fix-up after a GEMM on OUTER re-expressed operands (mx_fold_outer_fixup, fold.c: the same sums in
- * the same order). side 0: a CTA per row r of A, (A - A_o) B^T into C's row r; side 1: a CTA per row n of B,
- * A_o (B - B_o)^T into C's column n. A row without a flagged block leaves at once (the usual case); a flagged
- * one lists its blocks in order, stages their exact differences FIX_B at a time in shared memory, and each
- * thread sums, for its own entries of C, over the list in order before adding once. */
+/* The exact fix-up after a GEMM on OUTER re-expressed operands (fold.c's fixup_side, the same sums in the same
+ * order). side 0: a CTA per row i of A (x = A, y = B), (A - A_o) B^T into C's row i; side 1: a CTA per row i of B
+ * (x = B, y = A), A_o (B - B_o)^T into C's column i. A row without a flagged block leaves at once (the usual
+ * case); a flagged one lists its blocks in order, stages their exact differences FIX_B at a time in shared
+ * memory, and each thread sums, for its own entries e of C, over the list in order before adding once. */
 constexpr int FIX_B = 16;
-__device__ __forceinline__ float fx_vec(const uint8_t* v, const float* fs, int R, int K, int i, int k) {
-    return mx_e4m3_decode(v[(size_t)i * K + k]) * fs[(size_t)(k / 128) * R + i];
-}
-__device__ __forceinline__ float fx_outer(const uint8_t* o, const float* fo, int K, int i, int k) {
-    return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
-}
-__global__ void k_outer_fix(int side, float* C, int M, int N, int K, const uint8_t* av, const float* afs, const uint8_t* ao,
-                            const float* afo, const uint8_t* aflag, const uint8_t* bv, const float* bfs,
-                            const uint8_t* bo, const float* bfo, const uint8_t* bflag) {
-    const int i = blockIdx.x, nb = K / 32; /* i: row of A (side 0) or of B (side 1) */
-    const uint8_t* flag = side ? bflag + (size_t)i * nb : aflag + (size_t)i * nb;
+__global__ void k_outer_fix(int side, float* C, int M, int N, int K, const uint8_t* x_v, const float* x_fs,
+                            const uint8_t* x_o, const float* x_fo, const uint8_t* x_flag, const uint8_t* y_v,
+                            const float* y_fs, const uint8_t* y_o, const float* y_fo) {
+    const int i = blockIdx.x, nb = K / 32, R = side ? N : M, other = side ? M : N;
+    const uint8_t* flag = x_flag + (size_t)i * nb;
     int mine = 0;
     for (int b = threadIdx.x; b < nb; b += blockDim.x) mine |= flag[b];
     if (!__syncthreads_or(mine)) return;
@@ -1055,7 +1049,7 @@ __global__ void k_outer_fix(int side, float* C, int M, int N, int K, const uint8
         cnt = c;
     }
     __syncthreads();
-    const int nl = cnt, other = side ? M : N; /* the entries of C this row reaches: n (side 0) or r (side 1) */
+    const int nl = cnt;
     for (int e0 = 0; e0 < other; e0 += blockDim.x) {
         const int e = e0 + threadIdx.x;
         float acc = 0.0f;
@@ -1064,21 +1058,18 @@ __global__ void k_outer_fix(int side, float* C, int M, int N, int K, const uint8
             __syncthreads();
             for (int t = threadIdx.x; t < nq * 32; t += blockDim.x) {
                 const int k = list[q0 + t / 32] * 32 + (t & 31);
-                d[t / 32][t & 31] = side ? fx_vec(bv, bfs, N, K, i, k) - fx_outer(bo, bfo, K, i, k)
-                                         : fx_vec(av, afs, M, K, i, k) - fx_outer(ao, afo, K, i, k);
+                d[t / 32][t & 31] = mx_fold_vec128_at(x_v, x_fs, R, K, i, k) - mx_fold_outer_at(x_o, x_fo, K, i, k);
             }
             __syncthreads();
             if (e < other)
                 for (int q = 0; q < nq; q++)
                     for (int j = 0; j < 32; j++) {
                         const int k = list[q0 + q] * 32 + j;
-                        acc += side ? fx_outer(ao, afo, K, e, k) * d[q][j] : d[q][j] * fx_vec(bv, bfs, N, K, e, k);
+                        acc += side ? mx_fold_outer_at(y_o, y_fo, K, e, k) * d[q][j]
+                                    : d[q][j] * mx_fold_vec128_at(y_v, y_fs, other, K, e, k);
                     }
         }
-        if (e < other) {
-            float* c = side ? C + (size_t)e * N + i : C + (size_t)i * N + e;
-            *c += acc;
-        }
+        if (e < other) C[side ? (size_t)e * N + i : (size_t)i * N + e] += acc;
     }
 }
 
@@ -1221,10 +1212,11 @@ extern "C" int mxg_fold_outer_fixup(float* C, int M, int N, int K, const uint8_t
     ARG_CHECK(M > 0 && N > 0 && K > 0 && K % 128 == 0 && K <= 262144,
               "mxg_fold_outer_fixup: shape %d x %d x %d (K a multiple of 128, at most 262144)", M, N, K);
     cudaStream_t st = MXG_STREAM(stream);
-    for (int side = 0; side < 2; side++) { /* A's rows first, then B's: the CPU's order */
-        k_outer_fix<<<side ? N : M, 256, (size_t)(K / 32) * sizeof(int), st>>>(side, C, M, N, K, a_v, a_fs, a_o, a_fo, a_flag, b_v, b_fs, b_o, b_fo, b_flag);
-        CU_LAUNCHED();
-    }
+    const size_t smem = (size_t)(K / 32) * sizeof(int);
+    k_outer_fix<<<M, 256, smem, st>>>(0, C, M, N, K, a_v, a_fs, a_o, a_fo, a_flag, b_v, b_fs, b_o, b_fo); /* A's rows */
+    CU_LAUNCHED();
+    k_outer_fix<<<N, 256, smem, st>>>(1, C, M, N, K, b_v, b_fs, b_o, b_fo, b_flag, a_v, a_fs, a_o, a_fo); /* then B's */
+    CU_LAUNCHED();
     return MX_OK;
 }
 

@@ -552,30 +552,21 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
         }
         if (rc) return rc;
-        if (c->outer_scales) { /* the multiplier broadcast to one scale per row: OUTER_VEC_32F, the same products */
+        if (c->outer_scales || R % 128 == 0) {
+            /* The per-tensor multipliers given as VEC128 scale tensors (all equal), or with outer_scales as one
+             * scale per row (OUTER_VEC_32F): cuBLASLt's VEC128 and OUTER kernels promote the FP8 partial sums to
+             * FP32 as often (measured <= 6e-5 of sum|ab|), its per-tensor ones less often (up to 4.2e-4:
+             * tests/gpu/test_gpu.cu), which is enough to make a trajectory drift away from the CPU's FP32
+             * accumulation. Same products, same scales. */
             for (int o = 0; o < 2; o++) {
-                k_broadcast<<<(unsigned)((rows[o] + 255) / 256 < 1024 ? (rows[o] + 255) / 256 : 1024), 256, 0, st>>>(
-                    fsv[o], (size_t)rows[o], inv[o]);
-                CU_LAUNCHED();
-            }
-            PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_OUTER, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0, fsv[1], C, MXG_F32, Ma, Nb, R,
-                              accumulate, res, stream);
-        }
-        if (R % 128 == 0) {
-            /* The per-tensor multipliers given as VEC128 scale tensors (all equal): cuBLASLt's VEC128 kernels
-             * promote the FP8 partial sums to FP32 every 128 along K (measured <= 6e-5 of sum|ab|), its
-             * per-tensor ones less often (up to 4.2e-4: tests/gpu/test_gpu.cu), which is enough to make a
-             * trajectory drift away from the CPU's FP32 accumulation. Same products, same scales. */
-            for (int o = 0; o < 2; o++) {
-                size_t n = (size_t)(R / 128) * rows[o];
+                const size_t n = c->outer_scales ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
                 k_broadcast<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, st>>>(
                     fsv[o], n, inv[o]);
                 CU_LAUNCHED();
             }
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0, fsv[1], C, MXG_F32, Ma, Nb, R,
-                              accumulate, res, stream);
+            return gemm_timed(c->outer_scales ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0,
+                              fsv[1], C, MXG_F32, Ma, Nb, R, accumulate, res, stream);
         }
         PROF_E(PROF_QUANT, st);
         return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], C, MXG_F32, Ma, Nb, R,
@@ -639,10 +630,12 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
-        if (fast && c->outer_scales) {
-            /* one scale per stored row: the VEC128 operands re-expressed, the GEMM on them, then the exact fix-up of
-             * the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on the VEC128 path) */
-            for (int o = 0; o < 2 && !rc; o++) {
+        if (fast) {
+            /* outer_scales: one scale per stored row, the VEC128 operands re-expressed, the GEMM on them, then the
+             * exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on
+             * the VEC128 path) */
+            const int outer = c->outer_scales;
+            for (int o = 0; o < 2 && outer && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
                                    cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||
                                    cudaMalloc((void**)&w->fl[o], w->cap / 32) != cudaSuccess)) {
@@ -654,19 +647,16 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             }
             PROF_E(PROF_QUANT, st);
             if (!rc)
-                rc = gemm_timed(MXG_SCALE_OUTER, w->qo8[0], MXG_E4M3, 0, w->fo[0], w->qo8[1], MXG_E4M3, 0, w->fo[1], C,
-                                MXG_F32, Ma, Nb, R, accumulate, res, stream);
-            PROF_B(PROF_QUANT, st);
-            if (!rc)
-                rc = mxg_fold_outer_fixup((float*)C, Ma, Nb, R, e4[0], fsc[0], w->qo8[0], w->fo[0], w->fl[0], e4[1], fsc[1],
+                rc = gemm_timed(outer ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, outer ? w->qo8[0] : e4[0], MXG_E4M3, 0,
+                                outer ? w->fo[0] : fsc[0], outer ? w->qo8[1] : e4[1], MXG_E4M3, 0, outer ? w->fo[1] : fsc[1],
+                                C, MXG_F32, Ma, Nb, R, accumulate, res, stream);
+            if (!rc && outer) {
+                PROF_B(PROF_QUANT, st);
+                rc = mxg_fold_outer_fixup(C, Ma, Nb, R, e4[0], fsc[0], w->qo8[0], w->fo[0], w->fl[0], e4[1], fsc[1],
                                           w->qo8[1], w->fo[1], w->fl[1], stream);
-            PROF_E(PROF_QUANT, st);
+                PROF_E(PROF_QUANT, st);
+            }
             return rc;
-        }
-        if (fast) {
-            PROF_E(PROF_QUANT, st);
-            return gemm_timed(MXG_SCALE_VEC128, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], C, MXG_F32, Ma,
-                              Nb, R, accumulate, res, stream);
         }
         w->last_R = R;
         for (int o = 0; o < 2 && !rc; o++) {
