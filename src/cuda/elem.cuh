@@ -7,6 +7,7 @@
  *   Vec<T>, unpack<T>     16-byte vectors (4 floats or 8 BF16) into floats; vec_ok: a pointer and
  *                         count that allow them
  *   pack8_bf16            8 floats rounded into one 16-byte BF16 vector
+ *   pack4_bf16            4 floats rounded into one 8-byte BF16 vector
  */
 #ifndef MXLM_CUDA_ELEM_CUH
 #define MXLM_CUDA_ELEM_CUH
@@ -40,6 +41,11 @@ __device__ __forceinline__ uint4 pack8_bf16(const float (&f)[8]) {
 #pragma unroll
     for (int j = 0; j < 4; j++) w[j] = (uint32_t)mx_bf16_from_f32(f[2 * j]) | ((uint32_t)mx_bf16_from_f32(f[2 * j + 1]) << 16);
     return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ uint2 pack4_bf16(float a, float b, float c, float d) {
+    return make_uint2((uint32_t)mx_bf16_from_f32(a) | ((uint32_t)mx_bf16_from_f32(b) << 16),
+                      (uint32_t)mx_bf16_from_f32(c) | ((uint32_t)mx_bf16_from_f32(d) << 16));
 }
 
 }  // namespace

@@ -164,6 +164,8 @@ int main(int argc, char** argv) {
     test_rmsnorm(70, 90);                 /* D % 4 != 0: the two-pass kernels even when one pass is asked */
     test_rope(2, 64, 4, 32);
     test_rope(2, 64, 2, 64);
+    test_rope(1, 8, 2, 8);   /* hd/2 = 4: FP32 by vectors, BF16 by pairs */
+    test_rope(2, 16, 3, 12); /* hd/2 = 6: both by pairs */
     test_attention(2, 64, 4, 2, 32);      /* the brief's shape */
     test_attention(1, 77, 4, 1, 64);      /* partial tiles, 4 query heads per KV head */
     test_attention(2, 40, 2, 2, 128);     /* largest head dim, no grouping */
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
     test_xent(128, 1000);
     test_xent(16, 4096);
     test_xent(8, 50257); /* several 1024-column chunks, odd V: the in-place BF16 rows at 2V */
+    test_xent(8, 50304); /* the 125m vocabulary: 16-byte accesses, several 4096-column chunks */
     test_lm_head(128, 64, 1000, 48);      /* chunks of 48 rows: 48, 48, 32 */
     test_sum_squares(3 * 4096 + 123);
     test_sum_squares((size_t)5 << 20);

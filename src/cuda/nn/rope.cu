@@ -24,6 +24,16 @@ namespace {
 
 /* One thread per rotated pair (n, head, i < hd/2); dir +1 forward, -1 backward. X float, or BF16
  * (widened exactly, the FP32 expressions, rounded: act16's q, k, dq, dk). */
+__device__ __forceinline__ void rope_pair(float a, float b, float c, float s, int dir, float& ya, float& yb) {
+    if (dir > 0) {
+        ya = a * c - b * s;
+        yb = b * c + a * s;
+    } else {
+        ya = a * c + b * s;
+        yb = b * c - a * s;
+    }
+}
+
 template <typename X>
 __global__ void k_rope(X* x, const float* cos_t, const float* sin_t, int N, int T, int nh, int hd, int dir) {
     const int h2 = hd / 2;
@@ -34,13 +44,44 @@ __global__ void k_rope(X* x, const float* cos_t, const float* sin_t, int N, int 
     const int n = (int)(nhh / nh);
     const float c = cos_t[(size_t)(n % T) * h2 + i], s = sin_t[(size_t)(n % T) * h2 + i];
     X* p = x + nhh * hd;
-    const float a = elem_get(p + i), b = elem_get(p + i + h2);
-    if (dir > 0) {
-        elem_put(p + i, a * c - b * s);
-        elem_put(p + i + h2, b * c + a * s);
+    float ya, yb;
+    rope_pair(elem_get(p + i), elem_get(p + i + h2), c, s, dir, ya, yb);
+    elem_put(p + i, ya);
+    elem_put(p + i + h2, yb);
+}
+
+/* The same per pair, a thread per P = Vec<X>::N consecutive pairs (16-byte loads of both halves and of the
+ * tables; hd/2 % P == 0, x and the tables 16-byte aligned): the bytes of k_rope. */
+template <typename X>
+__global__ void k_rope_vec(X* x, const float* cos_t, const float* sin_t, int N, int T, int nh, int hd, int dir) {
+    constexpr int P = Vec<X>::N;
+    typedef typename Vec<X>::V VX;
+    const int h2 = hd / 2, g2 = h2 / P;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * nh * g2) return;
+    const int i = (int)(idx % g2) * P;
+    const size_t nhh = idx / g2; /* n * nh + head */
+    const int n = (int)(nhh / nh);
+    const float4* c4 = (const float4*)(cos_t + (size_t)(n % T) * h2 + i);
+    const float4* s4 = (const float4*)(sin_t + (size_t)(n % T) * h2 + i);
+    float c[P], s[P], a[P], b[P], ya[P], yb[P];
+#pragma unroll
+    for (int q = 0; q < P / 4; q++) {
+        const float4 cv = c4[q], sv = s4[q];
+        c[4 * q] = cv.x; c[4 * q + 1] = cv.y; c[4 * q + 2] = cv.z; c[4 * q + 3] = cv.w;
+        s[4 * q] = sv.x; s[4 * q + 1] = sv.y; s[4 * q + 2] = sv.z; s[4 * q + 3] = sv.w;
+    }
+    X* p = x + nhh * hd;
+    unpack<X>(*(const VX*)(p + i), a);
+    unpack<X>(*(const VX*)(p + i + h2), b);
+#pragma unroll
+    for (int j = 0; j < P; j++) rope_pair(a[j], b[j], c[j], s[j], dir, ya[j], yb[j]);
+    if constexpr (P == 8) {
+        *(VX*)(p + i) = pack8_bf16(ya);
+        *(VX*)(p + i + h2) = pack8_bf16(yb);
     } else {
-        elem_put(p + i, a * c + b * s);
-        elem_put(p + i + h2, b * c - a * s);
+        *(VX*)(p + i) = make_float4(ya[0], ya[1], ya[2], ya[3]);
+        *(VX*)(p + i + h2) = make_float4(yb[0], yb[1], yb[2], yb[3]);
     }
 }
 
@@ -51,7 +92,11 @@ static int rope(X* x, const float* cos_t, const float* sin_t, int B, int T, int 
     ARG_CHECK(B > 0 && T > 0 && nh > 0 && hd > 0 && hd % 2 == 0, "mxg_rope: bad shape B %d T %d heads %d hd %d", B, T,
               nh, hd);
     const size_t n = (size_t)B * T * nh * (hd / 2);
-    k_rope<X><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(x, cos_t, sin_t, B * T, T, nh, hd, dir);
+    constexpr int P = Vec<X>::N;
+    if ((hd / 2) % P == 0 && vec_ok<X>(x, (size_t)hd) && vec_ok<float>(cos_t, 4) && vec_ok<float>(sin_t, 4))
+        k_rope_vec<X><<<blocks_for(n / P, 256), 256, 0, MXG_STREAM(stream)>>>(x, cos_t, sin_t, B * T, T, nh, hd, dir);
+    else
+        k_rope<X><<<blocks_for(n, 256), 256, 0, MXG_STREAM(stream)>>>(x, cos_t, sin_t, B * T, T, nh, hd, dir);
     CU_LAUNCHED();
     return MX_OK;
 }

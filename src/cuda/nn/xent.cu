@@ -2,7 +2,7 @@
  * xent.cu: the GPU twin of src/nn/xent.c: softmax cross-entropy, its mean,
  * and the LM head's chunk loop (the head GEMMs and the loss per chunk of rows,
  * as src/nn/llama.c's head does in one piece).
- *   loss_n = log(sum_i exp(z_i - max)) - (z_t - max)   (the sum in FP64)
+ *   loss_n = log(sum_i exp(z_i - max)) - (z_t - max)   (the sum in FP64; two passes over a row: k_xent)
  *   dlogits = (softmax(z) - onehot(t)) * scale
  * Guarantee: deterministic (fixed-order block reductions, no float atomics);
  * equal to the CPU up to expf.
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuda/common.cuh"
+#include "cuda/elem.cuh"
 #include "cuda/nn/gemm.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
@@ -29,36 +30,90 @@ namespace {
  * with out16, rounded to BF16 (RNE) into out16 (row r at out16 + r * ld16) and the logits left as they were
  * (the head's backward GEMMs read BF16: one pass instead of an FP32 write and a conversion). out16 may be
  * the logits themselves (ld16 = 2V: row r's BF16 dlogits in the first half of its FP32 logits' bytes): the
- * last pass then goes by chunks of blockDim.x columns with a barrier between a chunk's reads and its writes,
- * so that no write lands on a logit not yet read (chunk i0's writes cover the FP32 columns [i0/2, i0/2 +
- * blockDim.x/2), all read by then; later chunks read columns >= i0 + blockDim.x). */
+ * last pass then goes by chunks of W = VW * blockDim.x columns with a barrier between a chunk's reads and its
+ * writes, so that no write lands on a logit not yet read (chunk i0's writes cover the FP32 columns [i0/2,
+ * (i0 + W)/2), all read by then; later chunks read columns >= i0 + W).
+ *
+ * Two passes over the row (the CPU's three: max, sum, probabilities): the first keeps per thread a running
+ * max m_t of its columns and s_t = sum of (double) expf(z_i - m_t), rescaled by exp(m_old - m_new) in FP64
+ * when m_t grows; then M = max_t m_t and sum = sum_t s_t exp(m_t - M) (FP64, fixed-order block sums). The
+ * second writes p_i = expf(z_i - M) * (float)(1 / sum) as the CPU does; the loss is log(sum) - (z_t - M).
+ * Against the CPU's sum of expf(z_i - M) the terms differ by the FP32 rounding of expf(z_i - m_t) (an ulp
+ * of a term, as CUDA's expf against glibc's): inv may differ by an ulp, the loss by ~1e-8 relative.
+ * Non-finite rows stay non-finite (NaN propagates through s_t; a +Inf logit gives Inf - Inf = NaN, as on
+ * the CPU). VW = 4: 16-byte loads (V % 4 == 0, the row and out16 aligned), else VW = 1. */
+template <int VW> __device__ __forceinline__ void xent_load(const float* p, float (&v)[VW]) {
+    if constexpr (VW == 4) {
+        const float4 q = *(const float4*)p;
+        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else {
+        v[0] = *p;
+    }
+}
+
+template <int VW>
 __global__ void __launch_bounds__(XENT_THREADS) k_xent(float* logits, float* losses, const int32_t* targets, int V,
                                                        float scale, int mode, uint16_t* out16, size_t ld16) {
     float* z = logits + (size_t)blockIdx.x * V;
     const int tgt = targets[blockIdx.x];
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i]);
-    mx = block_max_warps(mx);
-    const float zt = z[tgt] - mx;
-    double sum = 0.0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += (double)expf(z[i] - mx);
-    sum = block_sum_warps_d(sum);
+    const float ztv = z[tgt]; /* read before any thread writes the row (the reductions below are barriers) */
+    const int W = VW * (int)blockDim.x;
+    float m = -INFINITY;
+    double s = 0.0;
+    for (int i = VW * (int)threadIdx.x; i < V; i += W) {
+        float v[VW];
+        xent_load<VW>(z + i, v);
+        float lm = v[0];
+#pragma unroll
+        for (int j = 1; j < VW; j++) lm = fmaxf(lm, v[j]);
+        if (lm > m) { /* from -Inf: s is 0 (or NaN) and exp(-Inf) = 0 */
+            s *= exp((double)m - (double)lm);
+            m = lm;
+        }
+        const float r = m == -INFINITY ? 0.0f : m; /* all -Inf so far: their terms are expf(-Inf) = 0 */
+#pragma unroll
+        for (int j = 0; j < VW; j++) s += (double)expf(v[j] - r);
+    }
+    const float mx = block_max_warps(m);
+    const double sum = block_sum_warps_d(s * exp((double)m - (double)mx));
+    const float zt = ztv - mx;
     const float inv = (float)(1.0 / sum);
     const bool inplace = out16 == (const uint16_t*)logits; /* uniform: every thread takes the barriers or none */
-    for (int i0 = 0; i0 < V; i0 += blockDim.x) {
-        const int i = i0 + threadIdx.x;
-        float d = 0.0f;
+    for (int i0 = 0; i0 < V; i0 += W) {
+        const int i = i0 + VW * (int)threadIdx.x;
+        float d[VW];
         if (i < V) {
-            const float p = expf(z[i] - mx) * inv;
-            d = mode ? (p - (i == tgt ? 1.0f : 0.0f)) * scale : p;
+            float v[VW];
+            xent_load<VW>(z + i, v);
+#pragma unroll
+            for (int j = 0; j < VW; j++) {
+                const float p = expf(v[j] - mx) * inv;
+                d[j] = mode ? (p - (i + j == tgt ? 1.0f : 0.0f)) * scale : p;
+            }
         }
         if (inplace) __syncthreads();
         if (i < V) {
-            if (out16) out16[(size_t)blockIdx.x * ld16 + i] = mx_bf16_from_f32(d);
-            else z[i] = d;
+            if constexpr (VW == 4) {
+                if (out16) {
+                    *(uint2*)(out16 + (size_t)blockIdx.x * ld16 + i) = pack4_bf16(d[0], d[1], d[2], d[3]);
+                } else {
+                    *(float4*)(z + i) = make_float4(d[0], d[1], d[2], d[3]);
+                }
+            } else {
+                if (out16) out16[(size_t)blockIdx.x * ld16 + i] = mx_bf16_from_f32(d[0]);
+                else z[i] = d[0];
+            }
         }
     }
     if (threadIdx.x == 0) losses[blockIdx.x] = (float)(log(sum) - (double)zt);
+}
+
+/* k_xent over N rows, 16-byte accesses where V, the logits and out16 allow them */
+void xent_launch(float* logits, float* losses, const int32_t* targets, int N, int V, float scale, int mode,
+                 uint16_t* out16, size_t ld16, cudaStream_t st) {
+    const bool vec = V % 4 == 0 && !((uintptr_t)logits & 15) && (!out16 || (!((uintptr_t)out16 & 7) && ld16 % 4 == 0));
+    if (vec) k_xent<4><<<N, XENT_THREADS, 0, st>>>(logits, losses, targets, V, scale, mode, out16, ld16);
+    else k_xent<1><<<N, XENT_THREADS, 0, st>>>(logits, losses, targets, V, scale, mode, out16, ld16);
 }
 
 __global__ void k_xent_bwd(float* probs, const int32_t* targets, int V, float scale) {
@@ -78,7 +133,7 @@ __global__ void k_mean(float* out, const float* x, int n) {
 
 extern "C" int mxg_xent_forward(float* logits, float* losses, const int32_t* targets, int N, int V, void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_forward: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, 1.0f, 0, nullptr, 0);
+    xent_launch(logits, losses, targets, N, V, 1.0f, 0, nullptr, 0, MXG_STREAM(stream));
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -93,7 +148,7 @@ extern "C" int mxg_xent_backward(float* probs, const int32_t* targets, int N, in
 extern "C" int mxg_xent_fused(float* logits, float* losses, const int32_t* targets, int N, int V, float scale,
                               void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused: bad shape N %d V %d", N, V);
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>(logits, losses, targets, V, scale, 1, nullptr, 0);
+    xent_launch(logits, losses, targets, N, V, scale, 1, nullptr, 0, MXG_STREAM(stream));
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -102,7 +157,7 @@ extern "C" int mxg_xent_fused_bf16(const float* logits, uint16_t* dlogits, float
                                    int N, int V, float scale, void* stream) {
     ARG_CHECK(N > 0 && V > 0, "mxg_xent_fused_bf16: bad shape N %d V %d", N, V);
     const size_t ld16 = dlogits == (const uint16_t*)logits ? 2 * (size_t)V : (size_t)V; /* in place: see k_xent */
-    k_xent<<<N, XENT_THREADS, 0, MXG_STREAM(stream)>>>((float*)logits, losses, targets, V, scale, 1, dlogits, ld16);
+    xent_launch((float*)logits, losses, targets, N, V, scale, 1, dlogits, ld16, MXG_STREAM(stream));
     CU_LAUNCHED();
     return MX_OK;
 }
