@@ -129,7 +129,9 @@ if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MX
   echo "outer done ($(( $(date +%s) - t0 )) s)"
 fi
 if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
-  # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind)
+  # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind).
+  # Our runs' totals include the trainer's two forward-only evaluations (step 0 and the end; per-launch times are
+  # exact); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s were too few, 2026-12-03)
   mkdir -p "$OUT/kp"
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   KS=${KP_STEPS:-2}
@@ -147,7 +149,7 @@ if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels se
         >> "$OUT/kprof.txt" 2>&1
     done
     if [ "${KP_PEER:-1}" = 1 ]; then # the PyTorch peer's kernels over KS steps after its warm-up (torch_peer.py --profile-steps)
-      timeout "${KP_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      timeout "${KP_PEER_TIMEOUT:-360}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
         --profile-from-start off --log-file "$OUT/kp/$p-peer.csv" /opt/torch/.venv/bin/python3 bench/torch_peer.py --preset "$p" \
         --batch "$b" --seq "$t" --steps 2 --profile-steps "$KS" > "$OUT/kp/$p-peer.log" 2>&1 || echo "kprof $p peer: exit $?" >> "$OUT/kprof.txt"
       { echo "== $p PyTorch peer ($KS steps, ms per step)"; python3 bench/kprof.py "$OUT/kp/$p-peer.csv" --steps "$KS" --top "${KP_TOP:-20}"; } \

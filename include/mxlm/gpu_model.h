@@ -288,14 +288,16 @@ typedef struct {
                              that stop before it leave it off */
     const struct mxg_dyq* dyq; /* NULL, or dY's fast-path MXFP4 operands made already (the backward): Dgrad's and
                              Wgrad's operand a are taken from it instead of quantizing dY */
-    int outer_scales;     /* 1: the FP8 GEMMs of the fp8 and MXFP4 fast paths take one float scale per stored row
-                             (MXG_SCALE_OUTER: the kernels cuBLASLt runs fastest on Hopper, accumulating as
-                             precisely as its VEC128 ones); fp8: the per-tensor multiplier broadcast to every row
-                             (the same products); MXFP4: the VEC128 operands re-expressed (mxg_fold_outer_from_vec128:
-                             exact but for the blocks more than 14 binades below their row's largest, which round in
-                             E4M3 and are counted). 0: VEC128 scales. The model's: MXLM_GPU_OUTER=1 (issue 16; not
-                             yet the default) */
+    int outer_scales;     /* MXG_OUTER_* bits: the FP8 GEMMs of the fp8 recipe (MXG_OUTER_FP8) and of the MXFP4
+                             fast path (MXG_OUTER_MXFP4) take one float scale per stored row (MXG_SCALE_OUTER: the
+                             kernels cuBLASLt runs fastest on Hopper, accumulating as precisely as its VEC128 ones);
+                             fp8: the per-tensor multiplier broadcast to every row (the same products); MXFP4: the
+                             VEC128 operands re-expressed (mxg_fold_outer_from_vec128) and the blocks that rounded
+                             fixed up after the GEMM (mxg_fold_outer_fixup: as exact as VEC128). Without a bit:
+                             VEC128 scales. The model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise
+                             (gpu.md: =1 both, =0 neither; MXFP4's re-expression is slower than what it saves) */
 } mxg_linear_ctx;
+enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2 }; /* mxg_linear_ctx.outer_scales */
 
 /* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever
  * produced dY (the MLP's SwiGLU backward: mxg_quantize_swiglu_bwd): [0] Dgrad's, the row-direction output

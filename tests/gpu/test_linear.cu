@@ -39,7 +39,7 @@ void test_linear_operands(const char* recipe) {
         const int exact = pass == 0;
         const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : "fast outer";
         mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
-        gc.outer_scales = pass == 2;
+        gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : 0;
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */

@@ -17,12 +17,13 @@
  *   fp32   FP32 GEMM (no TF32) straight on the untransposed tensors
  *   bf16   both operands rounded to BF16 (RNE), BF16 GEMM
  *   fp8    per-tensor current scaling, E4M3 (E5M2 for dY), FP8 GEMM with the
- *          two dequantization multipliers (given as VEC128 scales when R is a
- *          multiple of 128: FP32 promotion every 128, see below)
+ *          two dequantization multipliers (given as one scale per row, OUTER:
+ *          outer_scales & MXG_OUTER_FP8, the model's default; else as VEC128
+ *          scales when R is a multiple of 128: FP32 promotion every 128, see below)
  *   mxfp4  exact: codes + E8M0 scales, dequantized to BF16 (exact), BF16 GEMM
  *          fast:  exponent-folded E4M3 + per-128 float scales, FP8 GEMM
  *          (VEC128_32F); falls back to exact when R is not a multiple of 128;
- *          with outer_scales (MXLM_GPU_OUTER=1) the two operands re-expressed
+ *          with outer_scales & MXG_OUTER_MXFP4 (MXLM_GPU_OUTER=1) the two operands re-expressed
  *          with one scale per row, the GEMM on OUTER_VEC_32F scales, then the
  *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup)
  * The products equal the CPU's (FP32 products of the same quantized values);
@@ -552,20 +553,21 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
         }
         if (rc) return rc;
-        if (c->outer_scales || R % 128 == 0) {
+        const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0;
+        if (outer8 || R % 128 == 0) {
             /* The per-tensor multipliers given as VEC128 scale tensors (all equal), or with outer_scales as one
              * scale per row (OUTER_VEC_32F): cuBLASLt's VEC128 and OUTER kernels promote the FP8 partial sums to
              * FP32 as often (measured <= 6e-5 of sum|ab|), its per-tensor ones less often (up to 4.2e-4:
              * tests/gpu/test_gpu.cu), which is enough to make a trajectory drift away from the CPU's FP32
              * accumulation. Same products, same scales. */
             for (int o = 0; o < 2; o++) {
-                const size_t n = c->outer_scales ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
+                const size_t n = outer8 ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
                 k_broadcast<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, st>>>(
                     fsv[o], n, inv[o]);
                 CU_LAUNCHED();
             }
             PROF_E(PROF_QUANT, st);
-            return gemm_timed(c->outer_scales ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0,
+            return gemm_timed(outer8 ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0,
                               fsv[1], C, MXG_F32, Ma, Nb, R, accumulate, res, stream);
         }
         PROF_E(PROF_QUANT, st);
@@ -634,7 +636,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             /* outer_scales: one scale per stored row, the VEC128 operands re-expressed, the GEMM on them, then the
              * exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on
              * the VEC128 path) */
-            const int outer = c->outer_scales;
+            const int outer = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
             for (int o = 0; o < 2 && outer && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
                                    cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||

@@ -48,8 +48,7 @@ struct mxg_llama {
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
                                        operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
-    int outer_scales;               /* MXLM_GPU_OUTER=1: the FP8 GEMMs (fp8, MXFP4 fast) with one scale per stored row
-                                       (mxg_linear_ctx.outer_scales) */
+    int outer_scales;               /* mxg_linear_ctx.outer_scales (outer_on): MXG_OUTER_FP8 by default */
     int fuse_sw;                    /* on unless MXLM_GPU_FUSE_SWIGLU=0 (fuse_swiglu): the SwiGLU backward writes dgate's and
                                        dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
@@ -272,10 +271,13 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
-/* MXLM_GPU_OUTER=1 (mxg_linear_ctx.outer_scales) */
+/* mxg_linear_ctx.outer_scales: the fp8 recipe's GEMMs on OUTER scales (+7% tokens/s for fp8 at 1b, H200,
+ * 2026-12-03: docs/gpu.md), the MXFP4 fast path on VEC128; MXLM_GPU_OUTER=1 both on OUTER, =0 neither */
 int outer_on(void) {
     const char* e = getenv("MXLM_GPU_OUTER");
-    return e && !strcmp(e, "1");
+    if (e && !strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
+    if (e && !strcmp(e, "0")) return 0;
+    return MXG_OUTER_FP8;
 }
 
 /* The linear workspace's bytes for recipe r: mxg_linws_bytes, the OUTER path's operands where MXLM_GPU_OUTER=1
@@ -287,7 +289,7 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
     int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
     int mx = 0;
     for (int g = 0; g < 3; g++) mx |= mx_gemm_gpu_mxfp4(r, (mx_gemm_id)g);
-    if (mx && outer_on()) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
+    if (mx && (outer_on() & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)cap * 4;
     return b;
