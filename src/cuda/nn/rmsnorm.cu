@@ -48,10 +48,8 @@ __device__ __forceinline__ void rms_put4(uint16_t* o, float a, float b, float c,
     *(uint2*)o = pack4_bf16(a, b, c, d);
 }
 template <typename TO>
-__global__ void __launch_bounds__(RMS_FWD_ROWS * 32) k_rmsnorm_fwd_warp(TO* __restrict__ out, float* __restrict__ rstd,
-                                                                        const float* __restrict__ x,
-                                                                        const float* __restrict__ w, int N, int D,
-                                                                        float eps) {
+__global__ void __launch_bounds__(RMS_FWD_ROWS * 32) k_rmsnorm_fwd_warp(TO* out, float* rstd, const float* x,
+                                                                        const float* w, int N, int D, float eps) {
     const int n = blockIdx.x * RMS_FWD_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, D4 = D / 4;
     if (n >= N) return;
     const float4* x4 = (const float4*)(x + (size_t)n * D);
