@@ -67,9 +67,8 @@ __global__ void k_rope_vec(X* x, const float* cos_t, const float* sin_t, int N, 
     float c[P], s[P], a[P], b[P], ya[P], yb[P];
 #pragma unroll
     for (int q = 0; q < P / 4; q++) {
-        const float4 cv = c4[q], sv = s4[q];
-        c[4 * q] = cv.x; c[4 * q + 1] = cv.y; c[4 * q + 2] = cv.z; c[4 * q + 3] = cv.w;
-        s[4 * q] = sv.x; s[4 * q + 1] = sv.y; s[4 * q + 2] = sv.z; s[4 * q + 3] = sv.w;
+        unpack<float>(c4[q], *(float (*)[4])(c + 4 * q));
+        unpack<float>(s4[q], *(float (*)[4])(s + 4 * q));
     }
     X* p = x + nhh * hd;
     unpack<X>(*(const VX*)(p + i), a);

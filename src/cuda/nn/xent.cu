@@ -43,12 +43,8 @@ namespace {
  * Non-finite rows stay non-finite (NaN propagates through s_t; a +Inf logit gives Inf - Inf = NaN, as on
  * the CPU). VW = 4: 16-byte loads (V % 4 == 0, the row and out16 aligned), else VW = 1. */
 template <int VW> __device__ __forceinline__ void xent_load(const float* p, float (&v)[VW]) {
-    if constexpr (VW == 4) {
-        const float4 q = *(const float4*)p;
-        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
-    } else {
-        v[0] = *p;
-    }
+    if constexpr (VW == 4) unpack<float>(*(const float4*)p, v);
+    else v[0] = *p;
 }
 
 template <int VW>
