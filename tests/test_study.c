@@ -1079,7 +1079,8 @@ TEST(plot_png) {
 /* tools/compare_runs.py (the GPU-vs-CPU curve check of tests/gpu/curves.sh): one pair is checked on its own
  * mean |train loss difference| and final validation difference; several pairs (seeds) on the means of
  * the two over the pairs. Pair 1 differs by 0.1 everywhere, pairs 2 and 3 by 0.01: pair 1 alone fails
- * tolerances 0.05 / 0.06, the three together pass (means 0.04), pair 1 twice fails; --identical holds only
+ * tolerances 0.05 / 0.06, the three together pass (means 0.04), pair 1 twice fails; --tol-first holds each
+ * pair's first steps to it (pair 1's 0.1 fails 0.05 where the means pass); --identical holds only
  * where every pair is the same bits; an odd number of runs is a usage error. */
 TEST(compare_runs_pairs_of_seeds) {
     const double base[] = {8, 6, 5, 4.5, 4};
@@ -1102,6 +1103,13 @@ TEST(compare_runs_pairs_of_seeds) {
                   "0.05 --tol-val 0.06 | tail -1 | grep -q '^PASS: mean over 3 pairs: mean |train loss diff| 0.04 .*"
                   "final |val diff| 0.04 '", t, t, t, t, t, t) == 0);
     CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a1 %s/cmp/b1 %s", t, t, t, t, tol), 1);
+    /* --tol-first: every pair's first steps; pair 1's 0.1 fails 0.05 though the means pass, 0.2 holds */
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 %s/cmp/b2 %s/cmp/a3 %s/cmp/b3 "
+                         "--tol-first 0.05 %s", t, t, t, t, t, t, tol), 1);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 %s/cmp/b2 %s/cmp/a3 %s/cmp/b3 "
+                         "--tol-first 0.2 %s", t, t, t, t, t, t, tol), 0);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/b2 --tol-first 0.005 %s", t, t, tol), 1);
+    CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/b2 --tol-first 0.02 %s", t, t, tol), 0);
     CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/a2 %s/cmp/a3 %s/cmp/a3 --identical > /dev/null",
                          t, t, t, t), 0);
     CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/a2 %s/cmp/a2 %s/cmp/b2 --identical > /dev/null",

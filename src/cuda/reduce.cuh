@@ -35,6 +35,16 @@ __device__ __forceinline__ unsigned warp_max(unsigned x) {
     for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
 }
+/* The max over each aligned group of w lanes (w a power of two <= 32; xor offsets w/2, ..., 1): every lane
+ * of the group gets its group's; a max is exact in any order. Every lane of the warp calls it. */
+__device__ __forceinline__ float group_max(float x, int w) {
+    for (int o = w >> 1; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+__device__ __forceinline__ int group_max(int x, int w) {
+    for (int o = w >> 1; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
 /* float, double, unsigned, unsigned long long */
 template <typename T> __device__ __forceinline__ T warp_sum(T x) {
 #pragma unroll

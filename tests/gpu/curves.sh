@@ -20,9 +20,15 @@ check() { if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); fi; }
 # NVFP4, MXFP8 and mxfp4-tseng's dither rule (issue 18): mxfp4-fdw-h16's tolerances for the FP4 recipes and
 # fp8's for mxfp8. Measured (H200, 2026-12-02, 1843b8f): nvfp4 0.055 / 0.042 (over its 0.05), nvfp4-nvidia
 # 0.038 / 0.046, mxfp8 0.030 / 0.036, mxfp4-tseng 0.033 / 0.038 (mean train / final val).
-RT=${CURVES:-"bf16:0.03:0.03 fp8:0.04:0.05 mxfp4-fdw-h16:0.05:0.06 nvfp4:0.05:0.06 nvfp4-nvidia:0.05:0.06 mxfp8:0.04:0.05
-    mxfp4-tseng:0.05:0.06"}
-# CURVES="recipe:tol_train:tol_val ..." replaces the list (the checks after it need bf16, fp8 and
+# The third figure: the largest |train loss difference| over the first 5 steps, in every pair (before rounding
+# flips compound, a real difference between the devices shows there: measured at most 9.2e-5 for bf16, 0.0015
+# for fp8 / mxfp8, 0.0053 for the FP4 recipes, H200 2026-12-03; the bounds are ~10x / ~7x / ~4x that). bf16's
+# drift tolerances were 0.03 / 0.03 until b09b3dd's kernels (the two-pass cross-entropy, the warp RMSNorm, the
+# vectorized RoPE: the same first steps, 5.2e-5 - 9.2e-5) made seed 3 part at step 93 (0.068 / 0.083; means
+# 0.034 / 0.042): now fp8's, with the first-steps bound as the sharp check.
+RT=${CURVES:-"bf16:0.04:0.05:0.001 fp8:0.04:0.05:0.01 mxfp4-fdw-h16:0.05:0.06:0.02 nvfp4:0.05:0.06:0.02
+    nvfp4-nvidia:0.05:0.06:0.02 mxfp8:0.04:0.05:0.01 mxfp4-tseng:0.05:0.06:0.02"}
+# CURVES="recipe:tol_train:tol_val[:tol_first] ..." replaces the list (the checks after it need bf16, fp8 and
 # mxfp4-fdw-h16 in it); SEEDS (default "1 2 3") the seeds each recipe runs with (RUN_DIR-sS-DEVICE; seed 1 is
 # RUN_DIR-DEVICE, which the checks below use). Measured over seeds 1-3 (H200, 2026-12-02, session 11, 7fa1ca3;
 # mean train / final val per seed): bf16 0.020 0.027 0.025 / 0.021 0.028 0.009, fp8 0.017 0.037 0.022 / 0.032
@@ -45,14 +51,15 @@ wait
 # line is printed); a single seed's curve can part from the CPU's at a loss spike by chance (measured: the
 # paper's recipe, mxfp4-fdw-h16, 0.021 / 0.027 / 0.066 over seeds 1-3, the third over its own tolerance)
 for rt in $RT; do
-  r=${rt%%:*}; tt=${rt#*:}; TOL_TRAIN=${tt%%:*}; TOL_VAL=${tt#*:}
+  r=${rt%%:*}; tt=${rt#*:}; TOL_TRAIN=${tt%%:*}; tt=${tt#*:}; TOL_VAL=${tt%%:*}
+  TOL_FIRST=; [ "$tt" = "$TOL_VAL" ] || TOL_FIRST=${tt#*:}
   pairs=""
   for sd in $SEEDS; do
     cat "$(dir $r $sd cpu).failed" "$(dir $r $sd cuda).failed" 2> /dev/null
     pairs="$pairs $(dir $r $sd cpu) $(dir $r $sd cuda)"
   done
   printf '%-16s GPU vs CPU: ' "$r"
-  check python3 tools/compare_runs.py $pairs --tol-train $TOL_TRAIN --tol-val $TOL_VAL
+  check python3 tools/compare_runs.py $pairs --tol-train $TOL_TRAIN --tol-val $TOL_VAL ${TOL_FIRST:+--tol-first $TOL_FIRST}
 done
 $MXLM train --preset tiny --recipe mxfp4-fdw-h16 --steps $STEPS --seed 1 --device cuda --out "$OUT/again" \
   --log-every 50 > "$OUT/again.log" 2>&1

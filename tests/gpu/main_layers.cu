@@ -256,13 +256,21 @@ int main(int argc, char** argv) {
     test_linear_epilogues("mxfp4-fdw-sr-dither");
     /* bf16: a BF16 rounding error depends on an element's low 16 bits, which the summation-order
      * differences of the activations and gradients change: err2 of such an operand is a new sample
-     * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu) */
-    test_model_telemetry("bf16", 0, 5e-3, 0.5, 5e-3, 0.5);
+     * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu). On the H200
+     * (2026-12-03, b09b3dd, the input seeds of the default and MXG_SEED 3-6: bench/gpu-results-2026-12-03b/
+     * call1, call4) Fprop's operands stayed within 0.3 dB, while Dgrad's and Wgrad's (the v projection's dY,
+     * err2 of a few large elements) came to 0.52, 0.59 and 1.01 dB with sig2 within 9e-4: hence 1.5 dB for
+     * those; a lost micro-batch or operand still shows in sig2 (errors near 0.5-1 against 5e-3) */
+    test_model_telemetry("bf16", 0, 5e-3, 0.5, 5e-3, 1.5);
     /* the quantized recipes: Dgrad and Wgrad within a flip's reach (test_llama.cu, above the function) */
     test_model_telemetry("mxfp4-fdw-h16", 1, 2e-2, 0.2, 0.1, 1.0);
     test_model_telemetry("mxfp4-fdw-sr", 0, 2e-2, 0.2, 0.1, 1.0);
     test_gpu_decode("fp32", 0, 1e-4);
-    test_gpu_decode("bf16", 1, 2e-3);
+    /* bf16: the BF16 head's operands and the BF16 activations round where the CPU's do, from values that differ
+     * in their summation order, so a rounding can flip: 1.9e-3, 2.1e-3 and 2.2e-3 of max |logit| measured (H200,
+     * 2026-12-02 and -03, three input seeds); 4e-3 is one BF16 ulp (2^-8) of the largest logit; a wrong position,
+     * cache row or weight gives errors near 0.1-1 */
+    test_gpu_decode("bf16", 1, 4e-3);
     test_gpu_decode("mxfp4-fdw-h16", 1, 5e-2);
     /* fp8: a per-tensor scale is the amax of the chunk given, so one token at a time and all 13 at once
      * are two different quantizations (the CPU's too), and the GPU's FP8 accumulation (~4e-4, as

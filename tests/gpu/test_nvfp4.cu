@@ -75,7 +75,8 @@ void test_nvfp4(const char* filter) {
         for (int kind = 0; kind < 5; kind++)
             for (int sr = 0; sr < 2; sr++) {
                 g_fail_case = 0;
-                const int rows = 48 + 16 * kind, cols = 64 + 32 * li;
+                /* 1x16: 5 blocks a row and an odd row count, so the last warp of k_ref_lanes has one block */
+                const int rows = 48 + 16 * kind + (li == 0), cols = li == 0 ? 80 : 64 + 32 * li;
                 const size_t n = (size_t)rows * cols;
                 vecf x = fmt_input(n, kind, cols), yc(n);
                 mx_qopts o = {lay[li], MX_SCALE_FLOOR, sr ? MX_ROUND_SR : MX_ROUND_RNE, 0x5eed + (uint64_t)kind, 7u + (uint32_t)li};
@@ -167,12 +168,13 @@ void test_fp4_ref(const char* filter) {
 
 void test_rotate(const char* filter) {
     if (!wanted("rotate", "rotate")) return;
-    static const int ns[5] = {2, 16, 32, 64, 256};
+    static const int ns[6] = {2, 16, 32, 64, 128, 256};
     int ncase = 0;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         for (int rnd = 0; rnd < 2; rnd++) {
             g_fail_case = 0;
-            const int rows = 40, cols = 512;
+            /* n < 32: 41 rows of 48, so the groups do not fill the last warp (k_hadamard_lanes' tail) */
+            const int rows = ns[k] < 32 ? 41 : 40, cols = ns[k] < 32 ? 48 : 512;
             const size_t n = (size_t)rows * cols;
             vecf x = randn(n, 1.0f), xc = x;
             MX(mx_hadamard_rotate(xc.data(), rows, cols, 1, ns[k], rnd, 0xabcdefull, 17u));
@@ -188,5 +190,5 @@ void test_rotate(const char* filter) {
             if (g_fail_case) g_fail++; else g_pass++;
             ncase++;
         }
-    printf("  rotation cases: %d (n 2, 16, 32, 64, 256; plain and random signs)\n", ncase);
+    printf("  rotation cases: %d (n 2, 16, 32, 64, 128, 256; plain and random signs)\n", ncase);
 }

@@ -14,7 +14,7 @@ def inline_local(text):
     return re.sub(r'#include "(cuda/[\w/]+\.cuh)"', rep, text)
 src = inline_local(open(sys.argv[1]).read())
 src = src.replace('#include <cublasLt.h>', '#include "cuda_emu.h"').replace('#include <cuda_runtime.h>', '#include "cuda_emu.h"')
-src = src.replace('#include "cuda/common.cuh"', '#include "cuda_emu.h"\n#define CU_TRY(call) do { if (call) return mx_fail(MX_EIO, "cuda"); } while (0)\n#define CU_LAUNCHED() do {} while (0)\n#define MXG_STREAM(s) ((cudaStream_t)(s))\n#define ARG_CHECK(cond, ...) do { if (!(cond)) return mx_fail(MX_EINVAL, __VA_ARGS__); } while (0)\ninline unsigned blocks_for(size_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }')
+src = src.replace('#include "cuda/common.cuh"', '#include "cuda_emu.h"\n#ifndef MXLM_EMU_COMMON\n#define MXLM_EMU_COMMON\n#define CU_TRY(call) do { if (call) return mx_fail(MX_EIO, "cuda"); } while (0)\n#define CU_LAUNCHED() do {} while (0)\n#define MXG_STREAM(s) ((cudaStream_t)(s))\n#define ARG_CHECK(cond, ...) do { if (!(cond)) return mx_fail(MX_EINVAL, __VA_ARGS__); } while (0)\ninline unsigned blocks_for(size_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }\n#endif')
 def split_top(s):
     out, depth, cur = [], 0, ''
     for ch in s:
