@@ -13,7 +13,8 @@
 # trainer also writes one at the step boundary after the time limit's SIGTERM), so a next call made while the
 # machine is still warm (runs/ is git-ignored and stays) goes on from it instead of from step 0.
 # Carried (git-ignored .device-carry/, named in the device call's `carry`; S = study20m or study60m):
-#   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm)
+#   mxlm.xz                 the CUDA build's binary (xz -9 of a stripped build/cuda/mxlm); BIN=NAME takes
+#                           .device-carry/NAME instead (e.g. mxlm-2c82275q.xz, bench/make_carry.sh's mxlm@REV)
 #   study20m-train.bin.xz   mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin'
 #                           --val-fraction 0 ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst
 #                           (one shard, 28.8M tokens, sha256 bad5a90a...), xz'd
@@ -48,11 +49,12 @@ RECIPES=${RECIPES:-$ALL}
 SEEDS=${SEEDS:-1,2,3}
 P=${PARALLEL:-4}
 # (the training file only when build/$S has none yet: a call on a still-warm machine need not carry it)
-for f in mxlm.xz $( [ -f build/$S/train_000000.bin ] || echo $S-train.bin.xz ) study20m-val.bin; do
+BIN=${BIN:-mxlm.xz}
+for f in "$BIN" $( [ -f build/$S/train_000000.bin ] || echo $S-train.bin.xz ) study20m-val.bin; do
   [ -f "$C/$f" ] || { echo "study_round: $C/$f missing (see the header)" >&2; exit 2; }
 done
 mkdir -p build/$S runs /tmp/sr
-xz -dc "$C/mxlm.xz" > /tmp/sr/mxlm && chmod +x /tmp/sr/mxlm
+xz -dc "$C/$BIN" > /tmp/sr/mxlm && chmod +x /tmp/sr/mxlm
 [ -f build/$S/train_000000.bin ] || xz -dc "$C/$S-train.bin.xz" > build/$S/train_000000.bin
 cp "$C/study20m-val.bin" build/$S/val.bin
 # the finished runs: those committed in docs/results (the tracked tree comes with every call: nothing to
