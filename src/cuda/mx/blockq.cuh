@@ -49,10 +49,26 @@ __device__ __forceinline__ float block_amax(const float* __restrict__ x, int col
     return amax;
 }
 
+/* The second pass over the same th x tw block: F's element step (fmt.elem(b, v, idx, clip, d, h): v = x[idx]
+ * quantized, d its decoded FP32 value, the CPU's, and h the value the GEMM takes in BF16; clip set when it
+ * clipped) on each element, the outputs written where given. */
+template <class F>
+__device__ __forceinline__ void block_elems(const F& fmt, const typename F::Block& blk, const float* __restrict__ x,
+                                            int cols, int r0, int c0, int th, int tw, int& clip,
+                                            uint16_t* __restrict__ y16, float* __restrict__ y) {
+    for (int i = 0; i < th; i++)
+        for (int j = 0; j < tw; j++) {
+            const size_t idx = (size_t)(r0 + i) * cols + c0 + j;
+            float d, h;
+            fmt.elem(blk, x[idx], idx, clip, d, h);
+            if (y16) y16[idx] = mx_bf16_from_f32(h);
+            if (y) y[idx] = d;
+        }
+}
+
 /* The reference-form quantizer of a format F: one thread per th x tw block of x[rows, cols] (row-major), the
- * block's amax pass, then F's block step (b = fmt.block(amax, bad): its scale) and element step
- * (fmt.elem(b, v, idx, clip, d, h): v = x[idx] quantized, d its decoded FP32 value, the CPU's, and h the value
- * the GEMM takes in BF16; clip set when it clipped), the outputs written where given, the counts flushed. */
+ * block's amax pass, then F's block step (b = fmt.block(amax, bad): its scale) and element step (block_elems),
+ * the counts flushed. */
 template <class F>
 __global__ void k_ref_blocks(const float* __restrict__ x, int rows, int cols, int th, int tw, F fmt,
                              uint16_t* __restrict__ y16, float* __restrict__ y, unsigned long long* stats,
@@ -66,14 +82,7 @@ __global__ void k_ref_blocks(const float* __restrict__ x, int rows, int cols, in
         const float amax = block_amax(x, cols, r0, c0, th, tw, bad);
         const typename F::Block blk = fmt.block(amax, bad);
         int clip = 0;
-        for (int i = 0; i < th; i++)
-            for (int j = 0; j < tw; j++) {
-                const size_t idx = (size_t)(r0 + i) * cols + c0 + j;
-                float d, h;
-                fmt.elem(blk, x[idx], idx, clip, d, h);
-                if (y16) y16[idx] = mx_bf16_from_f32(h);
-                if (y) y[idx] = d;
-            }
+        block_elems(fmt, blk, x, cols, r0, c0, th, tw, clip, y16, y);
         nb++;
         nclip += (unsigned long long)clip;
     }
@@ -100,26 +109,11 @@ __global__ void k_ref_lanes(const float* __restrict__ x, int rows, int cols, int
         const size_t b = b0 + lane / tw;
         const bool on = b < nblocks;
         const int r0 = on ? (int)(b / nbc) * th : 0, c = on ? (int)(b % nbc) * tw + k : 0;
-        float amax = 0.0f;
-        int bad = 0;
-        for (int i = 0; on && i < th; i++) {
-            const float a = fabsf(x[(size_t)(r0 + i) * cols + c]);
-            if (!(a <= 3.4028235e38f)) bad = 1;
-            else if (a > amax) amax = a;
-        }
+        int bad = 0, clip = 0; /* the lane's column of the block (th x 1 at (r0, c)), then the group's */
+        float amax = on ? block_amax(x, cols, r0, c, th, 1, bad) : 0.0f;
         amax = group_max(amax, tw);
         bad = group_max(bad, tw);
-        int clip = 0;
-        if (on) {
-            const typename F::Block blk = fmt.block(amax, bad);
-            for (int i = 0; i < th; i++) {
-                const size_t idx = (size_t)(r0 + i) * cols + c;
-                float d, h;
-                fmt.elem(blk, x[idx], idx, clip, d, h);
-                if (y16) y16[idx] = mx_bf16_from_f32(h);
-                if (y) y[idx] = d;
-            }
-        }
+        if (on) block_elems(fmt, fmt.block(amax, bad), x, cols, r0, c, th, 1, clip, y16, y);
         clip = group_max(clip, tw);
         if (on && k == 0) {
             nb++;

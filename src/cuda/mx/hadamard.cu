@@ -68,7 +68,7 @@ extern "C" int mxg_hadamard_rotate(float* x, int rows, int cols, int n, int rand
     if (n < 2 || n > 256 || (n & (n - 1))) return mx_fail(MX_EINVAL, "Hadamard size %d: must be a power of two in 2..256", n);
     if (rows <= 0 || cols <= 0 || cols % n)
         return mx_fail(MX_EINVAL, "Hadamard h%d along a dimension of %d: not a multiple of %d", n, cols, n);
-    const size_t lanes = (size_t)rows * cols, nb = (lanes + 255) / 256; /* a lane per value (per E values when n > 32) */
+    const size_t lanes = (size_t)rows * cols / (n > 32 ? n / 32 : 1), nb = (lanes + 255) / 256; /* a lane per E values */
     const unsigned grid = (unsigned)(nb < 8192 ? nb : 8192);
     cudaStream_t st = MXG_STREAM(stream);
     if (n <= 32) k_hadamard_lanes<1><<<grid, 256, 0, st>>>(x, rows, cols, n, random_sign, seed, rot_id);
