@@ -225,6 +225,32 @@ int mxg_adamw_update_bf16(const mx_param_info info[MX_P_COUNT], float* params, c
                           const mx_adamw_config* c, double lr, float gscale, int64_t t, uint16_t* const copy[MX_P_COUNT],
                           void* stream);
 
+/* The optimizer over spans that need not be one array (the model's gradients shared with its activations:
+ * mxg_llama_create_dist's share_grads): span i updates p[0..n) from g with its moments m, v, and p16 (NULL:
+ * none) the updated weights in BF16; decay 1 for the tensors that take weight decay (matrices). */
+typedef struct mxg_span {
+    float* p;
+    const float* g;
+    float* m;
+    float* v;
+    uint16_t* p16;
+    size_t n;
+    int decay;
+} mxg_span;
+typedef struct mxg_span_table mxg_span_table; /* the spans on the device, with their block and chunk starts */
+int mxg_span_table_create(mxg_span_table** out, const mxg_span* spans, int n);
+void mxg_span_table_free(mxg_span_table* t);
+/* Doubles of workspace mxg_sum_squares_spans takes: the spans' chunks of 4096 (at most ceil(total / 4096)
+ * plus one per span). */
+size_t mxg_span_table_chunks(const mxg_span_table* t);
+/* *out (device double) = sum over the spans of g^2: each span in chunks of 4096 from its start, in FP64
+ * as mxg_sum_squares's (a span's chunks bit-identical to mx_sum_squares of that span), then the chunks'
+ * partials in order in mxg_sum_squares's fixed tree. One array given as one span: mxg_sum_squares's bits. */
+int mxg_sum_squares_spans(const mxg_span_table* t, double* out, double* ws, void* stream);
+/* mxg_adamw_update over the spans in one launch: element for element the same arithmetic (the same bits). */
+int mxg_adamw_spans(const mxg_span_table* t, const mx_adamw_config* c, double lr, float gscale, int64_t step,
+                    void* stream);
+
 /* Release the FP32 GEMM handle and plans (optional at exit). */
 void mxg_layers_shutdown(void);
 
@@ -341,7 +367,7 @@ typedef struct {
  * RMSNorm outputs and the SwiGLU product are recomputed in the backward
  * instead of being kept per layer. */
 void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute, int act16,
-                        int attn, mxg_mem_estimate* e);
+                        int attn, int share_grads, mxg_mem_estimate* e);
 /* Attention implementations of the GPU model. */
 enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH = 3 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
@@ -451,7 +477,15 @@ int mxg_adamw_pieces(const mx_piece* p, int n_pieces, float* params, const float
                      const mx_adamw_config* c, double lr, float gscale, int64_t t, void* stream);
 int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                           int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16, int attn,
-                          mxg_comm* comm);
+                          int share_grads, mxg_comm* comm);
+/* share_grads (one GPU, comm NULL; the trainer's default with --accum 1: docs/gpu.md): the weight gradients of
+ * the block linears and the embedding live in activation memory that the backward has read for the last time
+ * (block l's gate and up products, the residual stream), the rest in a smaller gradient buffer: at 1b, 4 x 2048,
+ * 4.5 GiB less. The same values (the gradient norm from per-slice chunks: mxg_sum_squares_spans). The price: one
+ * backward per zero_grad (forward_backward refuses a second, which would add to gradients the forward has
+ * overwritten) and the gradients readable only until the next forward (download_grads, grad_sumsq, adamw and
+ * poke refuse them after it). The bytes placed in activation memory (-1: not sharing): */
+int64_t mxg_llama_shared_grad_bytes(const mxg_llama* g);
 size_t mxg_llama_shard_size(const mxg_llama* g);
 /* Rank `rank`'s owned parts of a full [n_params] host array <-> its packed
  * shard [shard_size] (to_full 0: full -> shard; 1: shard -> full). */

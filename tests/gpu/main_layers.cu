@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
     test_sum_squares(3 * 4096 + 123);
     test_sum_squares((size_t)5 << 20);
     test_adamw();
+    test_adamw_spans();
     test_model(2, 64);
     test_linear_operands("mxfp4-fdw-h16");
     test_linear_operands("mxfp4-fdw-sr");
@@ -200,6 +201,9 @@ int main(int argc, char** argv) {
     test_linear_epilogues("fp32");
     /* tolerances: relative to the loss, and normwise per gradient tensor (see docs/gpu.md) */
     test_gpu_model("fp32", 0, 1e-6, 1e-5);
+    test_model_shared_grads("bf16", 1);          /* BF16 gate / up: half the room */
+    test_model_shared_grads("mxfp4-fdw-h16", 0); /* the fused SwiGLU backward reads gate / up */
+    test_model_shared_grads("fp8", 0);
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

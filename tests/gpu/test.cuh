@@ -261,6 +261,7 @@ void test_xent(int N, int V);                                                 /*
 void test_lm_head(int N, int D, int V, int Nc);                               /* test_xent.cu */
 void test_sum_squares(size_t n);                                              /* test_adamw.cu */
 void test_adamw(void);                                                        /* test_adamw.cu */
+void test_adamw_spans(void);                                                  /* test_adamw.cu */
 void test_model(int B, int T);                                                /* test_llama.cu */
 void test_linear_operands(const char* recipe);                                /* test_linear.cu */
 void test_linear_epilogues(const char* recipe);                               /* test_linear.cu */
@@ -272,5 +273,6 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin);
 void test_model_telemetry(const char* recipe, int exact, double tol_sig, double tol_db, double tol_sig_bwd,
                           double tol_db_bwd);                                   /* test_llama.cu */
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
+void test_model_shared_grads(const char* recipe, int act16);                  /* test_llama.cu */
 
 #endif

@@ -524,3 +524,87 @@ void test_gpu_decode(const char* recipe, int head16, double tol) {
     mx_llama_free(&m);
     end();
 }
+
+/* Gradients in activation memory (mxg_llama_create_dist's share_grads) against the model without: two steps
+ * (forward_backward, the gradient norm, AdamW, an evaluation forward, then the second step's backward) give the
+ * same losses, gradients and weights bit for bit, the norm within the chunking's last bits; the plan puts every
+ * linear's weight gradient but the last block's down and the embedding's in the activations (B x T large
+ * enough for that); and the model refuses what sharing cannot give: gradients read after a forward, and a
+ * second backward without zero_grad. */
+void test_model_shared_grads(const char* recipe, int act16) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model shared gradients tiny %s%s", recipe, act16 ? " act16" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    const int B = 8, T = 128, N = B * T;
+    std::vector<int32_t> tok(2 * N), tgt(2 * N);
+    for (int n = 0; n < 2 * N; n++) {
+        tok[n] = (int32_t)(rnd64() % cfg.vocab);
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    const mx_adamw_config ac = {0.9, 0.95, 1e-5, 0.1};
+    vecf grads[2][2], params[2];
+    float loss[2][2] = {{0, 0}, {0, 0}};
+    double ss[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        mxg_llama* g = NULL;
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, B, T, 0, 0, act16, 0, r, NULL));
+        if (!g) break;
+        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
+        MXC(mxg_llama_set_head_bf16(g, 1));
+        for (int s = 0; s < 2; s++) {
+            MXC(mxg_llama_zero_grad(g));
+            MXC(mxg_llama_forward_backward(g, tok.data() + s * N, tgt.data() + s * N, 5 + s, 1.0f / N, &loss[r][s]));
+            grads[r][s].resize(m.n_params);
+            MXC(mxg_llama_download_grads(g, grads[r][s].data()));
+            if (s == 0) {
+                MXC(mxg_llama_grad_sumsq(g, &ss[r]));
+                MXC(mxg_llama_adamw(g, &ac, 1e-3, 0.5f, 1));
+                float lo = 0;
+                MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 6, &lo, NULL)); /* an evaluation between the steps */
+            }
+        }
+        params[r].resize(m.n_params);
+        MXC(mxg_llama_download(g, params[r].data(), NULL, NULL));
+        if (r == 1) {
+            /* the plan: all of the linears' and the embedding's gradients in activations, but the last down's */
+            size_t want = m.info[MX_P_EMBED].numel * 4;
+            for (int k = MX_P_WQ; k <= MX_P_WDOWN; k++)
+                if (k != MX_P_FFN_NORM) want += m.info[k].numel * 4;
+            want -= m.info[MX_P_WDOWN].numel / cfg.n_layers * 4;
+            const long long got = (long long)mxg_llama_shared_grad_bytes(g);
+            printf("    in activation memory   %lld bytes of gradients (want %zu)\n", got, want);
+            if (got != (long long)want) fail("shared gradient bytes %lld, want %zu", got, want);
+            /* what it refuses: the gradients after a forward, a second backward without zero_grad */
+            float lo = 0;
+            MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 7, &lo, NULL));
+            vecf tmp(m.n_params);
+            double d = 0;
+            if (mxg_llama_download_grads(g, tmp.data()) == MX_OK) fail("gradients read after a forward");
+            if (mxg_llama_grad_sumsq(g, &d) == MX_OK) fail("gradient norm after a forward");
+            MXC(mxg_llama_zero_grad(g));
+            MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), 7, 1.0f / N, &lo));
+            if (mxg_llama_forward_backward(g, tok.data(), tgt.data(), 8, 1.0f / N, &lo) == MX_OK)
+                fail("a second backward without zero_grad");
+            else printf("    refused                %s\n", mx_last_error());
+        }
+        mxg_llama_free(g);
+    }
+    for (int s = 0; s < 2; s++) {
+        char what[64];
+        snprintf(what, sizeof what, "loss, step %d", s + 1);
+        same_bytes(what, &loss[0][s], &loss[1][s], 4);
+        snprintf(what, sizeof what, "gradients, step %d", s + 1);
+        same_bytes(what, grads[0][s].data(), grads[1][s].data(), m.n_params * 4);
+    }
+    same_bytes("weights after AdamW", params[0].data(), params[1].data(), m.n_params * 4);
+    const double rel = fabs(ss[1] - ss[0]) / ss[0];
+    printf("    gradient norm^2        %.17g vs %.17g (rel %.3g, tol 1e-12)\n", ss[1], ss[0], rel);
+    if (!(rel <= 1e-12)) fail("gradient norm differs by %.3g", rel);
+    mx_llama_free(&m);
+    end();
+}

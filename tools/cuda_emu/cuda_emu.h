@@ -50,6 +50,7 @@ inline double g_shfl[32][32];
 #define __launch_bounds__(x)
 #define __shared__ static
 inline void __syncthreads() { g_bbar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { g_wbar[threadIdx.x >> 5]->arrive_and_wait(); }
 template <class T>
 inline T emu_shfl(T v, int src) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -82,7 +83,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline bool emu_sync_free(const char* name) {
     static const char* k[] = {"k_embed_fwd", "k_embed_count", "k_embed_place", "k_embed_rank", "k_embed_accum",
                               "k_rmsnorm_bwd_dw_part", "k_rmsnorm_bwd_dw_sum", "k_rope", "k_swiglu_fwd",
-                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_sumsq_part", "k_adamw"};
+                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_adamw", "k_adamw_spans"};
     for (auto s : k) if (!strcmp(s, name)) return true;
     return false;
 }

@@ -87,6 +87,17 @@ struct mxg_llama {
     int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
                                        the next backward's Wgrad GEMMs overwrite them */
+    /* Where the gradients are: gl[k * L + l] is slice l of kind k (slice 0 of a kind not per layer), in g->grads
+     * (laid out as params) or, with gshare (mxg_llama_create_dist's share_grads, share_plan), the linears'
+     * per-layer slices and the embedding's in activation memory, the rest in g->grads (a smaller buffer) */
+    float** gl;
+    int gshare;
+    int64_t* gplan;                 /* gshare: share_plan's placement, [MX_P_COUNT * L] then its scratch [2 L] */
+    int64_t shared_bytes;           /* gshare: the gradient bytes placed in activation memory */
+    size_t grads_bytes;             /* g->grads' bytes */
+    int glost;                      /* gshare: a forward wrote over the gradients of the last backward */
+    mxg_span_table* spans;          /* gshare: the optimizer's table over the slices (spans_ready) */
+    int spans_head16;               /*   with the BF16 head copy (head_bf16 when it was made) */
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     int tele_on;
@@ -308,10 +319,83 @@ size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
     return n;
 }
 
+/* share_grads: the kinds whose gradient may live in activation memory (share_plan): the block linears' and the
+ * embedding's. */
+int shared_kind(int k) {
+    if (k == MX_P_EMBED) return 1;
+    for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
+        if (k_lin_kind[j] == k) return 1;
+    return 0;
+}
+
+/* The slices of kind k in gl: one per layer of a per-layer kind, one otherwise; and their floats each. */
+size_t n_slices(const mx_param_info* in, size_t L) { return in->per_layer ? L : 1; }
+size_t slice_len(const mx_param_info* in, size_t L) { return in->numel / n_slices(in, L); }
+
+size_t al256(size_t b) { return (b + 255) / 256 * 256; }
+
+/* The byte offset of part `which` in the activation allocation (act_parts' order, up16 floats each). */
+size_t part_offset(const Part* parts, int n, float** which) {
+    size_t o = 0;
+    for (int i = 0; i < n && parts[i].p != which; i++) o += up16(parts[i].n) * 4;
+    return o;
+}
+
+/* Gradients in activation memory (share_grads: one micro-batch a step, one GPU). Block l's backward reads gate[l]
+ * and up[l] for the last time in its SwiGLU backward and only then writes the weight gradients of its gate, up,
+ * o, q, k and v linears: those go into gate[l] and up[l] (first fit, 256-byte aligned); down's, written before
+ * the SwiGLU backward, into what is left of block l + 1's (whose backward is over; the last block's into the
+ * buffer); the embedding's, written after every block, over the residual stream x. The rest (the norms, the
+ * head, what does not fit) goes into the gradient buffer, each kind's slices in order. at[k * L + l]: the byte
+ * offset of slice l of kind k in the activations (>= 0) or -1 - its byte offset in the buffer; used: scratch of 2
+ * L. Returns the buffer's bytes; *hosted: the bytes placed in activations. */
+size_t share_plan(const mx_model_config* c, const mx_param_info* info, int B, int T, int act16, size_t off_x,
+                  size_t off_gate, size_t off_up, int64_t* at, int64_t* used, size_t* hosted) {
+    const size_t N = (size_t)B * T, L = (size_t)c->n_layers, slot = N * (size_t)c->ffn * (act16 ? 2 : 4);
+    size_t buf = 0;
+    *hosted = 0;
+    memset(used, 0, 2 * L * sizeof *used);
+    auto in_buffer = [&](int k, size_t l, size_t bytes) {
+        at[(size_t)k * L + l] = -1 - (int64_t)buf;
+        buf = al256(buf + bytes);
+    };
+    auto put = [&](int k, size_t l, size_t hl) { /* into block hl's gate or up slot (hl == L: none) */
+        const size_t bytes = slice_len(&info[k], L) * 4;
+        for (int u = 0; hl < L && u < 2; u++) {
+            const size_t base = (u ? off_up : off_gate) + hl * slot, pos = al256(base + (size_t)used[2 * hl + u]);
+            if (pos + bytes <= base + slot) {
+                at[(size_t)k * L + l] = (int64_t)pos;
+                used[2 * hl + u] = (int64_t)(pos + bytes - base);
+                *hosted += bytes;
+                return;
+            }
+        }
+        in_buffer(k, l, bytes);
+    };
+    static const int same[6] = {MX_P_WGATE, MX_P_WUP, MX_P_WO, MX_P_WQ, MX_P_WK, MX_P_WV};
+    for (size_t l = 0; l < L; l++)
+        for (int i = 0; i < 6; i++) put(same[i], l, l);
+    for (size_t l = 0; l < L; l++) put(MX_P_WDOWN, l, l + 1);
+    const size_t emb = info[MX_P_EMBED].numel * 4;
+    if (emb <= (L + 1) * N * (size_t)c->dim * 4) {
+        at[(size_t)MX_P_EMBED * L] = (int64_t)off_x;
+        *hosted += emb;
+    } else {
+        in_buffer(MX_P_EMBED, 0, emb);
+    }
+    for (int k = 0; k < MX_P_COUNT; k++) {
+        if (shared_kind(k)) continue;
+        const size_t ns = n_slices(&info[k], L), bytes = slice_len(&info[k], L) * 4;
+        for (size_t l = 0; l < ns; l++) at[(size_t)k * L + l] = -1 - (int64_t)(buf + l * bytes);
+        buf = al256(buf + ns * bytes); /* the kind's slices in a row: one memset or copy for all */
+    }
+    return buf;
+}
+
 }  // namespace
 
 extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute,
-                                   int act16, int attn, mxg_mem_estimate* e) {
+                                   int act16, int attn, int share_grads, mxg_mem_estimate* e) {
     memset(e, 0, sizeof *e);
     mxg_llama g;
     memset(&g, 0, sizeof g);
@@ -331,6 +415,15 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     int n = act_parts(&g, parts, B, T);
     for (int i = 0; i < n; i++) e->acts += (int64_t)up16(parts[i].n) * 4;
     e->acts += 2 * (int64_t)B * T * cfg->dim * 2; /* BF16 head operand xnf16, x16 (the BF16 dlogits: over the logits) */
+    const size_t L = (size_t)cfg->n_layers;
+    int64_t* at = share_grads ? (int64_t*)malloc(((size_t)MX_P_COUNT + 2) * L * sizeof *at) : NULL;
+    if (at) { /* the gradient buffer that share_plan leaves (the rest of the gradients is in activations) */
+        size_t hosted = 0;
+        e->grads = (int64_t)share_plan(cfg, info, B, T, g.act16, part_offset(parts, n, &g.x),
+                                       part_offset(parts, n, &g.gate), part_offset(parts, n, &g.up), at,
+                                       at + (size_t)MX_P_COUNT * L, &hosted);
+        free(at);
+    }
     if (g.act16) {
         size_t off[MX_LIN_PER_BLOCK];
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
@@ -373,12 +466,12 @@ extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, con
                                 int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16,
                                 int attn) {
     return mxg_llama_create_dist(out, cfg, recipe, bf16_first, bf16_last, seed, B, T, exact, recompute, act16, attn,
-                                 NULL);
+                                 0, NULL);
 }
 
 extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe,
                                      int bf16_first, int bf16_last, uint64_t seed, int B, int T, int exact,
-                                     int recompute, int act16, int attn, mxg_comm* comm) {
+                                     int recompute, int act16, int attn, int share_grads, mxg_comm* comm) {
     *out = NULL;
     int rc = mx_model_config_check(cfg);
     if (rc) return rc;
@@ -432,7 +525,6 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         if (rc) { mxg_llama_free(g); return rc; }
     }
     DALLOC(g->params, np * 4, "FP32 master weights");
-    DALLOC(g->grads, np * 4, "gradients");
     DALLOC(g->m, g->nshard * 4, comm ? "AdamW first moments (this GPU's shard)" : "AdamW first moments");
     DALLOC(g->v, g->nshard * 4, comm ? "AdamW second moments (this GPU's shard)" : "AdamW second moments");
     if (comm) DALLOC(g->ss_parts, (size_t)g->npieces * 8, "gradient-norm parts");
@@ -446,10 +538,39 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         *parts[i].p = p;
         p += up16(parts[i].n);
     }
+    /* the gradients: laid out as the weights, or with share_grads (one GPU) partly in the activations */
+    const size_t L = (size_t)cfg->n_layers;
+    g->gshare = share_grads && !comm;
+    g->gl = (float**)calloc((size_t)MX_P_COUNT * L, sizeof *g->gl);
+    g->gplan = g->gshare ? (int64_t*)malloc(((size_t)MX_P_COUNT + 2) * L * sizeof *g->gplan) : NULL;
+    if (!g->gl || (g->gshare && !g->gplan)) {
+        mxg_llama_free(g);
+        return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+    }
+    if (g->gshare) {
+        size_t hosted = 0;
+        g->grads_bytes = share_plan(cfg, g->info, B, T, g->act16, part_offset(parts, n, &g->x),
+                                    part_offset(parts, n, &g->gate), part_offset(parts, n, &g->up), g->gplan,
+                                    g->gplan + (size_t)MX_P_COUNT * L, &hosted);
+        g->shared_bytes = (int64_t)hosted;
+        DALLOC(g->grads, g->grads_bytes, "gradients (those not in the activations' memory)");
+    } else {
+        g->grads_bytes = np * 4;
+        DALLOC(g->grads, g->grads_bytes, "gradients");
+    }
+    for (int k = 0; k < MX_P_COUNT; k++) {
+        const mx_param_info* in = &g->info[k];
+        for (size_t l = 0; l < n_slices(in, L); l++) {
+            const int64_t a = g->gshare ? g->gplan[(size_t)k * L + l] : -1 - (int64_t)((in->offset + l * slice_len(in, L)) * 4);
+            g->gl[(size_t)k * L + l] = (float*)(a >= 0 ? (char*)g->acts + a : (char*)g->grads + (-1 - a));
+        }
+    }
     g->emb_ws_bytes = mxg_embedding_backward_workspace(N, cfg->vocab);
     DALLOC(g->emb_ws, g->emb_ws_bytes, "embedding-backward workspace");
-    DALLOC(g->ss_ws, (mxg_sum_squares_workspace(np) + 1) * 8, "gradient-norm workspace");
-    g->ss_out = g->ss_ws + mxg_sum_squares_workspace(np);
+    /* (with gshare, the spans' chunks: each slice's from its own start, at most one more per slice) */
+    const size_t ssn = mxg_sum_squares_workspace(np) + (g->gshare ? (size_t)MX_P_COUNT * L : 0);
+    DALLOC(g->ss_ws, (ssn + 1) * 8, "gradient-norm workspace");
+    g->ss_out = g->ss_ws + ssn;
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
@@ -468,7 +589,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->bytes += linws_bytes(recipe, cfg, N);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
-    CU_TRY(cudaMemset(g->grads, 0, np * 4));
+    CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
+    g->gz_lazy = g->gshare; /* with gshare the slices in activations are zeroed when first read or written */
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
     CU_TRY(cudaMemset(g->v, 0, g->nshard * 4));
     /* RoPE tables from the CPU reference */
@@ -495,6 +617,9 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
+    mxg_span_table_free(g->spans);
+    free(g->gl);
+    free(g->gplan);
     if (g->st) cudaStreamDestroy(g->st);
     if (g->cst) cudaStreamDestroy(g->cst);
     if (g->ev_fire) cudaEventDestroy(g->ev_fire);
@@ -527,47 +652,94 @@ extern "C" int mxg_llama_download(const mxg_llama* g, float* params, float* m, f
     return MX_OK;
 }
 
-/* The linears' weight gradients zeroed for real (a reader before the backward that would write them). */
-static int grads_materialize(mxg_llama* g) {
-    if (!g->gz_lazy) return MX_OK;
-    for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
-        const mx_param_info* in = &g->info[k_lin_kind[j]];
-        CU_TRY(cudaMemsetAsync(g->grads + in->offset, 0, in->numel * 4, g->st));
+#define CHK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+/* Slice l of kind k's gradient (slice 0 of a kind that is not per layer): gl. */
+static inline float* GL(const mxg_llama* g, int k, size_t l) { return g->gl[(size_t)k * g->cfg.n_layers + l]; }
+
+/* The kinds zero_grad leaves to the next backward (gz_lazy): the linears' weights, whose Wgrad GEMMs write them
+ * (beta 0), and with gshare the embedding's too (zeroed just before its backward: a forward writes over it). */
+static int lazy_kind(const mxg_llama* g, int k) {
+    if (g->gshare) return shared_kind(k);
+    for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
+        if (k_lin_kind[j] == k) return 1;
+    return 0;
+}
+
+/* Every slice of kind k zeroed (in g's stream). */
+static int zero_kind(mxg_llama* g, int k) {
+    const mx_param_info* in = &g->info[k];
+    const size_t L = g->cfg.n_layers;
+    if (!g->gshare) { /* laid out as params: one range */
+        CU_TRY(cudaMemsetAsync(GL(g, k, 0), 0, in->numel * 4, g->st));
+        return MX_OK;
     }
+    for (size_t l = 0; l < n_slices(in, L); l++) CU_TRY(cudaMemsetAsync(GL(g, k, l), 0, slice_len(in, L) * 4, g->st));
+    return MX_OK;
+}
+
+/* With gshare: the gradients of the last backward are gone once a forward has run. */
+static int grads_readable(const mxg_llama* g) {
+    if (g->gshare && g->glost)
+        return mx_fail(MX_EINVAL, "GPU model: the gradients were overwritten by a forward pass since the backward that "
+                                  "made them (they share memory with the activations: read them before the next "
+                                  "forward, or create the model without share_grads)");
+    return MX_OK;
+}
+
+/* The lazily zeroed gradients zeroed for real (a reader before the backward that would write them). */
+static int grads_materialize(mxg_llama* g) {
+    CHK(grads_readable(g));
+    if (!g->gz_lazy) return MX_OK;
+    for (int k = 0; k < MX_P_COUNT; k++)
+        if (lazy_kind(g, k)) CHK(zero_kind(g, k));
     g->gz_lazy = 0;
     return MX_OK;
 }
 
 extern "C" int mxg_llama_download_grads(mxg_llama* g, float* grads) {
-    int rc = grads_materialize(g);
-    if (rc) return rc;
+    CHK(grads_materialize(g));
     CU_TRY(cudaStreamSynchronize(g->st));
-    CU_TRY(cudaMemcpy(grads, g->grads, g->n_params * 4, cudaMemcpyDeviceToHost));
+    if (!g->gshare) {
+        CU_TRY(cudaMemcpy(grads, g->grads, g->n_params * 4, cudaMemcpyDeviceToHost));
+        return MX_OK;
+    }
+    const size_t L = g->cfg.n_layers;
+    for (int k = 0; k < MX_P_COUNT; k++) { /* slice by slice into the weights' layout */
+        const mx_param_info* in = &g->info[k];
+        const size_t len = slice_len(in, L);
+        for (size_t l = 0; l < n_slices(in, L); l++)
+            CU_TRY(cudaMemcpy(grads + in->offset + l * len, GL(g, k, l), len * 4, cudaMemcpyDeviceToHost));
+    }
     return MX_OK;
 }
 
 extern "C" int mxg_llama_zero_grad(mxg_llama* g) {
-    /* every kind but the linears' weights now; those the next backward's Wgrad GEMMs write (beta 0) */
-    for (int k = 0; k < MX_P_COUNT; k++) {
-        int lin = 0;
-        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) lin |= k == k_lin_kind[j];
-        if (!lin) CU_TRY(cudaMemsetAsync(g->grads + g->info[k].offset, 0, g->info[k].numel * 4, g->st));
-    }
+    /* every kind but the lazy ones now (lazy_kind: the next backward writes them) */
+    for (int k = 0; k < MX_P_COUNT; k++)
+        if (!lazy_kind(g, k)) CHK(zero_kind(g, k));
     g->gz_lazy = 1;
+    g->glost = 0;
     return MX_OK;
 }
 
 extern "C" int mxg_llama_poke(mxg_llama* g, int which, size_t offset, float value) {
     if (offset >= g->n_params) return mx_fail(MX_EINVAL, "GPU model: poke offset out of range");
+    float* at = g->params + offset;
     if (!which) weights_changed(g);
     else {
-        int rc = grads_materialize(g);
-        if (rc) return rc;
+        CHK(grads_materialize(g));
+        int k = MX_P_COUNT - 1; /* the kind holding offset, then its slice */
+        while (k > 0 && g->info[k].offset > offset) k--;
+        const size_t len = slice_len(&g->info[k], g->cfg.n_layers), r = offset - g->info[k].offset;
+        at = GL(g, k, r / len) + r % len;
     }
     CU_TRY(cudaStreamSynchronize(g->st));
-    CU_TRY(cudaMemcpy((which ? g->grads : g->params) + offset, &value, 4, cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpy(at, &value, 4, cudaMemcpyHostToDevice));
     return MX_OK;
 }
+
+extern "C" int64_t mxg_llama_shared_grad_bytes(const mxg_llama* g) { return g->gshare ? g->shared_bytes : -1; }
 
 extern "C" int mxg_mem_info(int64_t* free_b, int64_t* total_b) {
     size_t f = 0, t = 0;
@@ -583,8 +755,6 @@ extern "C" mxg_linws* mxg_llama_linws(mxg_llama* g) { return g->lin; }
 /* ---- forward / backward ------------------------------------------------------------ */
 
 #define P(t) (g->params + g->info[t].offset)
-#define G(t) (g->grads + g->info[t].offset)
-#define CHK(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 static const mx_recipe* block_recipe(const mxg_llama* g, int l) {
     if (l < g->bf16_first || l >= g->cfg.n_layers - g->bf16_last) return &g->recipe_bf16;
@@ -789,6 +959,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     const int KV = c->n_kv_heads, hd = D / H, QD = H * hd, KD = KV * hd;
     const size_t ND = (size_t)N * D;
     cudaStream_t st = g->st;
+    if (g->gshare && !g->gz_lazy) g->glost = 1; /* the gradients written since zero_grad: overwritten from here */
     CHK(refresh_w16(g));
     PROF_B(PROF_ELEM, st);
     CHK(mxg_embedding_forward(g->x, g->tok, P(MX_P_EMBED), N, D, st));
@@ -861,7 +1032,7 @@ static int dist_reduce(mxg_llama* g, const int* kinds, int nk, int l) {
     for (int i = 0; i < nk && !rc; i++) {
         const mx_param_info* in = &g->info[kinds[i]];
         const size_t sn = in->per_layer ? in->numel / (size_t)g->cfg.n_layers : in->numel;
-        rc = mxg_comm_reduce_scatter(g->comm, g->grads + in->offset + (in->per_layer ? (size_t)l * sn : 0), sn, g->cst);
+        rc = mxg_comm_reduce_scatter(g->comm, GL(g, kinds[i], in->per_layer ? (size_t)l : 0), sn, g->cst);
     }
     int rc2 = mxg_comm_group(g->comm, 0);
     g->comm_pending = 1;
@@ -891,7 +1062,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
     /* g->dxn holds dxnf (from the head) */
     PROF_B(PROF_ELEM, st);
     CU_TRY(cudaMemsetAsync(g->dx, 0, ND * 4, st));
-    CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FINAL_NORM), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
+    CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FINAL_NORM, 0), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
                              D, g->rms_ws, st));
     PROF_E(PROF_ELEM, st);
     CHK(dist_reduce(g, k_head_kinds, 2, 0));
@@ -922,7 +1093,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float* dhid = g->act16 ? NULL : g->dhid;
         uint16_t* dhidh = g->act16 ? (uint16_t*)g->dhid : NULL;
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, dhid,
-                    G(MX_P_WDOWN) + (size_t)l * D * F, N, F, D, 0, hidh, NULL, dhidh));
+                    GL(g, MX_P_WDOWN, l), N, F, D, 0, hidh, NULL, dhidh));
         uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
         uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
         float* dgate = g->act16 ? NULL : g->dgate;
@@ -938,12 +1109,12 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, xn2h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, dgate, g->dxn,
-                    G(MX_P_WGATE) + (size_t)l * F * D, N, D, F, 0, x16, dgateh, NULL, fused ? &dyq[0] : NULL));
+                    GL(g, MX_P_WGATE, l), N, D, F, 0, x16, dgateh, NULL, fused ? &dyq[0] : NULL));
         CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, dup, g->dxn,
-                    G(MX_P_WUP) + (size_t)l * F * D, N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL));
+                    GL(g, MX_P_WUP, l), N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_FFN_NORM) + (size_t)l * D, g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
+        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
                                  g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
         if (g->recompute)
             CHK(norm_out(g, xn1, xn1h, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
@@ -954,7 +1125,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float *dao = g->att16 ? NULL : g->dao, *dq = g->att16 ? NULL : g->dq;
         float *dk = g->att16 ? NULL : g->dk, *dv = g->att16 ? NULL : g->dv;
         CHK(lin_bwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, dao,
-                    G(MX_P_WO) + (size_t)l * D * QD, N, QD, D, 0, a.aoh, NULL, daoh));
+                    GL(g, MX_P_WO, l), N, QD, D, 0, a.aoh, NULL, daoh));
         PROF_B(PROF_ATTN, st);
         CHK(attn_bwd(g, &a));
         PROF_E(PROF_ATTN, st);
@@ -965,20 +1136,22 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         x16 = shared_x16(g, l, MX_WGRAD, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, dq, g->dxn,
-                    G(MX_P_WQ) + (size_t)l * QD * D, N, D, QD, 0, x16, dqh));
+                    GL(g, MX_P_WQ, l), N, D, QD, 0, x16, dqh));
         CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, dk, g->dxn,
-                    G(MX_P_WK) + (size_t)l * KD * D, N, D, KD, 1, x16, dkh));
+                    GL(g, MX_P_WK, l), N, D, KD, 1, x16, dkh));
         CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, dv, g->dxn,
-                    G(MX_P_WV) + (size_t)l * KD * D, N, D, KD, 1, x16, dvh));
+                    GL(g, MX_P_WV, l), N, D, KD, 1, x16, dvh));
         /* dx becomes the gradient of the block input x[l] */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, G(MX_P_ATTN_NORM) + (size_t)l * D, g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
+        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_ATTN_NORM, l), g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
                                  g->rstd1 + (size_t)l * N, N, D, g->rms_ws, st));
         PROF_E(PROF_ELEM, st);
         CHK(dist_reduce(g, k_layer_kinds, 9, l));
     }
     PROF_B(PROF_ELEM, st);
-    CHK(mxg_embedding_backward(G(MX_P_EMBED), g->dx, g->tok, N, D, c->vocab, g->emb_ws, g->emb_ws_bytes, st));
+    if (g->gshare) /* lazy (zero_grad; forward_backward asks for it): zeroed now, the forward is over */
+        CU_TRY(cudaMemsetAsync(GL(g, MX_P_EMBED, 0), 0, g->info[MX_P_EMBED].numel * 4, st));
+    CHK(mxg_embedding_backward(GL(g, MX_P_EMBED, 0), g->dx, g->tok, N, D, c->vocab, g->emb_ws, g->emb_ws_bytes, st));
     PROF_E(PROF_ELEM, st);
     return dist_reduce(g, k_embed_kinds, 1, 0);
 }
@@ -1062,11 +1235,15 @@ extern "C" int mxg_llama_set_head_bf16(mxg_llama* g, int on) {
 
 extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, const int32_t* targets, uint64_t step,
                                           float grad_scale, float* loss) {
+    if (g->gshare && !g->gz_lazy) /* this forward would write over the last backward's gradients */
+        return mx_fail(MX_EINVAL, "GPU model: the gradients share memory with the activations (one micro-batch a "
+                                  "step): zero_grad before each backward (to add the gradients of several "
+                                  "micro-batches, create the model without share_grads)");
     CHK(put_tokens(g, tokens, targets));
     CHK(forward_blocks(g, step));
     /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
     PROF_B(PROF_HEAD, g->st);
-    CHK(head_xent(g, grad_scale, g->dxn, G(MX_P_HEAD)));
+    CHK(head_xent(g, grad_scale, g->dxn, GL(g, MX_P_HEAD, 0)));
     PROF_E(PROF_HEAD, g->st);
     CHK(backward_blocks(g, step));
     g->gz_lazy = 0; /* every linear's dW written */
@@ -1101,12 +1278,45 @@ extern "C" int mxg_llama_logits(mxg_llama* g, const int32_t* tokens, uint64_t st
     return rc;
 }
 
+/* gshare: the optimizer's table of the gradient slices (mxg_span_table), in the weights' order: a span per slice
+ * of the kinds in activations, one per other kind, with the BF16 copies the update writes (act16's linear
+ * weights, the BF16 head); made again when head_bf16 has changed. */
+static int spans_ready(mxg_llama* g) {
+    if (g->spans && g->spans_head16 == g->head_bf16) return MX_OK;
+    mxg_span_table_free(g->spans);
+    g->spans = NULL;
+    const size_t L = g->cfg.n_layers;
+    mxg_span* sp = (mxg_span*)malloc((size_t)MX_P_COUNT * L * sizeof *sp);
+    if (!sp) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+    int n = 0;
+    for (int k = 0; k < MX_P_COUNT; k++) {
+        const mx_param_info* in = &g->info[k];
+        uint16_t* p16 = k == MX_P_HEAD && g->head_bf16 ? g->head16 : NULL;
+        for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++)
+            if (k_lin_kind[j] == k) p16 = g->w16 + g->w16_off[j];
+        const size_t ns = shared_kind(k) ? n_slices(in, L) : 1, len = in->numel / ns; /* other kinds: in a row */
+        for (size_t l = 0; l < ns; l++) {
+            const size_t o = in->offset + l * len;
+            sp[n++] = (mxg_span){g->params + o, GL(g, k, l), g->m + o, g->v + o, p16 ? p16 + l * len : NULL, len,
+                                 in->is_matrix};
+        }
+    }
+    const int rc = mxg_span_table_create(&g->spans, sp, n);
+    free(sp);
+    g->spans_head16 = g->head_bf16;
+    return rc;
+}
+
 extern "C" int mxg_llama_grad_sumsq(mxg_llama* g, double* out) {
     CHK(grads_materialize(g));
     CHK(dist_wait(g));
     double mine = 0.0;
     PROF_B(PROF_OPT, g->st);
-    if (g->W == 1) { /* the whole array, as without NCCL: the same bits */
+    if (g->gshare) { /* slice by slice in the weights' order, one launch (mxg_sum_squares_spans) */
+        CHK(spans_ready(g));
+        CHK(mxg_sum_squares_spans(g->spans, g->ss_out, g->ss_ws, g->st));
+        CU_TRY(cudaMemcpyAsync(&mine, g->ss_out, 8, cudaMemcpyDeviceToHost, g->st));
+    } else if (g->W == 1) { /* the whole array, as without NCCL: the same bits */
         CHK(mxg_sum_squares(g->grads, g->n_params, g->ss_out, g->ss_ws, g->st));
         CU_TRY(cudaMemcpyAsync(&mine, g->ss_out, 8, cudaMemcpyDeviceToHost, g->st));
     } else { /* the owned (reduced) parts, summed in part order on the host */
@@ -1155,8 +1365,10 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
     uint16_t* copy[MX_P_COUNT] = {};
     for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++) copy[k_lin_kind[j]] = g->w16 + g->w16_off[j];
     if (g->head_bf16) copy[MX_P_HEAD] = g->head16;
+    int rc = g->gshare ? spans_ready(g) : MX_OK;
     PROF_B(PROF_OPT, g->st);
-    int rc = mxg_adamw_update_bf16(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, copy, g->st);
+    if (!rc && g->gshare) rc = mxg_adamw_spans(g->spans, c, lr, gscale, t, g->st); /* the same copies: spans_ready */
+    else if (!rc) rc = mxg_adamw_update_bf16(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, copy, g->st);
     PROF_E(PROF_OPT, g->st);
     if (!rc) {
         g->w16_fresh = g->w16 != NULL;

@@ -7,12 +7,16 @@
  *                   p = p decay - lr mhat / (sqrt(vhat) + eps), the CPU's scalars
  * Guarantee: bit-identical per chunk partial and per update (the CPU's order);
  * the final sum of the partials in the GPU's fixed order.
+ *   spans           both over a table of arrays (mxg_span_table: the model's gradients where they
+ *                   share memory with its activations), one launch each, the same per-element
+ *                   update and per-chunk partials (chunks from each span's start)
  * Built with --fmad=false (mk/cuda.mk): an add and a multiply are never
  * contracted into an FMA, so an expression written in the CPU's order rounds
  * exactly as the CPU's (built without FMA contraction: C11, x86-64-v2).
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/common.cuh"
@@ -28,18 +32,23 @@ namespace {
 /* One thread per chunk, sequential in FP64: the CPU's partial, bit for bit. The chunks are read
  * coalesced: each step, a warp stages the next 32 values of each of its 32 chunks in shared memory
  * (one 128-byte load per chunk), then every thread adds its own chunk's 32 in order (a thread
- * walking its own 16 KiB chunk alone had read at ~1 TB/s). */
+ * walking its own 16 KiB chunk alone had read at ~1 TB/s). sumsq_chunk: the calling thread's chunk is
+ * gp[i0 .. i1) (i1 - i0 <= SS_CHUNK; i1 <= i0: none); every thread of the block calls it. */
 #define SS_BLOCK 128
-__global__ void __launch_bounds__(SS_BLOCK) k_sumsq_part(double* part, const float* g, size_t n, size_t nch) {
+__device__ double sumsq_chunk(const float* gp, size_t i0, size_t i1) {
     __shared__ float sl[SS_BLOCK][33];
+    __shared__ const float* rg[SS_BLOCK]; /* each thread's chunk, for the warp's staging */
+    __shared__ size_t ra[SS_BLOCK], re[SS_BLOCK];
     const int t = threadIdx.x, lane = t & 31, w0 = t & ~31;
-    const size_t c0 = (size_t)blockIdx.x * SS_BLOCK, c = c0 + t;
-    const size_t i0 = c * SS_CHUNK, i1 = c < nch ? ((c + 1) * SS_CHUNK < n ? (c + 1) * SS_CHUNK : n) : 0;
+    rg[t] = gp;
+    ra[t] = i0;
+    re[t] = i1;
+    __syncwarp();
     double s = 0.0;
     for (int k = 0; k < SS_CHUNK; k += 32) {
-        for (int j = 0; j < 32; j++) { /* row w0 + j: chunk c0 + w0 + j, values k .. k + 31 */
-            const size_t idx = (c0 + w0 + j) * SS_CHUNK + k + lane;
-            sl[w0 + j][lane] = idx < n ? g[idx] : 0.0f;
+        for (int j = 0; j < 32; j++) { /* row w0 + j: its chunk's values k .. k + 31 */
+            const size_t idx = ra[w0 + j] + k + lane;
+            sl[w0 + j][lane] = idx < re[w0 + j] ? rg[w0 + j][idx] : 0.0f;
         }
         __syncwarp();
         for (int j = 0; j < 32; j++) {
@@ -51,6 +60,13 @@ __global__ void __launch_bounds__(SS_BLOCK) k_sumsq_part(double* part, const flo
         }
         __syncwarp();
     }
+    return s;
+}
+
+__global__ void __launch_bounds__(SS_BLOCK) k_sumsq_part(double* part, const float* g, size_t n, size_t nch) {
+    const size_t c = (size_t)blockIdx.x * SS_BLOCK + threadIdx.x;
+    const size_t i0 = c * SS_CHUNK, i1 = c < nch ? ((c + 1) * SS_CHUNK < n ? (c + 1) * SS_CHUNK : n) : 0;
+    const double s = sumsq_chunk(g, i0, i1);
     if (c < nch) part[c] = s;
 }
 
@@ -62,11 +78,11 @@ __global__ void k_sumsq_final(double* out, const double* part, size_t nch) {
     if (threadIdx.x == 0) *out = s;
 }
 
-/* p16 (NULL: none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. */
-__global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n, float b1, float b2, float eps,
-                        float flr, float decay, float bc1, float bc2, float gscale, uint16_t* p16) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+/* Element i of one tensor: the CPU's update (mx_adamw_update's expressions in its order); p16 (NULL:
+ * none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. */
+__device__ __forceinline__ void adamw_elem(float* p, const float* g, float* mm, float* vv, uint16_t* p16, size_t i,
+                                           float b1, float b2, float eps, float flr, float decay, float bc1,
+                                           float bc2, float gscale) {
     const float gi = g[i] * gscale;
     const float mi = b1 * mm[i] + (1.0f - b1) * gi;
     const float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
@@ -78,20 +94,86 @@ __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n
     if (p16) p16[i] = mx_bf16_from_f32(pn);
 }
 
+__global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n, float b1, float b2, float eps,
+                        float flr, float decay, float bc1, float bc2, float gscale, uint16_t* p16) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) adamw_elem(p, g, mm, vv, p16, i, b1, b2, eps, flr, decay, bc1, bc2, gscale);
+}
+
+/* ---- spans (mxg_span_table): one launch over arrays that are not one ---- */
+
+/* A span on the device with its first AdamW block (b0, blocks of ADAMW_BLOCK) and its first sum-of-squares
+ * chunk (c0, chunks of SS_CHUNK): the spans' ranges laid end to end. */
+#define ADAMW_BLOCK 256 /* adamw_pieces' k_adamw blocks */
+struct SpanDev {
+    mxg_span s;
+    size_t b0, c0;
+};
+
+/* The span holding unit u (a block, or with chunks a chunk) of the concatenation: the last span whose start
+ * is <= u (an empty span has the start of the next one, so it is never picked while that one holds u). */
+__device__ int span_of(const SpanDev* sp, int ns, size_t u, int chunks) {
+    int lo = 0, hi = ns - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if ((chunks ? sp[mid].c0 : sp[mid].b0) <= u) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* k_sumsq_part over the spans: chunk c's partial is its span's chunk's (c - c0), sumsq_chunk of the same
+ * values in the same order. */
+__global__ void __launch_bounds__(SS_BLOCK) k_sumsq_spans_part(double* part, const SpanDev* sp, int ns, size_t nch) {
+    const size_t c = (size_t)blockIdx.x * SS_BLOCK + threadIdx.x;
+    size_t i0 = 0, i1 = 0;
+    const float* gp = NULL;
+    if (c < nch) {
+        const SpanDev* d = &sp[span_of(sp, ns, c, 1)];
+        gp = d->s.g;
+        i0 = (c - d->c0) * SS_CHUNK;
+        i1 = i0 + SS_CHUNK < d->s.n ? i0 + SS_CHUNK : d->s.n;
+    }
+    const double s = sumsq_chunk(gp, i0, i1);
+    if (c < nch) part[c] = s;
+}
+
+/* k_adamw over the spans: block b updates ADAMW_BLOCK elements of its span (b - b0), adamw_elem each. */
+__global__ void k_adamw_spans(const SpanDev* sp, int ns, float b1, float b2, float eps, float flr, float decay_m,
+                              float bc1, float bc2, float gscale) {
+    const SpanDev* d = &sp[span_of(sp, ns, blockIdx.x, 0)];
+    const size_t i = (size_t)(blockIdx.x - d->b0) * blockDim.x + threadIdx.x;
+    if (i < d->s.n)
+        adamw_elem(d->s.p, d->s.g, d->s.m, d->s.v, d->s.p16, i, b1, b2, eps, flr, d->s.decay ? decay_m : 1.0f, bc1,
+                   bc2, gscale);
+}
+
+/* The update's scalars exactly as mx_adamw_update computes them (decay_m: a matrix's weight decay factor). */
+struct AdamScalars {
+    float b1, b2, eps, bc1, bc2, flr, decay_m;
+};
+AdamScalars adam_scalars(const mx_adamw_config* c, double lr, int64_t t) {
+    AdamScalars a;
+    a.b1 = (float)c->beta1;
+    a.b2 = (float)c->beta2;
+    a.eps = (float)c->eps;
+    a.bc1 = (float)(1.0 - pow(c->beta1, (double)t));
+    a.bc2 = (float)(1.0 - pow(c->beta2, (double)t));
+    a.flr = (float)lr;
+    a.decay_m = 1.0f - a.flr * (float)c->weight_decay;
+    return a;
+}
+
 int adamw_pieces(const mx_piece* pc, int n_pieces, float* params, const float* grads, float* m, float* v,
                  const mx_adamw_config* c, double lr, float gscale, int64_t t, uint16_t* const* copy, void* stream) {
     ARG_CHECK(t >= 1, "mxg_adamw_update: step %lld (1-based)", (long long)t);
-    /* scalars exactly as mx_adamw_update computes them */
-    const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-    const float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
-    const float flr = (float)lr;
+    const AdamScalars a = adam_scalars(c, lr, t);
     for (int i = 0; i < n_pieces; i++) {
         const mx_piece* p = &pc[i];
         if (!p->n) continue;
-        const float decay = p->decay ? 1.0f - flr * (float)c->weight_decay : 1.0f;
-        k_adamw<<<blocks_for(p->n, 256), 256, 0, MXG_STREAM(stream)>>>(
-            params + p->full, grads + p->full, m + p->shard, v + p->shard, p->n, b1, b2, eps, flr, decay, bc1, bc2,
-            gscale, copy ? copy[i] : NULL);
+        k_adamw<<<blocks_for(p->n, ADAMW_BLOCK), ADAMW_BLOCK, 0, MXG_STREAM(stream)>>>(
+            params + p->full, grads + p->full, m + p->shard, v + p->shard, p->n, a.b1, a.b2, a.eps, a.flr,
+            p->decay ? a.decay_m : 1.0f, a.bc1, a.bc2, gscale, copy ? copy[i] : NULL);
         CU_LAUNCHED();
     }
     return MX_OK;
@@ -131,4 +213,73 @@ extern "C" int mxg_adamw_update(const mx_param_info info[MX_P_COUNT], float* par
                                 float* v, const mx_adamw_config* c, double lr, float gscale, int64_t t,
                                 void* stream) {
     return mxg_adamw_update_bf16(info, params, grads, m, v, c, lr, gscale, t, NULL, stream);
+}
+
+struct mxg_span_table {
+    SpanDev* d; /* device */
+    int n;
+    size_t blocks, chunks;
+};
+
+extern "C" int mxg_span_table_create(mxg_span_table** out, const mxg_span* spans, int n) {
+    *out = NULL;
+    ARG_CHECK(n > 0 && spans, "mxg_span_table_create: no spans");
+    SpanDev* h = (SpanDev*)malloc((size_t)n * sizeof *h);
+    mxg_span_table* t = (mxg_span_table*)calloc(1, sizeof *t);
+    if (!h || !t) {
+        free(h);
+        free(t);
+        return mx_fail(MX_ENOMEM, "mxg_span_table_create: out of host memory");
+    }
+    size_t b = 0, c = 0;
+    for (int i = 0; i < n; i++) {
+        h[i].s = spans[i];
+        h[i].b0 = b;
+        h[i].c0 = c;
+        b += (spans[i].n + ADAMW_BLOCK - 1) / ADAMW_BLOCK;
+        c += (spans[i].n + SS_CHUNK - 1) / SS_CHUNK;
+    }
+    t->n = n;
+    t->blocks = b;
+    t->chunks = c;
+    cudaError_t e = cudaMalloc((void**)&t->d, (size_t)n * sizeof *h);
+    if (e == cudaSuccess) e = cudaMemcpy(t->d, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        mxg_span_table_free(t);
+        return mx_fail(MX_EIO, "mxg_span_table_create: %s", cudaGetErrorString(e));
+    }
+    *out = t;
+    return MX_OK;
+}
+
+extern "C" void mxg_span_table_free(mxg_span_table* t) {
+    if (!t) return;
+    cudaFree(t->d);
+    free(t);
+}
+
+extern "C" size_t mxg_span_table_chunks(const mxg_span_table* t) { return t ? t->chunks : 0; }
+
+extern "C" int mxg_sum_squares_spans(const mxg_span_table* t, double* out, double* ws, void* stream) {
+    ARG_CHECK(t && t->chunks > 0 && ws && out, "mxg_sum_squares_spans: empty table or no workspace");
+    cudaStream_t s = MXG_STREAM(stream);
+    k_sumsq_spans_part<<<blocks_for(t->chunks, SS_BLOCK), SS_BLOCK, 0, s>>>(ws, t->d, t->n, t->chunks);
+    CU_LAUNCHED();
+    k_sumsq_final<<<1, 1024, 0, s>>>(out, ws, t->chunks);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_adamw_spans(const mxg_span_table* t, const mx_adamw_config* c, double lr, float gscale,
+                               int64_t step, void* stream) {
+    ARG_CHECK(t && step >= 1, "mxg_adamw_spans: no table or step %lld (1-based)", (long long)step);
+    if (!t->blocks) return MX_OK;
+    ARG_CHECK(t->blocks <= 0x7fffffffu, "mxg_adamw_spans: %zu blocks", t->blocks);
+    const AdamScalars a = adam_scalars(c, lr, step);
+    k_adamw_spans<<<(unsigned)t->blocks, ADAMW_BLOCK, 0, MXG_STREAM(stream)>>>(t->d, t->n, a.b1, a.b2, a.eps, a.flr,
+                                                                               a.decay_m, a.bc1, a.bc2, gscale);
+    CU_LAUNCHED();
+    return MX_OK;
 }

@@ -225,17 +225,25 @@ extern "C" int mx_engine_gpu_info(char* info, size_t n) { return mxg_device_info
  * same numbers; not where telemetry is asked for (it measures the FP32 operands). */
 static int act16_of(const mx_train_config* c) { return c->telemetry_every == 0; }
 
+/* Gradients in activation memory (mxg_llama_create_dist's share_grads): with one micro-batch a step on one GPU,
+ * unless MXLM_GPU_SHARE_GRADS=0 (docs/gpu.md). */
+static int share_grads_of(const mx_train_config* c, int world) {
+    const char* e = getenv("MXLM_GPU_SHARE_GRADS");
+    return c->accum == 1 && world <= 1 && !c->comm && !(e && !strcmp(e, "0"));
+}
+
 /* The estimate for c (an unparsable recipe counts as one without BF16 storage). */
-static void estimate(const mx_train_config* c, int recompute, mxg_mem_estimate* ge) {
+static void estimate(const mx_train_config* c, int recompute, int world, mxg_mem_estimate* ge) {
     mx_recipe r;
     const int ok = mx_recipe_parse(c->recipe, &r) == MX_OK;
-    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c), mx_train_gpu_attn(c), ge);
+    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c), mx_train_gpu_attn(c),
+                       share_grads_of(c, world), ge);
 }
 
 extern "C" int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n) {
     const int B = c->batch, T = c->seq;
     mxg_mem_estimate ge;
-    estimate(c, c->recompute, &ge);
+    estimate(c, c->recompute, world, &ge);
     if (world > 1) { /* ZeRO-1: this GPU's shard of the moments */
         ge.total -= ge.adam - ge.adam / world;
         ge.adam /= world;
@@ -268,7 +276,8 @@ extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
     int64_t fr = 0, tot = 0;
     if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
     int rc = mxg_llama_create_dist(&ge->g, &c->model, recipe, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
-                                   c->gemm_exact, c->recompute, act16_of(c), mx_train_gpu_attn(c), ge->comm);
+                                   c->gemm_exact, c->recompute, act16_of(c), mx_train_gpu_attn(c),
+                                   share_grads_of(c, e->world), ge->comm);
     if (!rc && e->world > 1) { /* this rank's shard of the moments */
         ge->nshard = mxg_llama_shard_size(ge->g);
         ge->sm = (float*)malloc(ge->nshard * 4);
@@ -289,7 +298,7 @@ extern "C" int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_
 #define PUT(...) do { if (off < n) off += (size_t)snprintf(buf + off, n - off, __VA_ARGS__); } while (0)
     for (int rcp = 0; rcp < 2; rcp++) {
         mxg_mem_estimate ge;
-        estimate(c, rcp, &ge);
+        estimate(c, rcp, 1, &ge);
         PUT("GPU     %.1f GiB estimated%s: weights %.1f, gradients %.1f, AdamW %.1f, activations %.1f, "
             "scratch %.1f\n", ge.total / (M * 1024), rcp ? " with --recompute 1" : "", ge.params / (M * 1024),
             ge.grads / (M * 1024), ge.adam / (M * 1024), ge.acts / (M * 1024), ge.scratch / (M * 1024));
