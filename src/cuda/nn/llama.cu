@@ -263,8 +263,12 @@ int choose_nc(const mx_model_config* c, int N) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
      * and written once per chunk, and the dxnf GEMM ([nc, D] outputs, K = V, no split-K) needs nc
-     * large to fill the GPU (64 Mi logits per chunk had made the head 28% of a 1b step). */
-    long cap = (256l << 20) / c->vocab;
+     * large to fill the GPU (64 Mi logits per chunk had made the head 28% of a 1b step).
+     * MXLM_GPU_HEAD_MI=n: at most n Mi logits instead (a memory / speed trade to measure: 128 is 0.5 GiB less
+     * at 1b). */
+    const char* hm = getenv("MXLM_GPU_HEAD_MI");
+    const long mi = hm && atol(hm) > 0 ? atol(hm) : 256;
+    long cap = (mi << 20) / c->vocab;
     if (cap < 8) cap = 8;
     long chunks = (N + cap - 1) / cap;
     long nc = (N + chunks - 1) / chunks;
