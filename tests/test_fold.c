@@ -215,6 +215,28 @@ static void vec_form(int R, int K, int span, uint8_t* ev, float* fv) {
     mx_fp4_free(&t);
 }
 
+/* mx_e4m3_rescale's integer steps against its definition, every code and shift: the E4M3 encoding of the
+ * decoded value times 2^-down (down clamped at 31 there: every value is then below half the subnormal step),
+ * and *inexact exactly where that rounds. */
+TEST(e4m3_rescale_every_code_and_shift) {
+    long bad = 0, rounded = 0;
+    for (int c = 0; c < 256; c++)
+        for (int down = -2; down <= 300; down++) {
+            uint8_t want = (uint8_t)c;
+            int wix = 0, ix = 0;
+            if ((c & 0x7f) != 0x7f && down > 0) {
+                const float v = mx_e4m3_decode((uint8_t)c) * mx_exp2i(down > 31 ? -31 : -down);
+                want = mx_e4m3_encode(v);
+                wix = mx_e4m3_decode(want) != v;
+            }
+            const uint8_t got = mx_e4m3_rescale((uint8_t)c, down, &ix);
+            bad += got != want || ix != wix;
+            rounded += wix;
+        }
+    CHECK(bad == 0);
+    CHECK(rounded > 1000); /* the rounding branch is exercised (and not only to zero) */
+}
+
 TEST(fold_outer_fixup_restores_the_product) {
     const int M = 12, N = 10, K = 512, nb = K / 32;
     uint8_t *av = malloc((size_t)M * K), *ao = malloc((size_t)M * K), *bv = malloc((size_t)N * K), *bo = malloc((size_t)N * K);

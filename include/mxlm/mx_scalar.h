@@ -293,11 +293,25 @@ MX_HD int mx_log2_pow2(float p) {
  * representable; *inexact |= 1 where it is not. NaN keeps its code. Beyond down 31 every code rounds to a
  * zero as at 31 (448 * 2^-31 is below half of E4M3's smallest subnormal), so down is clamped there. */
 MX_HD uint8_t mx_e4m3_rescale(uint8_t c, int down, int* inexact) {
+    /* = mx_e4m3_encode(mx_e4m3_decode(c) * 2^-down), *inexact set where that rounds (tests/test_fold.c checks
+     * every code and shift against that definition), in integer steps: a normal code that stays normal only
+     * loses `down` from its exponent field; otherwise the magnitude in units of 2^-9 (E4M3's subnormal step),
+     * (8 + m) << (E - 1) or m, is shifted right with ties to even, and a result of 8 units is the smallest
+     * normal, code 0x08: the code is the unit count either way. */
     if ((c & 0x7f) == 0x7f || down <= 0) return c;
-    const float v = mx_e4m3_decode(c) * mx_exp2i(down > 31 ? -31 : -down);
-    const uint8_t r = mx_e4m3_encode(v);
-    if (mx_e4m3_decode(r) != v) *inexact = 1;
-    return r;
+    const uint32_t s = c & 0x80u, E = (c >> 3) & 15u, m = c & 7u;
+    if ((int)E > down) return (uint8_t)(s | ((E - (uint32_t)down) << 3) | m);
+    const uint32_t x = E ? 8u + m : m;               /* units of 2^-9 << (E - 1), or units for a subnormal */
+    const int k = E ? down - (int)E + 1 : down;      /* the right shift of the unit count, >= 1 */
+    if (k > 8) {                                     /* x < 16 <= half of 2^k: to zero */
+        if (x) *inexact = 1;
+        return (uint8_t)s;
+    }
+    const uint32_t rem = x & ((1u << k) - 1u), half = 1u << (k - 1);
+    uint32_t q = x >> k;
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    if (rem) *inexact = 1;
+    return (uint8_t)(s | q);
 }
 /* Element k of stored row i of a folded operand [R, K]: its value under VEC128 scales (fs [K/128][R]) or under
  * OUTER ones (fo [R]) (fold.c's fix-up and mxfp4.cu's k_outer_fix). */

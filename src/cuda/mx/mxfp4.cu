@@ -992,36 +992,63 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
     if (counters && oow) atomicAdd(&counters[1], (unsigned long long)oow);
 }
 
-/* VEC128 -> OUTER (mx_fold_outer_from_vec128, fold.c: the same steps): a warp per stored row; the row's largest
- * group scale exponent first, then each lane re-expresses whole 32-byte blocks (mx_e4m3_rescale; a group at
- * the row's exponent is copied) and counts those that rounded */
-__global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, int R, int K,
-                             uint8_t* out, float* __restrict__ fo, uint8_t* flags, unsigned long long* counters) {
-    const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+/* mx_e4m3_rescale on the four codes of a word, and of a 16-byte vector: in registers (a byte array whose address
+ * is taken lives in local memory). */
+__device__ __forceinline__ uint32_t rescale_word(uint32_t x, int down, int* inexact) {
+    uint32_t o = 0;
+#pragma unroll
+    for (int b = 0; b < 4; b++) o |= (uint32_t)mx_e4m3_rescale((uint8_t)(x >> (8 * b)), down, inexact) << (8 * b);
+    return o;
+}
+__device__ __forceinline__ uint4 rescale_vec(uint4 v, int down, int* inexact) {
+    return make_uint4(rescale_word(v.x, down, inexact), rescale_word(v.y, down, inexact),
+                      rescale_word(v.z, down, inexact), rescale_word(v.w, down, inexact));
+}
+
+/* VEC128 -> OUTER (mx_fold_outer_from_vec128, fold.c: the same steps): a warp per stored row, FO_ROWS rows a CTA.
+ * With `staged` the CTA's scales come through shared memory first (for each 128-group its rows' scales are
+ * FO_ROWS contiguous floats of fs [K/128][R]: one sector, where each warp reading its own had touched a line per
+ * group). Then the row's largest group scale exponent, then each lane re-expresses whole 32-byte blocks
+ * (mx_e4m3_rescale per code, in registers; a group at the row's exponent is copied) and counts those that
+ * rounded. */
+constexpr int FO_ROWS = 8;
+__global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, int R, int K, uint8_t* out,
+                             float* __restrict__ fo, uint8_t* flags, unsigned long long* counters, int staged) {
+    extern __shared__ float sfs[]; /* staged: [K/128][FO_ROWS] */
+    const int w = threadIdx.x / 32, r0 = blockIdx.x * FO_ROWS, r = r0 + w, lane = threadIdx.x & 31, G = K / 128;
+    if (staged) {
+        for (int t = threadIdx.x; t < G * FO_ROWS; t += blockDim.x) {
+            const int rr = r0 + t % FO_ROWS;
+            sfs[t] = rr < R ? fs[(size_t)(t / FO_ROWS) * R + rr] : 1.0f;
+        }
+        __syncthreads();
+    }
     if (r >= R) return;
+#define FO_SCALE(g) (staged ? sfs[(g) * FO_ROWS + w] : fs[(size_t)(g) * R + r])
     int er = -1000;
-    for (int g = lane; g < K / 128; g += 32) {
-        const int e = mx_log2_pow2(fs[(size_t)g * R + r]);
+    for (int g = lane; g < G; g += 32) {
+        const int e = mx_log2_pow2(FO_SCALE(g));
         er = e > er ? e : er;
     }
     er = warp_max(er);
     if (lane == 0) fo[r] = mx_exp2i(er);
     unsigned nr = 0;
     for (int b = lane; b < K / 32; b += 32) {
-        const int down = er - mx_log2_pow2(fs[(size_t)(b / 4) * R + r]);
+        const int down = er - mx_log2_pow2(FO_SCALE(b / 4));
         const uint4* src = (const uint4*)(in + (size_t)r * K + (size_t)b * 32);
-        uint4 v[2] = {src[0], src[1]};
+        uint4 v0 = src[0], v1 = src[1];
         int inexact = 0;
         if (down) {
-            uint8_t* p = (uint8_t*)v;
-            for (int j = 0; j < 32; j++) p[j] = mx_e4m3_rescale(p[j], down, &inexact);
+            v0 = rescale_vec(v0, down, &inexact);
+            v1 = rescale_vec(v1, down, &inexact);
             nr += (unsigned)inexact;
         }
         if (flags) flags[(size_t)r * (K / 32) + b] = (uint8_t)inexact;
         uint4* dst = (uint4*)(out + (size_t)r * K + (size_t)b * 32);
-        dst[0] = v[0];
-        dst[1] = v[1];
+        dst[0] = v0;
+        dst[1] = v1;
     }
+#undef FO_SCALE
     if (counters && nr) atomicAdd(&counters[1], (unsigned long long)nr);
 }
 
@@ -1201,7 +1228,10 @@ extern "C" int mxg_fold_outer_from_vec128(const uint8_t* e4m3, const float* fsca
     ARG_CHECK(R > 0 && K > 0 && K % 128 == 0, "mxg_fold_outer_from_vec128: shape [%d, %d] (K a multiple of 128)", R, K);
     if (!e4m3 || !fscale || !out || !fscale_out) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: null pointer");
     if (((uintptr_t)e4m3 | (uintptr_t)out) & 15) return mx_fail(MX_EINVAL, "mxg_fold_outer_from_vec128: codes must be 16-byte aligned");
-    k_fold_outer<<<(R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(e4m3, fscale, R, K, out, fscale_out, flags, counters);
+    const size_t smem = (size_t)(K / 128) * FO_ROWS * sizeof(float);
+    const int staged = smem <= 48 * 1024; /* K up to 196,608 */
+    k_fold_outer<<<(R + FO_ROWS - 1) / FO_ROWS, 32 * FO_ROWS, staged ? smem : 0, MXG_STREAM(stream)>>>(
+        e4m3, fscale, R, K, out, fscale_out, flags, counters, staged);
     CU_LAUNCHED();
     return MX_OK;
 }
