@@ -44,8 +44,30 @@ void test_fp8(const char* filter) {
         mx_fp8_quantize(x.data(), n, given, kind, rc.data());
         i = first_diff(hc.data(), rc.data(), n);
         if (i >= 0) fail("fp8[%d] given scale: code %d = 0x%02x, CPU 0x%02x", c, i, hc[i], rc[i]);
+        /* written transposed (mxg_fp8_quantize_t): x's first rr x cc values as a matrix (odd sizes: partial
+         * tiles and unaligned rows), the CPU's codes transposed; amax and scale over those values */
+        {
+            const int rr = rows - c % 3, cc = cols - c % 4;
+            const size_t m = (size_t)rr * cc;
+            const float am = mx_amax(x.data(), m), sc = mx_fp8_scale_for_amax(am, kind);
+            std::vector<uint8_t> want(m), flat(m);
+            mx_fp8_quantize(x.data(), m, sc, kind, flat.data());
+            for (int r = 0; r < rr; r++)
+                for (int q = 0; q < cc; q++) want[(size_t)q * rr + r] = flat[(size_t)r * cc + q];
+            CK(cudaMemset(dc, 0xA5, n));
+            MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv, dv + 1, dv + 2, dc, NULL));
+            CK(cudaDeviceSynchronize());
+            hv = d2h(dv, 3);
+            hc = d2h(dc, n);
+            if (!(hv[0] == am || (hv[0] != hv[0] && am != am))) fail("fp8_t[%d]: amax %g, CPU %g", c, hv[0], am);
+            if (hv[1] != sc) fail("fp8_t[%d]: scale %g, CPU %g", c, hv[1], sc);
+            i = first_diff(hc.data(), want.data(), m);
+            if (i >= 0) fail("fp8_t[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
+            for (size_t j = m; j < n; j++)
+                if (hc[j] != 0xA5) { fail("fp8_t[%d]: byte %zu written past the output", c, j); break; }
+        }
         CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc));
         if (g_fail_case) g_fail++; else g_pass++;
     }
-    printf("  fp8 per-tensor cases: 8\n");
+    printf("  fp8 per-tensor cases: 8 (each also transposed)\n");
 }

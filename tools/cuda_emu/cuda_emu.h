@@ -61,6 +61,16 @@ inline T emu_shfl(T v, int src) {
     return r;
 }
 template <class T> inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, src); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline int __any_sync(unsigned, int v) {
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    g_shfl[w][l] = v ? 1.0 : 0.0;
+    g_wbar[w]->arrive_and_wait();
+    int r = 0;
+    for (int i = 0; i < 32; i++) r |= g_shfl[w][i] != 0.0;
+    g_wbar[w]->arrive_and_wait();
+    return r;
+}
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_shfl(v, (int)(threadIdx.x & 31) ^ o); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
@@ -83,7 +93,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline bool emu_sync_free(const char* name) {
     static const char* k[] = {"k_embed_fwd", "k_embed_count", "k_embed_place", "k_embed_rank", "k_embed_accum",
                               "k_rmsnorm_bwd_dw_part", "k_rmsnorm_bwd_dw_sum", "k_rope", "k_swiglu_fwd",
-                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_adamw", "k_adamw_spans"};
+                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_adamw", "k_adamw_spans", "k_fp8_cast", "k_fp8_scale", "k_to_bf16"};
     for (auto s : k) if (!strcmp(s, name)) return true;
     return false;
 }

@@ -71,6 +71,21 @@ __global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* gi
     if (inv) *inv = 1.0f / s;
 }
 
+/* One code of k_fp8_cast's four at once: x * scale by the hardware conversion (hw: the tensor holds no NaN) or
+ * by the scalar encoder, the first value in the low byte. */
+__device__ __forceinline__ uint32_t fp8_code4(const float (&f)[4], float scale, int kind, bool hw) {
+    if (hw)
+        return kind == MX_FP8_E4M3 ? e4m3x4(f[0] * scale, f[1] * scale, f[2] * scale, f[3] * scale)
+                                   : e5m2x4(f[0] * scale, f[1] * scale, f[2] * scale, f[3] * scale);
+    uint32_t w = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float v = f[k] * scale;
+        w |= (uint32_t)(kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v)) << (8 * k);
+    }
+    return w;
+}
+
 /* The codes of x * scale. Where the tensor holds no NaN (its amax bits at most Inf's) the hardware
  * conversion makes them (e4m3x4 / e5m2x4: equal to mx_e4m3/e5m2_encode on every non-NaN float,
  * mxg_selftest_round); a NaN keeps its sign only in the scalar encoder, which runs otherwise. */
@@ -86,19 +101,10 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
             float f[VN];
             unpack<T>(__ldg(xv + i), f);
             uint32_t w[2] = {0, 0};
-            if (hw) {
 #pragma unroll
-                for (int k = 0; k < VN; k += 4)
-                    w[k >> 2] = kind == MX_FP8_E4M3
-                                    ? e4m3x4(f[k] * scale, f[k + 1] * scale, f[k + 2] * scale, f[k + 3] * scale)
-                                    : e5m2x4(f[k] * scale, f[k + 1] * scale, f[k + 2] * scale, f[k + 3] * scale);
-            } else {
-#pragma unroll
-                for (int k = 0; k < VN; k++) {
-                    const float v = f[k] * scale;
-                    const uint8_t c = kind == MX_FP8_E4M3 ? mx_e4m3_encode(v) : mx_e5m2_encode(v);
-                    w[k >> 2] |= (uint32_t)c << (8 * (k & 3));
-                }
+            for (int k = 0; k < VN; k += 4) {
+                const float q[4] = {f[k], f[k + 1], f[k + 2], f[k + 3]};
+                w[k >> 2] = fp8_code4(q, scale, kind, hw);
             }
             if (VN == 4) ((uint32_t*)codes)[i] = w[0];
             else ((uint2*)codes)[i] = make_uint2(w[0], w[1]);
@@ -116,6 +122,43 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
         }
         if (m == 4 && ((uintptr_t)(codes + i) & 3) == 0) *(uint32_t*)(codes + i) = w;
         else for (int k = 0; k < m; k++) codes[i + k] = (uint8_t)(w >> (8 * k));
+    }
+}
+
+/* k_fp8_cast with the codes written transposed: codes_t [C, R] of x [R, C], a FT x FT tile a CTA (16 x 16
+ * threads): each thread casts 4 consecutive values of a row (fp8_code4: k_fp8_cast's bytes), the bytes go
+ * through shared memory, and each thread writes 4 consecutive bytes of a row of codes_t. The same bytes as
+ * the cast followed by a transpose, from one read of x. */
+constexpr int FT = 64;
+template <typename T>
+__global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, int kind, const float* scale_p,
+                                                    const float* given, const unsigned* amax_bits,
+                                                    uint8_t* codes_t) {
+    __shared__ uint8_t tile[FT][FT + 4];
+    const float scale = given ? *given : *scale_p;
+    const bool hw = *amax_bits <= 0x7f800000u;
+    const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    for (int i = ty; i < FT; i += 16) {
+        const int r = r0 + i, c = c0 + 4 * tx;
+        float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (r < R)
+            for (int k = 0; k < 4; k++)
+                if (c + k < C) f[k] = to_f<T>(x[(size_t)r * C + c + k]);
+        const uint32_t w = fp8_code4(f, scale, kind, hw);
+#pragma unroll
+        for (int k = 0; k < 4; k++) tile[i][4 * tx + k] = (uint8_t)(w >> (8 * k));
+    }
+    __syncthreads();
+    for (int j = ty; j < FT; j += 16) {
+        const int c = c0 + j, r = r0 + 4 * tx;
+        if (c >= C || r >= R) continue;
+        uint32_t w = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) w |= (uint32_t)tile[4 * tx + k][j] << (8 * k);
+        uint8_t* dst = codes_t + (size_t)c * R + r;
+        if (r + 3 < R && !((uintptr_t)dst & 3)) *(uint32_t*)dst = w;
+        else
+            for (int k = 0; k < 4 && r + k < R; k++) dst[k] = (uint8_t)(w >> (8 * k));
     }
 }
 
@@ -141,27 +184,55 @@ void mxg_fp8_release(void) {
     d_bits = NULL;
 }
 
-extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                                float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
+/* The amax of x into d_bits and the scales from it (mxg_fp8_quantize's first two steps). */
+static int fp8_amax_scale(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
+                          float* amax, float* scale, float* inv_scale, cudaStream_t st) {
     if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
     if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
     if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
-    cudaStream_t st = MXG_STREAM(stream);
     CU_TRY(cudaMemsetAsync(d_bits, 0, sizeof(unsigned), st));
-    const int grid = 132 * 8;
     const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
-    const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
-    if (dt == MXG_BF16) k_amax<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, d_bits, vec);
-    else k_amax<float><<<grid, 256, 0, st>>>((const float*)x, n, d_bits, vec);
+    if (dt == MXG_BF16) k_amax<uint16_t><<<132 * 8, 256, 0, st>>>((const uint16_t*)x, n, d_bits, vec);
+    else k_amax<float><<<132 * 8, 256, 0, st>>>((const float*)x, n, d_bits, vec);
     CU_LAUNCHED();
     k_fp8_scale<<<1, 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale);
     CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
+                                float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
+    cudaStream_t st = MXG_STREAM(stream);
+    int rc = fp8_amax_scale(x, dt, n, kind, given_scale, amax, scale, inv_scale, st);
+    if (rc) return rc;
+    const int grid = 132 * 8;
+    const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
+    const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
     if (codes) {
         if (dt == MXG_BF16)
             k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
         else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
         CU_LAUNCHED();
     }
+    return MX_OK;
+}
+
+extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
+                                  const float* given_scale, float* amax, float* scale, float* inv_scale,
+                                  uint8_t* codes_t, void* stream) {
+    ARG_CHECK(rows > 0 && cols > 0 && codes_t, "mxg_fp8_quantize_t: shape %d x %d or no output", rows, cols);
+    ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_quantize_t: %d rows (at most %d)", rows, 65535 * FT);
+    cudaStream_t st = MXG_STREAM(stream);
+    int rc = fp8_amax_scale(x, dt, (size_t)rows * cols, kind, given_scale, amax, scale, inv_scale, st);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
+    if (dt == MXG_BF16)
+        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, scale, given_scale,
+                                                     d_bits, codes_t);
+    else
+        k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, scale, given_scale, d_bits,
+                                                  codes_t);
+    CU_LAUNCHED();
     return MX_OK;
 }
 

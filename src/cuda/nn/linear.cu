@@ -541,14 +541,21 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 continue;
             }
             const size_t n = (size_t)rows[o] * R;
-            if (!(o == 0 && a_ready))
-                rc = mxg_fp8_quantize(op[o], MXG_F32, n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
-            if (!rc && tele[o]) rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
-            tn[o] = w->q8[o];
-            if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
-                uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o];
-                rc = transpose<uint8_t>(d, w->q8[o], R, rows[o], st);
+            uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o]; /* where a transposed operand goes */
+            if (tr[o] && !(o == 0 && a_ready) && !tele[o]) {
+                /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes) */
+                rc = mxg_fp8_quantize_t(op[o], MXG_F32, R, rows[o], k, NULL, s, s + 1, s + 4, d, stream);
                 tn[o] = d;
+            } else {
+                if (!(o == 0 && a_ready))
+                    rc = mxg_fp8_quantize(op[o], MXG_F32, n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+                if (!rc && tele[o])
+                    rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
+                tn[o] = w->q8[o];
+                if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
+                    rc = transpose<uint8_t>(d, w->q8[o], R, rows[o], st);
+                    tn[o] = d;
+                }
             }
             if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
         }
