@@ -1024,17 +1024,18 @@ __global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, in
         __syncthreads();
     }
     if (r >= R) return;
-#define FO_SCALE(g) (staged ? sfs[(g) * FO_ROWS + w] : fs[(size_t)(g) * R + r])
+    const float* sc = staged ? sfs + w : fs + r; /* group g's scale of this row: sc[g * ss] */
+    const size_t ss = staged ? FO_ROWS : (size_t)R;
     int er = -1000;
     for (int g = lane; g < G; g += 32) {
-        const int e = mx_log2_pow2(FO_SCALE(g));
+        const int e = mx_log2_pow2(sc[g * ss]);
         er = e > er ? e : er;
     }
     er = warp_max(er);
     if (lane == 0) fo[r] = mx_exp2i(er);
     unsigned nr = 0;
     for (int b = lane; b < K / 32; b += 32) {
-        const int down = er - mx_log2_pow2(FO_SCALE(b / 4));
+        const int down = er - mx_log2_pow2(sc[(b / 4) * ss]);
         const uint4* src = (const uint4*)(in + (size_t)r * K + (size_t)b * 32);
         uint4 v0 = src[0], v1 = src[1];
         int inexact = 0;
@@ -1048,7 +1049,6 @@ __global__ void k_fold_outer(const uint8_t* in, const float* __restrict__ fs, in
         dst[0] = v0;
         dst[1] = v1;
     }
-#undef FO_SCALE
     if (counters && nr) atomicAdd(&counters[1], (unsigned long long)nr);
 }
 

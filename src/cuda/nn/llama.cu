@@ -323,14 +323,16 @@ size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
     return n;
 }
 
-/* share_grads: the kinds whose gradient may live in activation memory (share_plan): the block linears' and the
- * embedding's. */
-int shared_kind(int k) {
-    if (k == MX_P_EMBED) return 1;
+/* Is parameter kind k a block linear's weight? */
+int lin_kind(int k) {
     for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
         if (k_lin_kind[j] == k) return 1;
     return 0;
 }
+
+/* share_grads: the kinds whose gradient may live in activation memory (share_plan): the block linears' and the
+ * embedding's. */
+int shared_kind(int k) { return k == MX_P_EMBED || lin_kind(k); }
 
 /* The slices of kind k in gl: one per layer of a per-layer kind, one otherwise; and their floats each. */
 size_t n_slices(const mx_param_info* in, size_t L) { return in->per_layer ? L : 1; }
@@ -339,7 +341,7 @@ size_t slice_len(const mx_param_info* in, size_t L) { return in->numel / n_slice
 size_t al256(size_t b) { return (b + 255) / 256 * 256; }
 
 /* The byte offset of part `which` in the activation allocation (act_parts' order, up16 floats each). */
-size_t part_offset(const Part* parts, int n, float** which) {
+size_t part_offset(const Part* parts, int n, float* const* which) {
     size_t o = 0;
     for (int i = 0; i < n && parts[i].p != which; i++) o += up16(parts[i].n) * 4;
     return o;
@@ -396,6 +398,23 @@ size_t share_plan(const mx_model_config* c, const mx_param_info* info, int B, in
     return buf;
 }
 
+/* share_plan for model g's activation layout (parts: act_parts(g, ...)). */
+size_t share_plan_of(const mxg_llama* g, const mx_param_info* info, const Part* parts, int n, int B, int T,
+                     int64_t* at, size_t* hosted) {
+    const size_t L = (size_t)g->cfg.n_layers;
+    return share_plan(&g->cfg, info, B, T, g->act16, part_offset(parts, n, &g->x),
+                      part_offset(parts, n, &g->gate), part_offset(parts, n, &g->up), at,
+                      at + (size_t)MX_P_COUNT * L, hosted);
+}
+
+/* The BF16 copies the optimizer writes with the weights (act16's linear weights, the BF16 head), per kind
+ * (NULL: none). */
+void bf16_copies(const mxg_llama* g, uint16_t* copy[MX_P_COUNT]) {
+    for (int k = 0; k < MX_P_COUNT; k++) copy[k] = NULL;
+    for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++) copy[k_lin_kind[j]] = g->w16 + g->w16_off[j];
+    if (g->head_bf16) copy[MX_P_HEAD] = g->head16;
+}
+
 }  // namespace
 
 extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute,
@@ -423,9 +442,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     int64_t* at = share_grads ? (int64_t*)malloc(((size_t)MX_P_COUNT + 2) * L * sizeof *at) : NULL;
     if (at) { /* the gradient buffer that share_plan leaves (the rest of the gradients is in activations) */
         size_t hosted = 0;
-        e->grads = (int64_t)share_plan(cfg, info, B, T, g.act16, part_offset(parts, n, &g.x),
-                                       part_offset(parts, n, &g.gate), part_offset(parts, n, &g.up), at,
-                                       at + (size_t)MX_P_COUNT * L, &hosted);
+        e->grads = (int64_t)share_plan_of(&g, info, parts, n, B, T, at, &hosted);
         free(at);
     }
     if (g.act16) {
@@ -553,9 +570,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     if (g->gshare) {
         size_t hosted = 0;
-        g->grads_bytes = share_plan(cfg, g->info, B, T, g->act16, part_offset(parts, n, &g->x),
-                                    part_offset(parts, n, &g->gate), part_offset(parts, n, &g->up), g->gplan,
-                                    g->gplan + (size_t)MX_P_COUNT * L, &hosted);
+        g->grads_bytes = share_plan_of(g, g->info, parts, n, B, T, g->gplan, &hosted);
         g->shared_bytes = (int64_t)hosted;
         DALLOC(g->grads, g->grads_bytes, "gradients (those not in the activations' memory)");
     } else {
@@ -565,8 +580,9 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     for (int k = 0; k < MX_P_COUNT; k++) {
         const mx_param_info* in = &g->info[k];
         for (size_t l = 0; l < n_slices(in, L); l++) {
-            const int64_t a = g->gshare ? g->gplan[(size_t)k * L + l] : -1 - (int64_t)((in->offset + l * slice_len(in, L)) * 4);
-            g->gl[(size_t)k * L + l] = (float*)(a >= 0 ? (char*)g->acts + a : (char*)g->grads + (-1 - a));
+            const int64_t a = g->gshare ? g->gplan[(size_t)k * L + l] : 0;
+            g->gl[(size_t)k * L + l] = !g->gshare ? g->grads + in->offset + l * slice_len(in, L)
+                                       : (float*)(a >= 0 ? (char*)g->acts + a : (char*)g->grads + (-1 - a));
         }
     }
     g->emb_ws_bytes = mxg_embedding_backward_workspace(N, cfg->vocab);
@@ -663,12 +679,7 @@ static inline float* GL(const mxg_llama* g, int k, size_t l) { return g->gl[(siz
 
 /* The kinds zero_grad leaves to the next backward (gz_lazy): the linears' weights, whose Wgrad GEMMs write them
  * (beta 0), and with gshare the embedding's too (zeroed just before its backward: a forward writes over it). */
-static int lazy_kind(const mxg_llama* g, int k) {
-    if (g->gshare) return shared_kind(k);
-    for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
-        if (k_lin_kind[j] == k) return 1;
-    return 0;
-}
+static int lazy_kind(const mxg_llama* g, int k) { return g->gshare ? shared_kind(k) : lin_kind(k); }
 
 /* Every slice of kind k zeroed (in g's stream). */
 static int zero_kind(mxg_llama* g, int k) {
@@ -1292,12 +1303,12 @@ static int spans_ready(mxg_llama* g) {
     const size_t L = g->cfg.n_layers;
     mxg_span* sp = (mxg_span*)malloc((size_t)MX_P_COUNT * L * sizeof *sp);
     if (!sp) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+    uint16_t* copy[MX_P_COUNT];
+    bf16_copies(g, copy);
     int n = 0;
     for (int k = 0; k < MX_P_COUNT; k++) {
         const mx_param_info* in = &g->info[k];
-        uint16_t* p16 = k == MX_P_HEAD && g->head_bf16 ? g->head16 : NULL;
-        for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++)
-            if (k_lin_kind[j] == k) p16 = g->w16 + g->w16_off[j];
+        uint16_t* const p16 = copy[k];
         const size_t ns = shared_kind(k) ? n_slices(in, L) : 1, len = in->numel / ns; /* other kinds: in a row */
         for (size_t l = 0; l < ns; l++) {
             const size_t o = in->offset + l * len;
@@ -1366,9 +1377,8 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
         return rc ? rc : rc2;
     }
     /* the BF16 copies the next step reads (act16's linear weights, the BF16 head) written by the update */
-    uint16_t* copy[MX_P_COUNT] = {};
-    for (int j = 0; g->w16 && j < MX_LIN_PER_BLOCK; j++) copy[k_lin_kind[j]] = g->w16 + g->w16_off[j];
-    if (g->head_bf16) copy[MX_P_HEAD] = g->head16;
+    uint16_t* copy[MX_P_COUNT];
+    bf16_copies(g, copy);
     int rc = g->gshare ? spans_ready(g) : MX_OK;
     PROF_B(PROF_OPT, g->st);
     if (!rc && g->gshare) rc = mxg_adamw_spans(g->spans, c, lr, gscale, t, g->st); /* the same copies: spans_ready */
