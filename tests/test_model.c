@@ -390,7 +390,8 @@ TEST(model_matches_pytorch_bf16) { run_fixture("bf16", 0, 1e-3, 2e-2, 3e-2); }
 TEST(model_matches_pytorch_bf16_act16) { run_fixture("bf16", MX_ACT16_FFN | MX_ACT16_ATTN, 3e-3, 2e-2, 3e-2); }
 
 /* mx_llama.act16: gate and up (forward) and dhid (backward) hold BF16 values exactly, the result
- * moves (the rounding points are real); for a recipe with non-BF16 GEMMs (fp8) it changes no bit. */
+ * moves (the rounding points are real); fp8 (its quantizers then read the BF16 values, as the GPU's
+ * act16 makes them: mx_act16_possible) moves too; for FP32 GEMMs (no BF16 storage) it changes no bit. */
 static int all_bf16(const float* x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (mx_round_bf16(x[i]) != x[i]) return 0;
@@ -402,8 +403,8 @@ TEST(model_act16_rounding_points) {
     const int B = 2, T = 16, N = B * T;
     int32_t tok[32], tgt[32];
     for (int n = 0; n < N; n++) { tok[n] = (n * 7 + 3) % 64; tgt[n] = (n * 5 + 1) % 64; }
-    const char* recipes[2] = {"bf16", "fp8"};
-    for (int k = 0; k < 2; k++) {
+    const char* recipes[3] = {"bf16", "fp8", "fp32"};
+    for (int k = 0; k < 3; k++) {
         mx_recipe r;
         REQUIRE(mx_recipe_parse(recipes[k], &r) == 0);
         float loss[2];
@@ -419,6 +420,9 @@ TEST(model_act16_rounding_points) {
             if (k == 0 && a) CHECKF(all_bf16(m.gate, nf) && all_bf16(m.up, nf), "act16: gate/up not BF16");
             if (k == 0) CHECK(all_bf16(m.q, nq) == a && all_bf16(m.k, nk) == a && all_bf16(m.v, nk) == a);
             if (k == 0 && !a) CHECK(!all_bf16(m.gate, nf)); /* else the check above says nothing */
+            if (k < 2 && a) /* the linears' inputs as the GPU stores them (a quantizer reads these) */
+                CHECKF(all_bf16(m.xn1, nq) && all_bf16(m.xn2, nq) && all_bf16(m.hid, nf) && all_bf16(m.ao, nq),
+                       "%s act16: a linear's input not BF16", recipes[k]);
             mx_llama_zero_grad(&m);
             REQUIRE(mx_llama_backward(&m, tok, tgt, 1.0f / N) == 0);
             if (k == 0) { /* layer 0's, the last computed */
@@ -431,7 +435,7 @@ TEST(model_act16_rounding_points) {
             mx_llama_free(&m);
             if (a) {
                 int same = !memcmp(grads[0], grads[1], np * 4) && !memcmp(&loss[0], &loss[1], 4);
-                CHECKF(same == (k == 1), "%s: act16 %s the result", recipes[k], k ? "changed" : "did not change");
+                CHECKF(same == (k == 2), "%s: act16 %s the result", recipes[k], k == 2 ? "changed" : "did not change");
                 CHECK_NEAR(loss[1], loss[0], 1e-2 * fabs(loss[0]));
             }
         }

@@ -372,12 +372,17 @@ void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int
 enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH = 3 };
 /* Allocate everything on the current GPU (weights zero: upload them). An
  * out-of-memory error names the allocation, its size and the preset.
- * act16: where all three GEMMs take plain BF16 operands (mx_act16_applies: bf16), BF16 storage as a
- * PyTorch autocast step keeps it: the RMSNorm outputs, the SwiGLU product and gradients (which only
- * BF16 GEMMs read: the same values), the GEMM outputs gate, up, dhid and, with the flash attention,
- * q, k, v, ao, dao, dq, dk, dv (rounded to BF16: the CPU model's mx_llama.act16 rounds at the same
- * points), the linears' weights once per update; the residual stream, the norms' statistics and every
+ * act16: where the three GEMMs read BF16 operands (mx_act16_possible: bf16, fp8, MXFP4 outside the reference
+ * form; ignored elsewhere), BF16 storage as a PyTorch autocast step keeps it: the RMSNorm outputs, the SwiGLU
+ * product and gradients, the GEMM outputs gate, up, dhid and, with the flash attention, q, k, v, ao, dao, dq,
+ * dk, dv (rounded to BF16: the CPU model's mx_llama.act16 rounds at the same points; a BF16 GEMM reads the same
+ * values as from FP32, a quantized GEMM quantizes the BF16 ones), and for BF16 GEMMs the linears' weights once
+ * per update; the residual stream, the norms' statistics, the weights of quantized GEMMs and every
  * accumulation stay FP32. The model then refuses telemetry (it needs the FP32 values). */
+/* The act16 the trainer and `mxlm eval` ask for: 1 where the recipe's GEMMs are all BF16 (mx_act16_applies);
+ * MXLM_GPU_ACT16=1: wherever BF16 storage can serve (mx_act16_possible: FP8 and MXFP4 recipes then quantize
+ * the BF16 activations), =0: nowhere. */
+int mxg_llama_act16_default(const mx_recipe* r);
 /* How many times (layers x backwards, in this process) the MLP's SwiGLU backward made dgate's and dup's
  * operands itself (the default; MXLM_GPU_FUSE_SWIGLU=0 turns it off; docs/gpu.md): a test's proof that the fused
  * path ran. */

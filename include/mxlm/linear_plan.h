@@ -114,6 +114,24 @@ static inline int mx_gemm_gpu_mxfp4(const mx_recipe* r, mx_gemm_id g) {
     return f && f->scale == MX_SCALE_E8M0 && f->elem == MX_ELEM_E2M1 && !mx_gemm_gpu_reference_form(r, g);
 }
 
+/* GEMM g of r can read its activation operands as BF16 tensors (the GPU model's BF16 storage, act16): plain
+ * BF16 operands, or quantized by the GPU quantizers that read BF16 as they read FP32 (FP8 per-tensor: the
+ * cast; MXFP4 outside the reference form: mx/mxfp4.cu); not FP32 GEMMs, not the reference-form path (NVFP4,
+ * MXFP8, MXFP4 under dither: FP32 inputs). */
+static inline int mx_gemm_takes_bf16(const mx_recipe* r, mx_gemm_id g) {
+    const mx_format_info* f = r ? mx_format_get(r->g[g].fmt) : NULL;
+    return f && f->elem != MX_ELEM_FP32 && !mx_gemm_gpu_reference_form(r, g) &&
+           (mx_gemm_bf16_operands(r, g) || (f->scale == MX_SCALE_TENSOR && !r->g[g].had_n) || mx_gemm_gpu_mxfp4(r, g));
+}
+
+/* The GPU model's BF16 storage can serve recipe r: its three GEMMs read BF16 operands (mx_gemm_takes_bf16).
+ * Where it is on (mxg_llama_create's act16: by default only where mx_act16_applies, mxg_llama_act16_default)
+ * the tensors the linears read are stored in BF16 and a quantized GEMM quantizes those BF16 values: the CPU
+ * model (mx_llama.act16) rounds at the same points. */
+static inline int mx_act16_possible(const mx_recipe* r) {
+    return mx_gemm_takes_bf16(r, MX_FPROP) && mx_gemm_takes_bf16(r, MX_DGRAD) && mx_gemm_takes_bf16(r, MX_WGRAD);
+}
+
 /* What the GPU fast path cannot run of GEMM g's recipe (the format table's GPU columns): 0, or
  * 1 when the format has no GPU path, 2 a rotation the GPU does not do with this format, 3 a
  * per-tensor scaling it does not do. */

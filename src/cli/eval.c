@@ -255,7 +255,7 @@ int cmd_eval(int argc, char** argv) {
             rc = 1;
         } else if (mx_recipe_parse(cm.recipe, &rec) ||
                    mxg_llama_create(&g, cfg, &rec, cm.bf16_first, cm.bf16_last, cm.seed, B, T,
-                                    !strcmp(gemm ? gemm : cm.gemm, "exact"), 0, 1, attn) ||
+                                    !strcmp(gemm ? gemm : cm.gemm, "exact"), 0, mxg_llama_act16_default(&rec), attn) ||
                    mxg_llama_upload(g, cm.m.params, NULL, NULL) || mxg_llama_set_head_bf16(g, cm.head_bf16)) {
             fprintf(stderr, "mxlm eval: GPU: %s\n", mx_last_error());
             rc = 1;

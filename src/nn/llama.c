@@ -261,7 +261,7 @@ static void transpose(float* dst, const float* src, int rows, int cols) {
 }
 
 /* The GPU model's act16 rounding points `which` (MX_ACT16_*) apply (mx_llama.act16). */
-static int act16(const mx_llama* m, int which) { return (m->act16 & which) && mx_act16_applies(&m->recipe); }
+static int act16(const mx_llama* m, int which) { return (m->act16 & which) && mx_act16_possible(&m->recipe); }
 static void round16(float* x, size_t n) { mx_bf16_fakequant(x, x, n); }
 
 #define P(m, t) ((m)->params + (m)->info[t].offset)
@@ -294,6 +294,7 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
         float* xout = m->x + (size_t)(l + 1) * N * D; /* [N, D] */
 
         mx_rmsnorm_forward(xn1, m->rstd1 + (size_t)l * N, x, P(m, MX_P_ATTN_NORM) + (size_t)l * D, N, D, c->norm_eps);
+        if (act16(m, MX_ACT16_FFN)) round16(xn1, (size_t)N * D); /* the GPU's BF16 storage (a quantizer reads it) */
         CHK(lin_fwd(m, l, MX_LIN_Q, xn1, P(m, MX_P_WQ) + (size_t)l * QD * D, q, N, D, QD));
         CHK(lin_fwd(m, l, MX_LIN_K, xn1, P(m, MX_P_WK) + (size_t)l * KD * D, k, N, D, KD));
         CHK(lin_fwd(m, l, MX_LIN_V, xn1, P(m, MX_P_WV) + (size_t)l * KD * D, v, N, D, KD));
@@ -310,10 +311,12 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
             round16(k, (size_t)N * KD);
         }
         mx_attention_forward(ao, att, q, k, v, B, T, H, KV, hd);
+        if (a16) round16(ao, (size_t)N * QD);
         CHK(lin_fwd(m, l, MX_LIN_O, ao, P(m, MX_P_WO) + (size_t)l * D * QD, m->dtmp, N, QD, D));
         for (size_t i = 0; i < (size_t)N * D; i++) xmid[i] = x[i] + m->dtmp[i];
 
         mx_rmsnorm_forward(xn2, m->rstd2 + (size_t)l * N, xmid, P(m, MX_P_FFN_NORM) + (size_t)l * D, N, D, c->norm_eps);
+        if (act16(m, MX_ACT16_FFN)) round16(xn2, (size_t)N * D);
         CHK(lin_fwd(m, l, MX_LIN_GATE, xn2, P(m, MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F));
         CHK(lin_fwd(m, l, MX_LIN_UP, xn2, P(m, MX_P_WUP) + (size_t)l * F * D, up, N, D, F));
         if (act16(m, MX_ACT16_FFN)) { /* the GPU's BF16 outputs */
@@ -321,6 +324,7 @@ int mx_llama_forward(mx_llama* m, const int32_t* tokens, const int32_t* targets,
             round16(up, (size_t)N * F);
         }
         mx_swiglu_forward(hid, gate, up, (size_t)N * F);
+        if (act16(m, MX_ACT16_FFN)) round16(hid, (size_t)N * F);
         CHK(lin_fwd(m, l, MX_LIN_DOWN, hid, P(m, MX_P_WDOWN) + (size_t)l * D * F, m->dtmp, N, F, D));
         for (size_t i = 0; i < (size_t)N * D; i++) xout[i] = xmid[i] + m->dtmp[i];
     }
@@ -381,6 +385,10 @@ int mx_llama_backward(mx_llama* m, const int32_t* tokens, const int32_t* targets
                     G(m, MX_P_WDOWN) + (size_t)l * D * F, N, F, D));
         if (act16(m, MX_ACT16_FFN)) round16(m->dhid, (size_t)N * F); /* the GPU's BF16 output */
         mx_swiglu_backward(m->dgate, m->dup, m->dhid, gate, up, (size_t)N * F);
+        if (act16(m, MX_ACT16_FFN)) { /* the GPU's BF16 SwiGLU backward */
+            round16(m->dgate, (size_t)N * F);
+            round16(m->dup, (size_t)N * F);
+        }
         memset(m->dxn, 0, sizeof(float) * N * D);
         CHK(lin_bwd(m, l, MX_LIN_GATE, xn2, P(m, MX_P_WGATE) + (size_t)l * F * D, m->dgate, m->dxn,
                     G(m, MX_P_WGATE) + (size_t)l * F * D, N, D, F));

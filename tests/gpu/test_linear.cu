@@ -190,8 +190,9 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
 
 /* ---- the linear layer's epilogue options (mxg_linear_ctx.res, .out16, .w16) ----
  * res: Y = res + X W^T, the same bytes as the product followed by the FP32 add (any format); out16:
- * the product rounded to BF16 (RNE), the same as rounding the FP32 product (BF16 GEMMs); w16: the
- * weights given in BF16, the same bytes as converting them (BF16 GEMMs). */
+ * the product rounded to BF16 (RNE), the same as rounding the FP32 product (BF16 GEMMs, and FP8 / MXFP4 ones
+ * whose operands come from BF16 tensors, x16 / dy16: the GPU model's act16); w16: the weights given in BF16,
+ * the same bytes as converting them (BF16 GEMMs). */
 void test_linear_epilogues(const char* recipe) {
     char name[128];
     snprintf(name, sizeof name, "linear epilogues %s", recipe);
@@ -235,6 +236,46 @@ void test_linear_epilogues(const char* recipe) {
         if (mxg_linear_backward_acc(&c, dX.f(), dW.f(), dYd.f(), NULL, NULL, M, K, N, 1, NULL) == MX_OK)
             fail("a BF16 dX with dx_acc 1 was accepted");
         c.out16 = NULL;
+    } else if (mx_act16_possible(&rec)) {
+        /* FP8 / MXFP4 from BF16 tensors (the GPU model's act16): X and dY given only in BF16 (x16, dy16) make the
+         * operands their BF16 values make in FP32, so the same products; out16 the RNE of those. No new draws
+         * (the cases after this one keep their inputs). */
+        vecf Xr(nx), dYr(ny);
+        for (size_t i = 0; i < nx; i++) Xr[i] = mx_round_bf16(X[i]);
+        for (size_t i = 0; i < ny; i++) dYr[i] = mx_round_bf16(dY[i]);
+        Dev xr(nx * 4), x16(nx * 2), dyr(ny * 4), dy16(ny * 2), h(ny * 2), dx16(nx * 2), dW1(nw * 4), dW2(nw * 4);
+        up(xr, Xr); up(dyr, dYr);
+        MXC(mxg_to_bf16(dX.f(), nx, x16.h(), NULL));
+        MXC(mxg_to_bf16(dYd.f(), ny, dy16.h(), NULL));
+        MXC(mxg_linear_forward(&c, xr.f(), dW.f(), dY1.f(), M, K, N, NULL));
+        const vecf Y16 = downf(dY1, ny);
+        c.x16 = x16.h();
+        MXC(mxg_linear_forward(&c, NULL, dW.f(), dY2.f(), M, K, N, NULL));
+        compare("Y from BF16 X", downf(dY2, ny), Y16, EXACT, 0);
+        c.out16 = h.h();
+        MXC(mxg_linear_forward(&c, NULL, dW.f(), NULL, M, K, N, NULL));
+        same_as_bf16("Y in BF16 from BF16 X", down<uint16_t>(h, ny), Y16);
+        c.out16 = NULL;
+        c.x16 = NULL;
+        /* the backward: dX (dx_acc 0) and dW (dw_first) from the FP32 copies of the BF16 values, then from BF16 */
+        c.dw_first = 1;
+        MXC(mxg_linear_backward_acc(&c, xr.f(), dW.f(), dyr.f(), dXg.f(), dW1.f(), M, K, N, 0, NULL));
+        const vecf dXf = downf(dXg, nx), dWf = downf(dW1, nw);
+        c.x16 = x16.h();
+        c.dy16 = dy16.h();
+        MXC(mxg_linear_backward_acc(&c, NULL, dW.f(), NULL, dXg.f(), dW2.f(), M, K, N, 0, NULL));
+        compare("dX from BF16 dY", downf(dXg, nx), dXf, EXACT, 0);
+        compare("dW from BF16 dY and X", downf(dW2, nw), dWf, EXACT, 0);
+        c.out16 = dx16.h();
+        MXC(mxg_linear_backward_acc(&c, NULL, dW.f(), NULL, NULL, NULL, M, K, N, 0, NULL));
+        same_as_bf16("dX in BF16 from BF16 dY", down<uint16_t>(dx16, nx), dXf);
+        if (mxg_linear_backward_acc(&c, NULL, dW.f(), NULL, NULL, NULL, M, K, N, 1, NULL) == MX_OK)
+            fail("a BF16 dX with dx_acc 1 was accepted");
+        c.out16 = NULL;
+        c.x16 = c.dy16 = NULL;
+        c.dw_first = 0;
+        /* an operand missing with no BF16 copy is refused */
+        if (mxg_linear_forward(&c, NULL, dW.f(), dY2.f(), M, K, N, NULL) == MX_OK) fail("a missing X was accepted");
     } else {
         Dev h(ny * 2);
         c.out16 = h.h();

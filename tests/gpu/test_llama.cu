@@ -216,9 +216,10 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
         return;
     }
     vecf losses_c(m.losses, m.losses + N);
-    /* act16 (GPU runs 3, 4) against the CPU model with the same BF16 rounding points (mx_llama.act16:
-     * gate, up, dhid); for recipes it does not apply to, the same bytes as run 0 */
-    const int a16 = mx_act16_applies(&rec);
+    /* act16 (GPU runs 3, 4) against the CPU model with the same BF16 rounding points (mx_llama.act16: the
+     * linears' inputs, gate, up, dhid, dgate, dup; fp8 and MXFP4 then quantize the BF16 values); for recipes it
+     * cannot serve (mx_act16_possible), the same bytes as run 0 */
+    const int a16 = mx_act16_possible(&rec);
     vecf grads_c16, losses_c16;
     float loss_c16 = loss_c;
     if (a16) {
@@ -244,8 +245,8 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
     }
     vecf grads[6], losses[6];
     float loss_g[6] = {0, 0, 0, 0, 0, 0};
-    /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage (act16: a no-op but for bf16
-     * recipes); 4: both; 5: run 0 with MXLM_GPU_FUSE_SWIGLU=0 (run 0's SwiGLU backward makes dgate's and dup's
+    /* run 0 and 1: the same model twice; 2: recompute; 3: BF16 storage (act16: a no-op but where
+     * mx_act16_possible); 4: both; 5: run 0 with MXLM_GPU_FUSE_SWIGLU=0 (run 0's SwiGLU backward makes dgate's and dup's
      * MXFP4 operands where the recipe quantizes them fast, the default; run 5's linears quantize the FP32
      * tensors: the same bytes) */
     for (int r = 0; r < 6; r++) {

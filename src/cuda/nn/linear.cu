@@ -59,7 +59,7 @@ struct mxg_linws {
     uint8_t* q8x;          // [cap], made on the first use of x_same (not counted by mxg_linws_bytes)
     float* fsx;            // [cap/128 + 4]
     float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
-    struct { int valid, fmt; const float* x; int xr, xc; mxg_qspec s; } xk[2];
+    struct { int valid, fmt; const void* x; int xr, xc; mxg_qspec s; } xk[2]; // x: the tensor (FP32 or BF16)
     /* mxg_linear_ctx.gout: the product made again and its FP32 reference ([gcap] each, grown at telemetry
      * steps), and the counters that second quantization adds to (not counters: nothing counted twice) */
     float *gq, *gr;
@@ -292,14 +292,14 @@ namespace {
 
 /* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
  * rotation the seed, stream and rotation ids change no byte). */
-bool xkept(const mxg_linws* w, int role, int fmt, const float* x, int xr, int xc, const mxg_qspec* s) {
+bool xkept(const mxg_linws* w, int role, int fmt, const void* x, int xr, int xc, const mxg_qspec* s) {
     const mxg_qspec* k = &w->xk[role].s;
     return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].x == x && w->xk[role].xr == xr &&
            w->xk[role].xc == xc && k->layout == s->layout && k->scale == s->scale && k->round == s->round &&
            k->had_n == s->had_n && k->had_random == s->had_random && k->had_axis == s->had_axis;
 }
 
-void xrecord(mxg_linws* w, int role, int fmt, const float* x, int xr, int xc, const mxg_qspec* s) {
+void xrecord(mxg_linws* w, int role, int fmt, const void* x, int xr, int xc, const mxg_qspec* s) {
     w->xk[role].valid = 1;
     w->xk[role].fmt = fmt;
     w->xk[role].x = x;
@@ -467,16 +467,26 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                        mx_gemm_name(g));
     /* telemetry of operand o (NULL: off); FP32 GEMMs record nothing, as linear.c (no rotation there) */
     mxg_opstats* tele[2] = {c->tele ? c->tele + 2 * (int)g : NULL, c->tele ? c->tele + 2 * (int)g + 1 : NULL};
-    /* an operand may be absent (NULL) only where its BF16 copy serves: a BF16 GEMM without telemetry */
+    /* an operand may be absent (NULL) only where its BF16 copy serves, without telemetry: a BF16 GEMM reads it
+     * as it is, an FP8 or MXFP4 one (the GPU model's act16) quantizes it (src16: the tensor the quantizers read,
+     * FP32 where there is one, else the BF16 one) */
     const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : c->w16}; /* BF16 copies */
-    const int bf16 = mx_gemm_bf16_operands(c->recipe, g);
+    const int bf16 = mx_gemm_bf16_operands(c->recipe, g), takes16 = mx_gemm_takes_bf16(c->recipe, g);
     for (int o = 0; o < 2; o++)
-        if (!(o ? B : A) && !(bf16 && given[o] && !tele[o]))
+        if (!(o ? B : A) && !(takes16 && given[o] && !tele[o]))
             return mx_fail(MX_EINVAL, "linear %s: operand %c is missing", mx_gemm_name(g), o ? 'b' : 'a');
+    const void* src16[2] = {A ? (const void*)A : (const void*)given[0], B ? (const void*)B : (const void*)given[1]};
+    const mxg_dtype sdt[2] = {A ? MXG_F32 : MXG_BF16, B ? MXG_F32 : MXG_BF16};
     uint16_t* out16 = g == MX_WGRAD ? NULL : c->out16;
     const float* res = g == MX_FPROP ? c->res : NULL;
-    if (out16 && (!bf16 || accumulate))
-        return mx_fail(MX_EINVAL, "linear %s: a BF16 output needs BF16 operands and no accumulation", mx_gemm_name(g));
+    if (out16 && (!takes16 || accumulate || res))
+        return mx_fail(MX_EINVAL, "linear %s: a BF16 output needs BF16 operands (or FP8 / MXFP4 ones made from "
+                                  "them), no accumulation and no residual", mx_gemm_name(g));
+    if (out16 && mx_gemm_gpu_mxfp4(c->recipe, g) && !c->exact && (c->outer_scales & MXG_OUTER_MXFP4))
+        return mx_fail(MX_EINVAL, "linear %s: a BF16 output with MXFP4 on OUTER scales (the fix-up adds into the FP32 "
+                                  "product)", mx_gemm_name(g));
+    void* cout = out16 ? (void*)out16 : (void*)C; /* the product, in BF16 at out16 or in FP32 */
+    const mxg_dtype cdt = out16 ? MXG_BF16 : MXG_F32;
     if (res && (accumulate || res == C))
         return mx_fail(MX_EINVAL, "linear %s: a residual input needs an output of its own", mx_gemm_name(g));
     if (f->elem == MX_ELEM_FP32) { /* C[Ma,Nb] = A'[Ma,R] B'[Nb,R]^T on the tensors as stored */
@@ -515,9 +525,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         }
         PROF_E(PROF_QUANT, st);
         if (!rc)
-            rc = gemm_timed(MXG_SCALE_NONE, h[0], MXG_BF16, tr[0], NULL, h[1], MXG_BF16, tr[1], NULL,
-                            out16 ? (void*)out16 : (void*)C, out16 ? MXG_BF16 : MXG_F32, Ma, Nb, R, accumulate, res,
-                            stream);
+            rc = gemm_timed(MXG_SCALE_NONE, h[0], MXG_BF16, tr[0], NULL, h[1], MXG_BF16, tr[1], NULL, cout, cdt, Ma, Nb,
+                            R, accumulate, res, stream);
         return rc;
     }
     case MX_SCALE_TENSOR: { /* FP8, per-tensor scale: codes cast as stored, transposed as bytes */
@@ -536,7 +545,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (keep && role == 1) fsv[1] = w->fsx;
             mxg_qspec key; /* no spec beyond the format: X's kind (E4M3) follows from its role */
             memset(&key, 0, sizeof key);
-            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, op[o], rows[o], R, &key)) {
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key)) {
                 tn[o] = role == 1 ? w->q8x : w->q8[0]; /* the same bytes are there */
                 continue;
             }
@@ -544,11 +553,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o]; /* where a transposed operand goes */
             if (tr[o] && !(o == 0 && a_ready) && !tele[o]) {
                 /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes) */
-                rc = mxg_fp8_quantize_t(op[o], MXG_F32, R, rows[o], k, NULL, s, s + 1, s + 4, d, stream);
+                rc = mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, d, stream);
                 tn[o] = d;
             } else {
                 if (!(o == 0 && a_ready))
-                    rc = mxg_fp8_quantize(op[o], MXG_F32, n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+                    rc = mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
                 if (!rc && tele[o])
                     rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
                 tn[o] = w->q8[o];
@@ -557,7 +566,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     tn[o] = d;
                 }
             }
-            if (!rc && keep) xrecord(w, role, MX_FMT_FP8, op[o], rows[o], R, &key);
+            if (!rc && keep) xrecord(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key);
         }
         if (rc) return rc;
         const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0;
@@ -575,10 +584,10 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             }
             PROF_E(PROF_QUANT, st);
             return gemm_timed(outer8 ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, tn[0], kt[0], 0, fsv[0], tn[1], kt[1], 0,
-                              fsv[1], C, MXG_F32, Ma, Nb, R, accumulate, res, stream);
+                              fsv[1], cout, cdt, Ma, Nb, R, accumulate, res, stream);
         }
         PROF_E(PROF_QUANT, st);
-        return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], C, MXG_F32, Ma, Nb, R,
+        return gemm_timed(MXG_SCALE_TENSOR, tn[0], kt[0], 0, inv[0], tn[1], kt[1], 0, inv[1], cout, cdt, Ma, Nb, R,
                           accumulate, res, stream);
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks (MXFP8's, and MXFP4's under dither: block_gemm, above) */
@@ -588,7 +597,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         for (int o = 0; o < 2 && !rc; o++) {
             mxg_qspec s;
             const int col = mxfp4_spec(c, g, o, tr[o], &s); /* a column-direction output */
-            const float* x = op[o];
+            const void* x = src16[o]; /* FP32, or (act16) BF16: xdt */
+            mxg_dtype xdt = sdt[o];
             int xr = rows[o], xc = R; /* the tensor quantized, [xr, xc] */
             if (o == 0 && c->dyq && (g == MX_DGRAD || g == MX_WGRAD)) {
                 /* dY's operand made already where dY was produced (mxg_dyq; the fast path without telemetry,
@@ -608,9 +618,12 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 xr = R;
                 xc = rows[o];
             } else if (tr[o]) { /* 32x32 weight tiles: transposed in FP32 first */
+                if (!op[o])
+                    return mx_fail(MX_EINVAL, "linear %s: 32x32 tiles of a transposed BF16 operand", mx_gemm_name(g));
                 rc = transpose<float>(w->t[o], op[o], R, rows[o], st); /* stored [R, rows] -> [rows, R] */
                 if (rc) return rc;
                 x = w->t[o];
+                xdt = MXG_F32;
             }
             /* x_same: X's operand (Fprop's a, role 0; Wgrad's b, role 1) kept or reused where it is the
              * same bytes for every linear reading X */
@@ -633,9 +646,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 w->last_rows[o] = rows[o];
                 w->last_layout[o] = col ? MX_LAYOUT_1x32 : s.layout; /* x's 32x1 codes: x^T's 1x32 ones, byte for byte */
             }
-            rc = mxg_quantize(x, MXG_F32, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
+            rc = mxg_quantize(x, xdt, xr, xc, col ? NULL : &s, col ? NULL : &qo, col ? &s : NULL, col ? &qo : NULL,
                               stream);
-            if (!rc && fast && oow_probe_on()) rc = oow_probe_run(w, g, o, x, xr, xc, col, &s, rows[o], R, st);
+            if (!rc && fast && oow_probe_on())
+                rc = xdt == MXG_F32 ? oow_probe_run(w, g, o, (const float*)x, xr, xc, col, &s, rows[o], R, st)
+                                    : mx_fail(MX_EINVAL, "linear: the OUTER probe needs FP32 operands");
             if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
         }
         if (rc) return rc;
@@ -658,7 +673,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc)
                 rc = gemm_timed(outer ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, outer ? w->qo8[0] : e4[0], MXG_E4M3, 0,
                                 outer ? w->fo[0] : fsc[0], outer ? w->qo8[1] : e4[1], MXG_E4M3, 0, outer ? w->fo[1] : fsc[1],
-                                C, MXG_F32, Ma, Nb, R, accumulate, res, stream);
+                                cout, cdt, Ma, Nb, R, accumulate, res, stream);
             if (!rc && outer) {
                 PROF_B(PROF_QUANT, st);
                 rc = mxg_fold_outer_fixup(C, Ma, Nb, R, e4[0], fsc[0], w->qo8[0], w->fo[0], w->fl[0], e4[1], fsc[1],
@@ -674,7 +689,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         }
         PROF_E(PROF_QUANT, st);
         if (!rc)
-            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, C, MXG_F32, Ma, Nb,
+            rc = gemm_timed(MXG_SCALE_NONE, w->h[0], MXG_BF16, 0, NULL, w->h[1], MXG_BF16, 0, NULL, cout, cdt, Ma, Nb,
                             R, accumulate, res, stream);
         return rc;
     }

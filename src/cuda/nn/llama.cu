@@ -13,10 +13,12 @@
  *   - the residual adds happen in the o and down GEMMs' epilogues
  *     (mxg_linear_ctx.res: the same single rounding as llama.c's add).
  * Activations are FP32; the block linears follow the recipe (linear.cu). With
- * act16 (bf16 recipes, mxg_llama_create) BF16 storage: the tensors only BF16
- * GEMMs read (the same values), and the GEMM outputs gate, up, dhid and, with
- * the flash attention (att16), q, k, v, ao, dao, dq, dk, dv, rounded to BF16
- * where llama.c's mx_llama.act16 rounds; the residual stream stays FP32.
+ * act16 (mxg_llama_create: by default the bf16 recipes, mxg_llama_act16_default)
+ * BF16 storage: the tensors the linears read (a BF16 GEMM reads the same
+ * values; a quantized one, fp8 or MXFP4, quantizes the BF16 ones), and the GEMM
+ * outputs gate, up, dhid and, with the flash attention (att16), q, k, v, ao,
+ * dao, dq, dk, dv, rounded to BF16 where llama.c's mx_llama.act16 rounds; the
+ * residual stream stays FP32.
  * No floating-point atomics (except the telemetry sums, mxg_opstats, which the
  * training does not read): two runs give the same bytes.
  * Built with --fmad=false (mk/cuda.mk) for its one kernel, the residual add
@@ -82,7 +84,7 @@ struct mxg_llama {
     int head16_fresh;               /* head16 holds the current weights (cleared when they change) */
     uint16_t *head16, *xnf16;       // [V, D], [N, D] (the BF16 dlogits go over the FP32 logits chunk)
     uint16_t* x16;                  // [N, D]: a block input rounded to BF16 once for the linears sharing it
-    uint16_t* w16;                  // act16: the block linears' weights in BF16 (NULL otherwise), per kind at
+    uint16_t* w16;                  // act16 with BF16 GEMMs: the block linears' weights in BF16 (NULL otherwise), per kind at
     size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
     int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
@@ -424,7 +426,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     memset(&g, 0, sizeof g);
     g.cfg = *cfg;
     g.recompute = recompute;
-    g.act16 = act16 && mx_act16_applies(recipe);
+    g.act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
     g.fuse_sw = fuse_swiglu(recipe, g.act16);
@@ -445,7 +447,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
         e->grads = (int64_t)share_plan_of(&g, info, parts, n, B, T, at, &hosted);
         free(at);
     }
-    if (g.act16) {
+    if (g.act16 && mx_act16_applies(recipe)) {
         size_t off[MX_LIN_PER_BLOCK];
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
     }
@@ -483,6 +485,17 @@ static int make_pieces(mxg_llama* g) {
     return mx_shard_plan(&g->cfg, g->W, g->R, g->pieces, &g->npieces, &g->nshard);
 }
 
+/* The BF16 storage asked for by default (mxg_llama_create's act16; the trainer and `mxlm eval`): where the
+ * recipe's GEMMs are all BF16 (mx_act16_applies: the same numbers as FP32 storage); MXLM_GPU_ACT16=1 wherever
+ * it can serve (mx_act16_possible: the FP8 and MXFP4 recipes' quantizers then read the BF16 activations, as the
+ * CPU model with mx_llama.act16), =0 nowhere. */
+extern "C" int mxg_llama_act16_default(const mx_recipe* r) {
+    const char* e = getenv("MXLM_GPU_ACT16");
+    if (e && !strcmp(e, "0")) return 0;
+    if (e && !strcmp(e, "1")) return r && mx_act16_possible(r);
+    return r && mx_act16_applies(r);
+}
+
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                                 int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16,
                                 int attn) {
@@ -517,7 +530,10 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->seed = seed;
     g->exact = exact;
     g->recompute = recompute;
-    g->act16 = act16 && mx_act16_applies(recipe);
+    /* (not under the OUTER probe, which measures FP32 operands) */
+    g->act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
+    /* (BF16 outputs: MXFP4's OUTER fix-up adds into an FP32 product, so act16 keeps MXFP4 on VEC128 scales) */
+    if (g->act16) g->outer_scales &= ~MXG_OUTER_MXFP4;
     g->fuse_sw = fuse_swiglu(recipe, g->act16);
     g->attn = attn;
     g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
@@ -594,7 +610,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
-    if (g->act16) DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
+    if (g->act16 && mx_act16_applies(recipe)) /* BF16 GEMMs: their weights converted once per update */
+        DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");

@@ -182,11 +182,22 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
  * (one block of 8 warps per 64 tokens keeps too few loads in flight), so two passes stay the default. */
 int g_rms_fused = 0;
 
+/* dw[i] += the chunks' partials in chunk order (the CPU's); the loads 16 at a time before their adds (one
+ * thread per column: each add waits on the last, the loads need not). */
+#define RMS_SUM_BATCH 16
 __global__ void k_rmsnorm_bwd_dw_sum(float* dw, const float* part, int nch, int D) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= D) return;
     float acc = dw[i];
-    for (int ch = 0; ch < nch; ch++) acc += part[(size_t)ch * D + i];
+    int ch = 0;
+    for (; ch + RMS_SUM_BATCH <= nch; ch += RMS_SUM_BATCH) {
+        float v[RMS_SUM_BATCH];
+#pragma unroll
+        for (int j = 0; j < RMS_SUM_BATCH; j++) v[j] = part[(size_t)(ch + j) * D + i];
+#pragma unroll
+        for (int j = 0; j < RMS_SUM_BATCH; j++) acc += v[j];
+    }
+    for (; ch < nch; ch++) acc += part[(size_t)ch * D + i];
     dw[i] = acc;
 }
 

@@ -30,34 +30,36 @@ namespace {
 #define SS_CHUNK 4096 /* mx_sum_squares's chunk (adamw.c) */
 
 /* One thread per chunk, sequential in FP64: the CPU's partial, bit for bit. The chunks are read
- * coalesced: each step, a warp stages the next 32 values of each of its 32 chunks in shared memory
- * (one 128-byte load per chunk), then every thread adds its own chunk's 32 in order (a thread
- * walking its own 16 KiB chunk alone had read at ~1 TB/s). sumsq_chunk: the calling thread's chunk is
- * gp[i0 .. i1) (i1 - i0 <= SS_CHUNK; i1 <= i0: none); every thread of the block calls it. */
+ * coalesced: each step, a warp loads the next 32 values of each of its 32 chunks (one 128-byte load per
+ * chunk, all 32 issued before any is used: the warp's loads are in flight together), stages them in shared
+ * memory, then every thread adds its own chunk's 32 in order (a thread walking its own 16 KiB chunk alone
+ * had read at ~1 TB/s; loads issued one at a time between the stores to shared memory, ~0.5 TB/s at 125m).
+ * sumsq_chunk: the calling thread's chunk is gp[i0 .. i1) (i1 - i0 <= SS_CHUNK; i1 <= i0: none); every
+ * thread of the block calls it. */
 #define SS_BLOCK 128
 __device__ double sumsq_chunk(const float* gp, size_t i0, size_t i1) {
     __shared__ float sl[SS_BLOCK][33];
-    __shared__ const float* rg[SS_BLOCK]; /* each thread's chunk, for the warp's staging */
-    __shared__ size_t ra[SS_BLOCK], re[SS_BLOCK];
+    __shared__ const float* rb[SS_BLOCK]; /* each thread's chunk (its first value) and length, for the warp's loads */
+    __shared__ int rn[SS_BLOCK];
     const int t = threadIdx.x, lane = t & 31, w0 = t & ~31;
-    rg[t] = gp;
-    ra[t] = i0;
-    re[t] = i1;
+    const int cnt = i1 > i0 ? (int)(i1 - i0) : 0;
+    rb[t] = cnt ? gp + i0 : gp;
+    rn[t] = cnt;
     __syncwarp();
     double s = 0.0;
     for (int k = 0; k < SS_CHUNK; k += 32) {
-        for (int j = 0; j < 32; j++) { /* row w0 + j: its chunk's values k .. k + 31 */
-            const size_t idx = ra[w0 + j] + k + lane;
-            sl[w0 + j][lane] = idx < re[w0 + j] ? rg[w0 + j][idx] : 0.0f;
-        }
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 32; j++) /* chunk w0 + j's values k .. k + 31, no store in between */
+            v[j] = k + lane < rn[w0 + j] ? __ldg(rb[w0 + j] + k + lane) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++) sl[w0 + j][lane] = v[j];
         __syncwarp();
-        for (int j = 0; j < 32; j++) {
-            const size_t i = i0 + k + j;
-            if (i < i1) {
-                const float v = sl[t][j];
-                s += (double)v * v;
+        for (int j = 0; j < 32; j++)
+            if (k + j < cnt) {
+                const float x = sl[t][j];
+                s += (double)x * x;
             }
-        }
         __syncwarp();
     }
     return s;

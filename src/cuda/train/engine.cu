@@ -221,9 +221,12 @@ extern "C" void mx_engine_gpu_ranks(void* comm, int* rank, int* world) {
 
 extern "C" int mx_engine_gpu_info(char* info, size_t n) { return mxg_device_info(info, n) == 0; }
 
-/* BF16-only storage of the activations that only BF16 GEMMs read (mxg_llama_create's act16): the
- * same numbers; not where telemetry is asked for (it measures the FP32 operands). */
-static int act16_of(const mx_train_config* c) { return c->telemetry_every == 0; }
+/* BF16 storage of the activations (mxg_llama_create's act16) as mxg_llama_act16_default gives it for the
+ * recipe (the BF16 recipes: the same numbers; MXLM_GPU_ACT16); not where telemetry is asked for (it measures
+ * the FP32 operands). */
+static int act16_of(const mx_train_config* c, const mx_recipe* r) {
+    return c->telemetry_every == 0 && mxg_llama_act16_default(r);
+}
 
 /* Gradients in activation memory (mxg_llama_create_dist's share_grads): with one micro-batch a step on one GPU,
  * unless MXLM_GPU_SHARE_GRADS=0 (docs/gpu.md). */
@@ -236,8 +239,8 @@ static int share_grads_of(const mx_train_config* c, int world) {
 static void estimate(const mx_train_config* c, int recompute, int world, mxg_mem_estimate* ge) {
     mx_recipe r;
     const int ok = mx_recipe_parse(c->recipe, &r) == MX_OK;
-    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c), mx_train_gpu_attn(c),
-                       share_grads_of(c, world), ge);
+    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c, ok ? &r : NULL),
+                       mx_train_gpu_attn(c), share_grads_of(c, world), ge);
 }
 
 extern "C" int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n) {
@@ -276,7 +279,7 @@ extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
     int64_t fr = 0, tot = 0;
     if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
     int rc = mxg_llama_create_dist(&ge->g, &c->model, recipe, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
-                                   c->gemm_exact, c->recompute, act16_of(c), mx_train_gpu_attn(c),
+                                   c->gemm_exact, c->recompute, act16_of(c, recipe), mx_train_gpu_attn(c),
                                    share_grads_of(c, e->world), ge->comm);
     if (!rc && e->world > 1) { /* this rank's shard of the moments */
         ge->nshard = mxg_llama_shard_size(ge->g);
