@@ -130,8 +130,9 @@ if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MX
 fi
 if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
   # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind).
-  # Our runs' totals include the trainer's two forward-only evaluations (step 0 and the end; per-launch times are
-  # exact); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s were too few, 2026-12-03)
+  # Our runs' tables keep the training steps' launches alone (kprof.py --train-only: the trainer's forward-only
+  # evaluations left out; session 16); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s
+  # were too few, 2026-12-03)
   mkdir -p "$OUT/kp"
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   KS=${KP_STEPS:-2}
@@ -145,8 +146,8 @@ if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels se
         build/cuda/mxlm train --device cuda --preset "$p" --recipe "$r" --batch "$b" --seq "$t" --steps "$KS" --warmup 1 \
         --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 1 --out "$OUT/kp/$p-$r" > "$OUT/kp/$p-$r.log" 2>&1 ||
         echo "kprof $p $r: exit $?" >> "$OUT/kprof.txt"
-      { echo "== $p $r ($KS steps, ms per step)"; python3 bench/kprof.py "$OUT/kp/$p-$r.csv" --steps "$KS" --top "${KP_TOP:-20}"; } \
-        >> "$OUT/kprof.txt" 2>&1
+      { echo "== $p $r ($KS steps, ms per step; the training steps' launches alone: --train-only)"
+        python3 bench/kprof.py "$OUT/kp/$p-$r.csv" --train-only --top "${KP_TOP:-20}"; } >> "$OUT/kprof.txt" 2>&1
     done
     if [ "${KP_PEER:-1}" = 1 ]; then # the PyTorch peer's kernels over KS steps after its warm-up (torch_peer.py --profile-steps)
       timeout "${KP_PEER_TIMEOUT:-360}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \

@@ -47,21 +47,25 @@ def steps(run):
     return out
 
 
+def log_lines(run):
+    """The run's log, then (gpu_train.sh since 2026-12-03, session 16) its profiled twin's, which has the split."""
+    for log in (run + ".log", run + ".prof.log"):
+        if os.path.exists(log):
+            yield from open(log)
+
+
 def log_info(run):
     split, mem_peak, mem_est = {}, None, None
-    log = run + ".log"
-    if not os.path.exists(log):
-        return split, None
-    for line in open(log):
+    for line in log_lines(run):
         if line.startswith("GPU time by part"):
             for name, share in re.findall(r"[:;] ([^;:]+?) [0-9.]+ ms \(([0-9.]+)%\)", line):
                 if name.strip() in PARTS:
                     split[PARTS[name.strip()]] = round(float(share) / 100, 4)
         m = re.search(r"GPU memory: ([0-9.]+) MiB peak", line)
-        if m:
+        if m and mem_peak is None:  # the timing run's (its log comes first)
             mem_peak = float(m.group(1)) / 1024
         m = re.match(r"GPU memory: ([0-9.]+) MiB estimated", line)
-        if m:
+        if m and mem_est is None:
             mem_est = float(m.group(1)) / 1024
     return split, mem_peak if mem_peak is not None else mem_est
 
@@ -87,7 +91,7 @@ def main():
     for top in a.train:
         for name in sorted(os.listdir(top)):
             run = os.path.join(top, name)
-            if not os.path.isdir(run) or not os.path.exists(os.path.join(run, "metrics.jsonl")):
+            if not os.path.isdir(run) or not os.path.exists(os.path.join(run, "metrics.jsonl")) or name.endswith(".prof"):
                 continue
             st = steps(run)
             if len(st) < 3:

@@ -31,7 +31,7 @@ def main(out):
     rows = []
     for name in sorted(os.listdir(out)):
         run = os.path.join(out, name)
-        if not os.path.isdir(run) or not os.path.exists(os.path.join(run, "metrics.jsonl")):
+        if not os.path.isdir(run) or not os.path.exists(os.path.join(run, "metrics.jsonl")) or name.endswith(".prof"):
             continue
         c = cfg(run)
         steps = []
@@ -54,8 +54,8 @@ def main(out):
         mfu = flops / (ms / 1e3) / PEAK
         split = ""
         log = run + ".log"
-        if os.path.exists(log):
-            for line in open(log):
+        for lg in (log, run + ".prof.log"):  # the split: the profiled twin's (gpu_train.sh), else the run's own
+            for line in open(lg) if os.path.exists(lg) else []:
                 if line.startswith("GPU time by part"):
                     split = line.strip()
         mem = ""

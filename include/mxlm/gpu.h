@@ -143,13 +143,17 @@ int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void* stream);
  * any NaN), then scale = fmax/amax as mx_fp8_scale_for_amax (written to
  * *scale, device), inv_scale = 1/scale (device, for the GEMM; may be NULL),
  * codes[i] = encode(x[i] * scale). With `given_scale` (device, non-NULL) that
- * scale is used instead (delayed scaling) and amax is still written. */
+ * scale is used instead (delayed scaling) and amax is still written.
+ * inv_rows (NULL: none): 1/scale written to inv_rows[0 .. n_rows) as well, by the
+ * launch that makes the scale (a GEMM's per-row or per-128 scale vector). */
 int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                     float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream);
+                     float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes,
+                     void* stream);
 /* The same for x [rows, cols] (row-major) with the codes written transposed, codes_t [cols, rows]: the bytes
  * of mxg_fp8_quantize then a transpose, from one read of x (the cast's pass writes them transposed). */
 int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given_scale,
-                       float* amax, float* scale, float* inv_scale, uint8_t* codes_t, void* stream);
+                       float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
+                       void* stream);
 
 /* Convert float -> BF16 (RNE, mx_bf16_from_f32) on the device. */
 int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream);

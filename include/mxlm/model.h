@@ -108,9 +108,12 @@ static inline uint32_t mx_linear_id(int block, int j) { return (uint32_t)(block 
 
 /* ---- the model ------------------------------------------------------------ */
 
-/* mx_llama.act16: the GPU model's BF16 rounding points. FFN: gate, up (the Fprop outputs) and dhid
- * (down's Dgrad output); ATTN (the GPU's act16 with the flash attention): q, k, v (Fprop outputs)
- * and q, k after RoPE, dao (o's Dgrad output), dq, dk, dv after the attention and dq, dk after RoPE. */
+/* mx_llama.act16: the GPU model's BF16 rounding points. FFN: the norm outputs xn1, xn2, the SwiGLU
+ * product hid (the linears' inputs), gate, up (the Fprop outputs), dhid (down's Dgrad output) and the
+ * SwiGLU gradients dgate, dup; ATTN (the GPU's act16 with the flash attention): q, k, v (Fprop
+ * outputs) and q, k after RoPE, the attention output ao (o's input), dao (o's Dgrad output), dq, dk,
+ * dv after the attention and dq, dk after RoPE. A BF16 GEMM rounds its inputs anyway (the inputs'
+ * points change nothing there); an FP8 or MXFP4 one then quantizes the BF16 values, as the GPU does. */
 enum { MX_ACT16_FFN = 1, MX_ACT16_ATTN = 2 };
 
 typedef struct {
@@ -127,9 +130,8 @@ typedef struct {
     uint64_t seed;        /* run seed (SR bits, rhN signs) */
     int head_bf16;        /* 1: the LM head's GEMMs take BF16-rounded operands (xnf, head, dlogits), FP32
                            * accumulation: what the GPU's tensor-core head computes; 0: FP32 */
-    int act16;            /* MX_ACT16_* flags, where mx_act16_applies(recipe): round to BF16 where the GPU
-                           * model (act16) stores BF16 (tensors that only feed BF16 GEMMs, which round them
-                           * anyway, need nothing); 0: FP32 */
+    int act16;            /* MX_ACT16_* flags, where mx_act16_possible(recipe): round to BF16 where the GPU
+                           * model (act16) stores BF16 (above); 0: FP32 */
     uint64_t step;        /* passed to the linear layers (set by the trainer) */
     int telemetry;        /* 1: linear layers accumulate SQNR/clipping stats */
     mx_linear_state* lstate; /* [L * 7] per linear: telemetry + FP8 amax history */

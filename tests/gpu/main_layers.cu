@@ -287,6 +287,8 @@ int main(int argc, char** argv) {
     /* (last, so that the cases above keep their inputs from g_rng) 38 chunks of 64 tokens: dw's chunk sums
      * loaded 16 at a time, and a tail */
     test_rmsnorm(2373, 96);
+    test_rmsnorm(72, 768);                /* the dx pass a warp per token: 6 of 8 float4 a lane (125m's D) */
+    test_rmsnorm(40, 2048);               /* 16 float4 a lane (1b's D) */
     mxg_layers_shutdown();
     mxg_attention_gemm_shutdown();
     mxg_shutdown();

@@ -22,10 +22,24 @@ void test_fp8(const char* filter) {
         CK(cudaMemcpy(dx, bf ? (const void*)xb.data() : (const void*)x.data(), n * (bf ? 2 : 4), cudaMemcpyHostToDevice));
         float* dv = dalloc<float>(4);
         uint8_t* dc = dalloc<uint8_t>(n);
+        /* the inverse scale over a row vector too (odd lengths, more than the scale kernel's threads; one
+         * float past it must stay) */
+        const size_t nr = 97 + 211 * (size_t)c;
+        float* drow = dalloc<float>(nr + 1);
+        CK(cudaMemset(drow, 0xA5, (nr + 1) * 4));
         CK(cudaMemset(dc, 0xA5, n));
-        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, NULL, dv, dv + 1, dv + 2, dc, NULL));
+        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, NULL, dv, dv + 1, dv + 2, drow, nr, dc, NULL));
         CK(cudaDeviceSynchronize());
         auto hv = d2h(dv, 3);
+        {
+            auto hr = d2h(drow, nr + 1);
+            size_t bad = 0;
+            for (size_t j = 0; j < nr; j++) bad += memcmp(&hr[j], &hv[2], 4) != 0;
+            uint32_t past;
+            memcpy(&past, &hr[nr], 4);
+            if (bad) fail("fp8[%d]: %zu of %zu row scales differ from the inverse scale", c, bad, nr);
+            if (past != 0xA5A5A5A5u) fail("fp8[%d]: the row scales written past their %zu", c, nr);
+        }
         auto hc = d2h(dc, n);
         float amax = mx_amax(x.data(), n), scale = mx_fp8_scale_for_amax(amax, kind);
         std::vector<uint8_t> rc(n);
@@ -38,7 +52,7 @@ void test_fp8(const char* filter) {
         /* delayed scaling: a given scale */
         float given = 3.0f;
         CK(cudaMemcpy(dv + 3, &given, 4, cudaMemcpyHostToDevice));
-        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, dv + 3, dv, NULL, NULL, dc, NULL));
+        MX(mxg_fp8_quantize(dx, bf ? MXG_BF16 : MXG_F32, n, kind, dv + 3, dv, NULL, NULL, NULL, 0, dc, NULL));
         CK(cudaDeviceSynchronize());
         hc = d2h(dc, n);
         mx_fp8_quantize(x.data(), n, given, kind, rc.data());
@@ -55,18 +69,24 @@ void test_fp8(const char* filter) {
             for (int r = 0; r < rr; r++)
                 for (int q = 0; q < cc; q++) want[(size_t)q * rr + r] = flat[(size_t)r * cc + q];
             CK(cudaMemset(dc, 0xA5, n));
-            MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv, dv + 1, dv + 2, dc, NULL));
+            CK(cudaMemset(drow, 0xA5, (nr + 1) * 4));
+            MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv, dv + 1, dv + 2, drow, 3, dc, NULL));
             CK(cudaDeviceSynchronize());
             hv = d2h(dv, 3);
             hc = d2h(dc, n);
             if (!(hv[0] == am || (hv[0] != hv[0] && am != am))) fail("fp8_t[%d]: amax %g, CPU %g", c, hv[0], am);
             if (hv[1] != sc) fail("fp8_t[%d]: scale %g, CPU %g", c, hv[1], sc);
+            auto hr = d2h(drow, 4);
+            if (hr[0] != 1.0f / sc || hr[2] != 1.0f / sc) fail("fp8_t[%d]: row scale %g, want %g", c, hr[0], 1.0f / sc);
+            uint32_t past;
+            memcpy(&past, &hr[3], 4);
+            if (past != 0xA5A5A5A5u) fail("fp8_t[%d]: the row scales written past their 3", c);
             i = first_diff(hc.data(), want.data(), m);
             if (i >= 0) fail("fp8_t[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
             for (size_t j = m; j < n; j++)
                 if (hc[j] != 0xA5) { fail("fp8_t[%d]: byte %zu written past the output", c, j); break; }
         }
-        CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc));
+        CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc)); CK(cudaFree(drow));
         if (g_fail_case) g_fail++; else g_pass++;
     }
     printf("  fp8 per-tensor cases: 8 (each also transposed)\n");

@@ -133,8 +133,8 @@ void gemm_case(int M, int N, int K, int had, int oow_row, const char* filter) {
         uint8_t *qa8 = dalloc<uint8_t>((size_t)M * K), *qb8 = dalloc<uint8_t>((size_t)N * K);
         float* sc = dalloc<float>(16);  /* scale pointers 16-byte aligned (cuBLASLt) */
         mx_fp8_kind ka = k5 ? MX_FP8_E5M2 : MX_FP8_E4M3;
-        MX(mxg_fp8_quantize(da, MXG_BF16, (size_t)M * K, ka, NULL, sc, sc + 1, sc + 4, qa8, NULL));
-        MX(mxg_fp8_quantize(db, MXG_BF16, (size_t)N * K, MX_FP8_E4M3, NULL, sc + 8, sc + 9, sc + 12, qb8, NULL));
+        MX(mxg_fp8_quantize(da, MXG_BF16, (size_t)M * K, ka, NULL, sc, sc + 1, sc + 4, NULL, 0, qa8, NULL));
+        MX(mxg_fp8_quantize(db, MXG_BF16, (size_t)N * K, MX_FP8_E4M3, NULL, sc + 8, sc + 9, sc + 12, NULL, 0, qb8, NULL));
         poisonC();
         rc = mxg_gemm_tn(MXG_SCALE_TENSOR, qa8, k5 ? MXG_E5M2 : MXG_E4M3, sc + 4, qb8, MXG_E4M3, sc + 12, dC, MXG_F32, M, N, K, NULL);
         if (rc) fail("%s fp8 per-tensor: %s", name, mx_last_error());

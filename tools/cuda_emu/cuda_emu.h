@@ -93,7 +93,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline bool emu_sync_free(const char* name) {
     static const char* k[] = {"k_embed_fwd", "k_embed_count", "k_embed_place", "k_embed_rank", "k_embed_accum",
                               "k_rmsnorm_bwd_dw_part", "k_rmsnorm_bwd_dw_sum", "k_rope", "k_swiglu_fwd",
-                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_adamw", "k_adamw_spans", "k_fp8_cast", "k_fp8_scale", "k_to_bf16"};
+                              "k_swiglu_bwd", "k_add", "k_xent_bwd", "k_adamw", "k_adamw_spans", "k_fp8_cast", "k_to_bf16"};
     for (auto s : k) if (!strcmp(s, name)) return true;
     return false;
 }
@@ -215,3 +215,4 @@ inline double atomicAdd(double* p, double v) { static std::mutex m; std::lock_gu
 #define PROF_B(c, s) do {} while (0)
 #define PROF_E(c, s) do {} while (0)
 enum { PROF_QUANT = 0, PROF_GEMM, PROF_ATTN, PROF_HEAD, PROF_ELEM, PROF_OPT, PROF_N };
+inline int g_mxg_prof_gid = -1; /* MXLM_GPU_PROFILE's GEMM id (linear.cu sets it) */

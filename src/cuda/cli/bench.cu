@@ -237,8 +237,8 @@ extern "C" int mxg_bench_gemm(int M, int N, int K, int iters) {
         return r ? r : mxg_quantize(B, MXG_BF16, N, K, &qs, &qob, NULL, NULL, NULL);
     };
     auto q8 = [&]() {
-        int r = mxg_fp8_quantize(A, MXG_BF16, na, MX_FP8_E4M3, NULL, sc, sc + 1, sc + 4, qa, NULL);
-        return r ? r : mxg_fp8_quantize(B, MXG_BF16, nb, MX_FP8_E4M3, NULL, sc + 8, sc + 9, sc + 12, qb, NULL);
+        int r = mxg_fp8_quantize(A, MXG_BF16, na, MX_FP8_E4M3, NULL, sc, sc + 1, sc + 4, NULL, 0, qa, NULL);
+        return r ? r : mxg_fp8_quantize(B, MXG_BF16, nb, MX_FP8_E4M3, NULL, sc + 8, sc + 9, sc + 12, NULL, 0, qb, NULL);
     };
     /* operands ready before timing GEMM-only variants */
     rc = qmx();

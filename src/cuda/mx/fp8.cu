@@ -53,22 +53,34 @@ template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* ama
     }
 }
 
-__global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv) {
-    float am = mx_u2f(*amax_bits);
-    if (amax) *amax = am;
-    float s;
-    if (given) s = *given;
-    else {
-        /* mx_fp8_scale_for_amax */
-        float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
-        if (!(am > 0.0f) || !(am <= 3.4028235e38f)) s = 1.0f;
+/* One block: thread 0 the scale (mx_fp8_scale_for_amax, or the given one) and its inverse; then every thread
+ * writes the inverse over inv_rows[0 .. n_rows) (the GEMM's scale vector: one launch fewer than a broadcast). */
+#define FP8_SCALE_THREADS 256
+__global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv,
+                            float* inv_rows, size_t n_rows) {
+    __shared__ float s_inv;
+    if (threadIdx.x == 0) {
+        float am = mx_u2f(*amax_bits);
+        if (amax) *amax = am;
+        float s;
+        if (given) s = *given;
         else {
-            s = fmax / am;
-            if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
+            /* mx_fp8_scale_for_amax */
+            float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
+            if (!(am > 0.0f) || !(am <= 3.4028235e38f)) s = 1.0f;
+            else {
+                s = fmax / am;
+                if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
+            }
         }
+        if (scale) *scale = s;
+        s_inv = 1.0f / s;
+        if (inv) *inv = s_inv;
     }
-    if (scale) *scale = s;
-    if (inv) *inv = 1.0f / s;
+    if (!inv_rows) return;
+    __syncthreads();
+    const float v = s_inv;
+    for (size_t i = threadIdx.x; i < n_rows; i += blockDim.x) inv_rows[i] = v;
 }
 
 /* One code of k_fp8_cast's four at once: x * scale by the hardware conversion (hw: the tensor holds no NaN) or
@@ -186,7 +198,7 @@ void mxg_fp8_release(void) {
 
 /* The amax of x into d_bits and the scales from it (mxg_fp8_quantize's first two steps). */
 static int fp8_amax_scale(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                          float* amax, float* scale, float* inv_scale, cudaStream_t st) {
+                          float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, cudaStream_t st) {
     if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
     if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
     if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
@@ -195,15 +207,17 @@ static int fp8_amax_scale(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kin
     if (dt == MXG_BF16) k_amax<uint16_t><<<132 * 8, 256, 0, st>>>((const uint16_t*)x, n, d_bits, vec);
     else k_amax<float><<<132 * 8, 256, 0, st>>>((const float*)x, n, d_bits, vec);
     CU_LAUNCHED();
-    k_fp8_scale<<<1, 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale);
+    k_fp8_scale<<<1, inv_rows ? FP8_SCALE_THREADS : 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale,
+                                                               inv_rows, inv_rows ? n_rows : 0);
     CU_LAUNCHED();
     return MX_OK;
 }
 
 extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                                float* amax, float* scale, float* inv_scale, uint8_t* codes, void* stream) {
+                                float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows,
+                                uint8_t* codes, void* stream) {
     cudaStream_t st = MXG_STREAM(stream);
-    int rc = fp8_amax_scale(x, dt, n, kind, given_scale, amax, scale, inv_scale, st);
+    int rc = fp8_amax_scale(x, dt, n, kind, given_scale, amax, scale, inv_scale, inv_rows, n_rows, st);
     if (rc) return rc;
     const int grid = 132 * 8;
     const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
@@ -219,11 +233,11 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
 
 extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
                                   const float* given_scale, float* amax, float* scale, float* inv_scale,
-                                  uint8_t* codes_t, void* stream) {
+                                  float* inv_rows, size_t n_rows, uint8_t* codes_t, void* stream) {
     ARG_CHECK(rows > 0 && cols > 0 && codes_t, "mxg_fp8_quantize_t: shape %d x %d or no output", rows, cols);
     ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_quantize_t: %d rows (at most %d)", rows, 65535 * FT);
     cudaStream_t st = MXG_STREAM(stream);
-    int rc = fp8_amax_scale(x, dt, (size_t)rows * cols, kind, given_scale, amax, scale, inv_scale, st);
+    int rc = fp8_amax_scale(x, dt, (size_t)rows * cols, kind, given_scale, amax, scale, inv_scale, inv_rows, n_rows, st);
     if (rc) return rc;
     const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
     if (dt == MXG_BF16)

@@ -534,6 +534,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         const uint8_t* tn[2];
         const float* inv[2];
         float* fsv[2] = {w->fs[0], w->fs[1]};
+        /* the GEMM's scale vectors (below: OUTER, or VEC128 where R % 128 == 0), written by the quantizer's own
+         * scale launch where it makes the codes (bc[o]); a kept operand's were written when it was made (the same
+         * tensor and shape); what is left (Wgrad's a_ready codes) is broadcast after the loop */
+        const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0, vecs = outer8 || R % 128 == 0;
+        const size_t nv[2] = {outer8 ? (size_t)rows[0] : (size_t)(R / 128) * rows[0],
+                              outer8 ? (size_t)rows[1] : (size_t)(R / 128) * rows[1]};
+        int bc[2] = {0, 0};
         for (int o = 0; o < 2 && !rc; o++) {
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
@@ -546,18 +553,23 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             mxg_qspec key; /* no spec beyond the format: X's kind (E4M3) follows from its role */
             memset(&key, 0, sizeof key);
             if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key)) {
-                tn[o] = role == 1 ? w->q8x : w->q8[0]; /* the same bytes are there */
+                tn[o] = role == 1 ? w->q8x : w->q8[0]; /* the same bytes are there, and its scale vector */
+                bc[o] = 1;
                 continue;
             }
             const size_t n = (size_t)rows[o] * R;
+            float* rv = vecs ? fsv[o] : NULL;
             uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o]; /* where a transposed operand goes */
             if (tr[o] && !(o == 0 && a_ready) && !tele[o]) {
                 /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes) */
-                rc = mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, d, stream);
+                rc = mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], d, stream);
                 tn[o] = d;
+                bc[o] = 1;
             } else {
-                if (!(o == 0 && a_ready))
-                    rc = mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, w->q8[o], stream);
+                if (!(o == 0 && a_ready)) {
+                    rc = mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o], stream);
+                    bc[o] = 1;
+                }
                 if (!rc && tele[o])
                     rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
                 tn[o] = w->q8[o];
@@ -569,15 +581,15 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && keep) xrecord(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key);
         }
         if (rc) return rc;
-        const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0;
-        if (outer8 || R % 128 == 0) {
+        if (vecs) {
             /* The per-tensor multipliers given as VEC128 scale tensors (all equal), or with outer_scales as one
              * scale per row (OUTER_VEC_32F): cuBLASLt's VEC128 and OUTER kernels promote the FP8 partial sums to
              * FP32 as often (measured <= 6e-5 of sum|ab|), its per-tensor ones less often (up to 4.2e-4:
              * tests/gpu/test_gpu.cu), which is enough to make a trajectory drift away from the CPU's FP32
              * accumulation. Same products, same scales. */
             for (int o = 0; o < 2; o++) {
-                const size_t n = outer8 ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
+                if (bc[o]) continue;
+                const size_t n = nv[o];
                 k_broadcast<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, st>>>(
                     fsv[o], n, inv[o]);
                 CU_LAUNCHED();

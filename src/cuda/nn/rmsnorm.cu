@@ -96,6 +96,77 @@ __global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, c
     for (int i = threadIdx.x; i < D; i += blockDim.x) d[i] += r * (g[i] * w[i] - xr[i] * c);
 }
 
+/* The same dx pass a warp per token with 16-byte loads (D % 4 == 0, D / 4 <= 32 V; dx, dout, x, w aligned):
+ * the row's dout and x held in registers from the dot to the update (each read once, all of a lane's loads
+ * issued together), the dot's FP64 sum in the lanes' order then warp_sum, then k_rmsnorm_bwd_dx's expressions
+ * (dx bit for bit its own unless the two FP64 dots round to different floats: as k_rmsnorm_fwd_warp against
+ * k_rmsnorm_fwd). A block of 256 threads per token had left dx at ~2.9 TB/s (125m, H200, 2026-12-03). */
+#define RMS_DXW_ROWS 8 /* warps (tokens) per block */
+template <int V>
+__global__ void __launch_bounds__(RMS_DXW_ROWS * 32) k_rmsnorm_bwd_dx_warp(float* __restrict__ dx,
+                                                                            const float* __restrict__ dout,
+                                                                            const float* __restrict__ x,
+                                                                            const float* __restrict__ w,
+                                                                            const float* __restrict__ rstd, int N,
+                                                                            int D) {
+    const int n = blockIdx.x * RMS_DXW_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, D4 = D / 4;
+    if (n >= N) return;
+    const float4* g4 = (const float4*)(dout + (size_t)n * D);
+    const float4* x4 = (const float4*)(x + (size_t)n * D);
+    const float4* w4 = (const float4*)w;
+    float4 gv[V], xv[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        const int i = lane + 32 * j;
+        gv[j] = xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < D4) {
+            gv[j] = g4[i];
+            xv[j] = x4[i];
+        }
+    }
+    double dot = 0.0;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        const int i = lane + 32 * j;
+        if (i < D4) {
+            const float4 wv = __ldg(w4 + i);
+            dot += (double)gv[j].x * wv.x * xv[j].x;
+            dot += (double)gv[j].y * wv.y * xv[j].y;
+            dot += (double)gv[j].z * wv.z * xv[j].z;
+            dot += (double)gv[j].w * wv.w * xv[j].w;
+        }
+    }
+    dot = warp_sum(dot);
+    const float r = rstd[n], c = (float)(dot / D) * r * r;
+    float4* d4 = (float4*)(dx + (size_t)n * D);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        const int i = lane + 32 * j;
+        if (i < D4) {
+            const float4 wv = __ldg(w4 + i);
+            float4 dv = d4[i];
+            dv.x += r * (gv[j].x * wv.x - xv[j].x * c);
+            dv.y += r * (gv[j].y * wv.y - xv[j].y * c);
+            dv.z += r * (gv[j].z * wv.z - xv[j].z * c);
+            dv.w += r * (gv[j].w * wv.w - xv[j].w * c);
+            d4[i] = dv;
+        }
+    }
+}
+
+/* The dx pass: the warp kernel where its conditions hold (V the smallest of 2, 4, 8, 16 with D / 4 <= 32 V),
+ * else a block per token. */
+void rms_bwd_dx_launch(float* dx, const float* dout, const float* x, const float* w, const float* rstd, int N, int D,
+                       cudaStream_t s) {
+    const int D4 = D / 4, nb = (N + RMS_DXW_ROWS - 1) / RMS_DXW_ROWS, nt = RMS_DXW_ROWS * 32;
+    const int ok = D % 4 == 0 && D4 <= 32 * 16 && !(((uintptr_t)dx | (uintptr_t)dout | (uintptr_t)x | (uintptr_t)w) & 15);
+    if (ok && D4 <= 64) k_rmsnorm_bwd_dx_warp<2><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
+    else if (ok && D4 <= 128) k_rmsnorm_bwd_dx_warp<4><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
+    else if (ok && D4 <= 256) k_rmsnorm_bwd_dx_warp<8><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
+    else if (ok) k_rmsnorm_bwd_dx_warp<16><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
+    else k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
+}
+
 /* part[ch, i] = sum over the chunk's tokens in order of g x r (float, as the CPU). */
 __global__ void k_rmsnorm_bwd_dw_part(float* part, const float* dout, const float* x, const float* rstd, int N,
                                       int D) {
@@ -240,7 +311,7 @@ extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, con
         k_rmsnorm_bwd_fused<<<nch, RMS_THREADS, 0, s>>>(dx, ws, dout, x, w, rstd, N, D);
         CU_LAUNCHED();
     } else {
-        k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
+        rms_bwd_dx_launch(dx, dout, x, w, rstd, N, D, s);
         CU_LAUNCHED();
         k_rmsnorm_bwd_dw_part<<<dim3((unsigned)nch, blocks_for(D, 128)), 128, 0, s>>>(ws, dout, x, rstd, N, D);
         CU_LAUNCHED();
