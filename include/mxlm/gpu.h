@@ -104,6 +104,10 @@ int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, const mxg_qspe
 int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2]);
 int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const float* up, int rows, int cols,
                             const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream);
+/* The same from BF16 gate, up and dh (the GPU model's act16), dgate and dup rounded to BF16 before they are
+ * quantized: every byte as mxg_quantize makes it from what mxg_swiglu_backward_bf16 writes. */
+int mxg_quantize_swiglu_bwd_bf16(const uint16_t* dh, const uint16_t* gate, const uint16_t* up, int rows, int cols,
+                                 const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream);
 
 /* An MXFP4 tensor on the device (mx.h layouts). */
 typedef struct {

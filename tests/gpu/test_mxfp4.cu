@@ -405,8 +405,10 @@ void test_quant_telemetry(mx_layout l0, mx_layout l1, int had_n, int rnd, int sr
  * must be the bytes of mxg_swiglu_backward followed by mxg_quantize (the fast kernel, itself bit for bit
  * the CPU's in test_quant), with the trainer's specs: the column direction with sr_tn, rotations h16 /
  * rh16 / h32 / none, every scale rule, different seeds and rotation ids per tensor; inputs with zero,
- * tiny and huge regions, outliers, NaN and Inf; outputs poisoned first; counters equal. Then the
- * shapes and specs it refuses (mxg_quantize_swiglu_ok: SR, rotation > 32, dims not multiples of 128). */
+ * tiny and huge regions, outliers, NaN and Inf; outputs poisoned first; counters equal. The last four
+ * from BF16 inputs (mxg_quantize_swiglu_bwd_bf16 against mxg_swiglu_backward_bf16, then mxg_quantize of its
+ * BF16 outputs: the GPU model's act16). Then the shapes and specs it refuses (mxg_quantize_swiglu_ok: SR,
+ * rotation > 32, dims not multiples of 128). */
 void test_quant_swiglu(const char* filter) {
     (void)filter;
     /* 2048 x 1280: 160 tiles, more than the resident CTAs, so a CTA loops over several (signs, scl_c and
@@ -416,8 +418,8 @@ void test_quant_swiglu(const char* filter) {
     for (int it = 0; it < 14; it++) {
         const int rows = shapes[it % 5][0], cols = shapes[it % 5][1];
         char name[96];
-        const int h = hads[it % 7], rnd = h && (it % 4 == 1 || it % 4 == 2);
-        snprintf(name, sizeof name, "quant-swiglu %dx%d %s%d", rows, cols, rnd ? "rh" : "h", h);
+        const int h = hads[it % 7], rnd = h && (it % 4 == 1 || it % 4 == 2), bf = it >= 10;
+        snprintf(name, sizeof name, "quant-swiglu %dx%d %s%d%s", rows, cols, rnd ? "rh" : "h", h, bf ? " bf16" : "");
         if (!wanted(name, "quant")) continue;
         g_fail_case = 0;
         const size_t n = (size_t)rows * cols;
@@ -432,6 +434,14 @@ void test_quant_swiglu(const char* filter) {
         CK(cudaMemcpy(dg, gate.data(), n * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(du, upv.data(), n * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dd, dh.data(), n * 4, cudaMemcpyHostToDevice));
+        /* the BF16 cases' inputs and the plain backward's outputs (the same buffers' first halves) */
+        uint16_t *dg16 = (uint16_t*)tg, *du16 = (uint16_t*)tu, *dd16 = dalloc<uint16_t>(n);
+        uint16_t *ig16 = dalloc<uint16_t>(n), *iu16 = dalloc<uint16_t>(n);
+        if (bf) {
+            MXC(mxg_to_bf16(dg, n, ig16, NULL));
+            MXC(mxg_to_bf16(du, n, iu16, NULL));
+            MXC(mxg_to_bf16(dd, n, dd16, NULL));
+        }
         mxg_qspec spec[2][2];
         for (int t = 0; t < 2; t++)
             for (int d = 0; d < 2; d++) {
@@ -470,12 +480,15 @@ void test_quant_swiglu(const char* filter) {
                     out[w][t][d].fold = MXG_FOLD_VEC128;
                 }
         }
-        MXC(mxg_swiglu_backward(tg, tu, dd, dg, du, n, NULL));
+        if (bf) MXC(mxg_swiglu_backward_bf16(dg16, du16, dd16, ig16, iu16, n, NULL));
+        else MXC(mxg_swiglu_backward(tg, tu, dd, dg, du, n, NULL));
         for (int t = 0; t < 2; t++)
-            MXC(mxg_quantize(t ? tu : tg, MXG_F32, rows, cols, &spec[t][0], &out[0][t][0], &spec[t][1], &out[0][t][1], NULL));
+            MXC(mxg_quantize(bf ? (const void*)(t ? du16 : dg16) : (const void*)(t ? tu : tg), bf ? MXG_BF16 : MXG_F32,
+                             rows, cols, &spec[t][0], &out[0][t][0], &spec[t][1], &out[0][t][1], NULL));
         const mxg_qspec* sp[2][2] = {{&spec[0][0], &spec[0][1]}, {&spec[1][0], &spec[1][1]}};
         const mxg_qout* op[2][2] = {{&out[1][0][0], &out[1][0][1]}, {&out[1][1][0], &out[1][1][1]}};
         if (!mxg_quantize_swiglu_ok(rows, cols, sp, op)) fail("%s: refused", name);
+        else if (bf) MXC(mxg_quantize_swiglu_bwd_bf16(dd16, ig16, iu16, rows, cols, sp, op, NULL));
         else MXC(mxg_quantize_swiglu_bwd(dd, dg, du, rows, cols, sp, op, NULL));
         CK(cudaDeviceSynchronize());
         for (int t = 0; t < 2; t++)
@@ -498,6 +511,7 @@ void test_quant_swiglu(const char* filter) {
                 for (int d = 0; d < 2; d++) { cudaFree(e4[w][t][d]); cudaFree(fs[w][t][d]); }
         }
         cudaFree(dg); cudaFree(du); cudaFree(dd); cudaFree(tg); cudaFree(tu);
+        cudaFree(dd16); cudaFree(ig16); cudaFree(iu16);
         if (g_fail_case) g_fail++;
         else g_pass++;
     }

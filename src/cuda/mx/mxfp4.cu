@@ -713,12 +713,23 @@ template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
 
 /* Two tensors (dgate, dup) made tile by tile in shared memory from gate, up and dh, then each quantized
  * in both directions there by the fast kernel's passes (qf_pass): the bytes that k_qfast makes from the
- * FP32 tensors swiglu.cu's backward writes, which are never written. */
+ * FP32 tensors swiglu.cu's backward writes, which are never written. With BF16 inputs (T = uint16_t: the GPU
+ * model's act16) dgate and dup are rounded to BF16 in the tile first, as the BF16 backward stores them
+ * (k_swiglu_bwd16), so the bytes are those k_qfast makes from its BF16 outputs. */
 struct QsArgs {
-    const float *dh, *gate, *up;
+    const void *dh, *gate, *up; /* T [rows, cols] */
     int rows, cols;
     QArgs q[2]; /* [0] dgate, [1] dup: their slots (q[t].x unused) */
 };
+
+/* Four consecutive values as floats: one 16-byte load of FP32, one 8-byte load of BF16 (the first value in the
+ * low half). */
+__device__ __forceinline__ float4 qs_ld4(const float* p) { return __ldg((const float4*)p); }
+__device__ __forceinline__ float4 qs_ld4(const uint16_t* p) {
+    const uint2 v = __ldg((const uint2*)p);
+    return make_float4(mx_bf16_to_f32((uint16_t)(v.x & 0xffffu)), mx_bf16_to_f32((uint16_t)(v.x >> 16)),
+                       mx_bf16_to_f32((uint16_t)(v.y & 0xffffu)), mx_bf16_to_f32((uint16_t)(v.y >> 16)));
+}
 
 template <int TR, int TC> struct QsSmem {
     using F = QfSmem<float, TR, TC>;
@@ -734,9 +745,10 @@ template <int TR, int TC> struct QsSmem {
 /* Ask the 128-byte line holding p into L2 (no register, no wait). */
 __device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-template <int TR, int TC>
+template <typename T, int TR, int TC>
 __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
+    const T *gate = (const T*)a.gate, *up = (const T*)a.up, *dh = (const T*)a.dh;
     constexpr int NT = TR * TC / 32;
     using L = QsSmem<TR, TC>;
     extern __shared__ float4 smem_raw[];
@@ -771,9 +783,9 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
                 gv[j] = uv[j] = dv[j] = make_float4(0, 0, 0, 0);
                 if (r0 + r < rows && c0 + c < cols) {
                     const size_t i = (size_t)(r0 + r) * cols + c0 + c;
-                    gv[j] = __ldg((const float4*)(a.gate + i));
-                    uv[j] = __ldg((const float4*)(a.up + i));
-                    dv[j] = __ldg((const float4*)(a.dh + i));
+                    gv[j] = qs_ld4(gate + i);
+                    uv[j] = qs_ld4(up + i);
+                    dv[j] = qs_ld4(dh + i);
                 }
             }
 #pragma unroll
@@ -785,6 +797,13 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
                     swiglu_d(gv[j].y, uv[j].y, dv[j].y, &dg[1], &du[1]);
                     swiglu_d(gv[j].z, uv[j].z, dv[j].z, &dg[2], &du[2]);
                     swiglu_d(gv[j].w, uv[j].w, dv[j].w, &dg[3], &du[3]);
+                    if (sizeof(T) == 2) { /* the BF16 backward's stored values */
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            dg[k] = mx_round_bf16(dg[k]);
+                            du[k] = mx_round_bf16(du[k]);
+                        }
+                    }
                 }
                 *(float4*)(sm + L::xs + qf_at<float, TR, TC>(r, c)) = make_float4(dg[0], dg[1], dg[2], dg[3]);
                 *(float4*)(sm + L::xs + L::tile + qf_at<float, TR, TC>(r, c)) = make_float4(du[0], du[1], du[2], du[3]);
@@ -798,9 +817,9 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
                 const int r = rn + l / (TC / 32), c = cn + (l % (TC / 32)) * 32;
                 if (r < rows && c < cols) {
                     const size_t i = (size_t)r * cols + c;
-                    l2_prefetch(a.gate + i);
-                    l2_prefetch(a.up + i);
-                    l2_prefetch(a.dh + i);
+                    l2_prefetch(gate + i);
+                    l2_prefetch(up + i);
+                    l2_prefetch(dh + i);
                 }
             }
         }
@@ -822,15 +841,15 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     flush_counters(a.q[1], cnt + 4);
 }
 
-int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
+template <typename T> int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
     using L = QsSmem<128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
     int grid = 0;
-    const int rc = persistent_grid(k_qswiglu<128, 128>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
+    const int rc = persistent_grid(k_qswiglu<T, 128, 128>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
                                    &resident, &grid);
     if (rc) return rc;
-    k_qswiglu<128, 128><<<grid, NT, L::total, st>>>(a);
+    k_qswiglu<T, 128, 128><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -1191,8 +1210,11 @@ extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const
     return 1;
 }
 
-extern "C" int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const float* up, int rows, int cols,
-                                       const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream) {
+/* mxg_quantize_swiglu_bwd(_bf16): inputs of T, aligned for qs_ld4 (16 bytes: a row of a multiple of 128 values keeps
+ * every tile's loads aligned) */
+template <typename T>
+int quantize_swiglu(const T* dh, const T* gate, const T* up, int rows, int cols, const mxg_qspec* const s[2][2],
+                    const mxg_qout* const o[2][2], void* stream) {
     if (!dh || !gate || !up) return mx_fail(MX_EINVAL, "mxg_quantize_swiglu_bwd: null input");
     if (((uintptr_t)dh | (uintptr_t)gate | (uintptr_t)up) & 15)
         return mx_fail(MX_EINVAL, "mxg_quantize_swiglu_bwd: inputs must be 16-byte aligned");
@@ -1208,7 +1230,18 @@ extern "C" int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const
             int rc = make_slot(s[t][d], o[t][d], d, rows, cols, &a.q[t].s[d]);
             if (rc) return rc;
         }
-    return launch_qswiglu(a, MXG_STREAM(stream));
+    return launch_qswiglu<T>(a, MXG_STREAM(stream));
+}
+
+extern "C" int mxg_quantize_swiglu_bwd(const float* dh, const float* gate, const float* up, int rows, int cols,
+                                       const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2], void* stream) {
+    return quantize_swiglu<float>(dh, gate, up, rows, cols, s, o, stream);
+}
+
+extern "C" int mxg_quantize_swiglu_bwd_bf16(const uint16_t* dh, const uint16_t* gate, const uint16_t* up, int rows,
+                                            int cols, const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2],
+                                            void* stream) {
+    return quantize_swiglu<uint16_t>(dh, gate, up, rows, cols, s, o, stream);
 }
 
 extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t* e4m3, float* fscale,

@@ -253,11 +253,12 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
 
 /* On unless MXLM_GPU_FUSE_SWIGLU=0 (the default since 2026-12-02, session 11, after the H200 showed the same
  * bytes: docs/gpu.md): where the recipe quantizes the MLP's dY (dgate, dup) in MXFP4 for Dgrad and Wgrad, the
- * SwiGLU backward writes their fast-path operands instead of the FP32 tensors (mxg_quantize_swiglu_bwd: the
- * same bytes; layers it cannot serve, telemetry steps, --gemm exact, fall back per call). */
-int fuse_swiglu(const mx_recipe* r, int act16) {
+ * SwiGLU backward writes their fast-path operands instead of the FP32 tensors (mxg_quantize_swiglu_bwd, or with
+ * act16 mxg_quantize_swiglu_bwd_bf16 from the BF16 ones: the same bytes; layers it cannot serve, telemetry steps,
+ * --gemm exact, fall back per call). */
+int fuse_swiglu(const mx_recipe* r) {
     const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
-    return !(e && !strcmp(e, "0")) && !act16 && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) &&
+    return !(e && !strcmp(e, "0")) && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) &&
            mx_gemm_gpu_mxfp4(r, MX_WGRAD);
 }
 
@@ -429,7 +430,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     g.act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
-    g.fuse_sw = fuse_swiglu(recipe, g.act16);
+    g.fuse_sw = fuse_swiglu(recipe);
     g.Nc = choose_nc(cfg, B * T);
     mx_param_info info[MX_P_COUNT];
     size_t np = mx_param_layout(cfg, info);
@@ -534,7 +535,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
     /* (BF16 outputs: MXFP4's OUTER fix-up adds into an FP32 product, so act16 keeps MXFP4 on VEC128 scales) */
     if (g->act16) g->outer_scales &= ~MXG_OUTER_MXFP4;
-    g->fuse_sw = fuse_swiglu(recipe, g->act16);
+    g->fuse_sw = fuse_swiglu(recipe);
     g->attn = attn;
     g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
     g->B = B;
@@ -873,10 +874,12 @@ static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
 }
 
 /* fuse_sw: the SwiGLU backward of block l as dgate's and dup's Dgrad and Wgrad operands (dq[0] gate, dq[1]
- * up), made by mxg_quantize_swiglu_bwd with the specs the linears would use; *done 0 (nothing made) where a
- * linear would not take them (its recipe, telemetry, the shape): the caller runs the plain backward. */
+ * up), made by mxg_quantize_swiglu_bwd (with act16 from dh16, gate16, up16: mxg_quantize_swiglu_bwd_bf16) with
+ * the specs the linears would use; *done 0 (nothing made) where a linear would not take them (its recipe,
+ * telemetry, the shape): the caller runs the plain backward. */
 static int swiglu_bwd_fused(mxg_llama* g, int l, uint64_t step, const float* dh, const float* gate, const float* up,
-                            mxg_dyq dq[2], int* done) {
+                            const uint16_t* dh16, const uint16_t* gate16, const uint16_t* up16, mxg_dyq dq[2],
+                            int* done) {
     const int N = g->B * g->T, F = g->cfg.ffn;
     const size_t nf = (size_t)N * F;
     static const int kind[2] = {MX_LIN_GATE, MX_LIN_UP};
@@ -901,7 +904,8 @@ static int swiglu_bwd_fused(mxg_llama* g, int l, uint64_t step, const float* dh,
     }
     if (!mxg_quantize_swiglu_ok(N, F, sp, op)) return MX_OK;
     PROF_B(PROF_QUANT, g->st);
-    const int rc = mxg_quantize_swiglu_bwd(dh, gate, up, N, F, sp, op, g->st);
+    const int rc = g->act16 ? mxg_quantize_swiglu_bwd_bf16(dh16, gate16, up16, N, F, sp, op, g->st)
+                            : mxg_quantize_swiglu_bwd(dh, gate, up, N, F, sp, op, g->st);
     PROF_E(PROF_QUANT, g->st);
     *done = rc == MX_OK;
     g_prof_fused += *done;
@@ -1132,7 +1136,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float* dup = g->act16 ? NULL : g->dup;
         mxg_dyq dyq[2]; /* fuse_sw: dgate's and dup's operands, made here instead of dgate and dup */
         int fused = 0;
-        if (g->fuse_sw) CHK(swiglu_bwd_fused(g, l, step, dhid, gate, up, dyq, &fused));
+        if (g->fuse_sw) CHK(swiglu_bwd_fused(g, l, step, dhid, gate, up, dhidh, gateh, uph, dyq, &fused));
         PROF_B(PROF_ELEM, st);
         if (!fused && g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
         else if (!fused) CHK(mxg_swiglu_backward(dgate, dup, dhid, gate, up, (size_t)N * F, st));
