@@ -208,7 +208,7 @@ static int fp8_amax_scale(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kin
     else k_amax<float><<<132 * 8, 256, 0, st>>>((const float*)x, n, d_bits, vec);
     CU_LAUNCHED();
     k_fp8_scale<<<1, inv_rows ? FP8_SCALE_THREADS : 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale,
-                                                               inv_rows, inv_rows ? n_rows : 0);
+                                                               inv_rows, n_rows);
     CU_LAUNCHED();
     return MX_OK;
 }

@@ -727,8 +727,8 @@ struct QsArgs {
 __device__ __forceinline__ float4 qs_ld4(const float* p) { return __ldg((const float4*)p); }
 __device__ __forceinline__ float4 qs_ld4(const uint16_t* p) {
     const uint2 v = __ldg((const uint2*)p);
-    return make_float4(mx_bf16_to_f32((uint16_t)(v.x & 0xffffu)), mx_bf16_to_f32((uint16_t)(v.x >> 16)),
-                       mx_bf16_to_f32((uint16_t)(v.y & 0xffffu)), mx_bf16_to_f32((uint16_t)(v.y >> 16)));
+    return make_float4(to_f<uint16_t>((uint16_t)v.x), to_f<uint16_t>((uint16_t)(v.x >> 16)),
+                       to_f<uint16_t>((uint16_t)v.y), to_f<uint16_t>((uint16_t)(v.y >> 16)));
 }
 
 template <int TR, int TC> struct QsSmem {

@@ -471,7 +471,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
      * as it is, an FP8 or MXFP4 one (the GPU model's act16) quantizes it (src16: the tensor the quantizers read,
      * FP32 where there is one, else the BF16 one) */
     const uint16_t* given[2] = {g == MX_FPROP ? c->x16 : c->dy16, g == MX_WGRAD ? c->x16 : c->w16}; /* BF16 copies */
-    const int bf16 = mx_gemm_bf16_operands(c->recipe, g), takes16 = mx_gemm_takes_bf16(c->recipe, g);
+    const int takes16 = mx_gemm_takes_bf16(c->recipe, g);
     for (int o = 0; o < 2; o++)
         if (!(o ? B : A) && !(takes16 && given[o] && !tele[o]))
             return mx_fail(MX_EINVAL, "linear %s: operand %c is missing", mx_gemm_name(g), o ? 'b' : 'a');
@@ -538,10 +538,10 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
          * scale launch where it makes the codes (bc[o]); a kept operand's were written when it was made (the same
          * tensor and shape); what is left (Wgrad's a_ready codes) is broadcast after the loop */
         const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0, vecs = outer8 || R % 128 == 0;
-        const size_t nv[2] = {outer8 ? (size_t)rows[0] : (size_t)(R / 128) * rows[0],
-                              outer8 ? (size_t)rows[1] : (size_t)(R / 128) * rows[1]};
+        size_t nv[2];
         int bc[2] = {0, 0};
         for (int o = 0; o < 2 && !rc; o++) {
+            nv[o] = outer8 ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with

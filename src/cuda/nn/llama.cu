@@ -418,6 +418,15 @@ void bf16_copies(const mxg_llama* g, uint16_t* copy[MX_P_COUNT]) {
     if (g->head_bf16) copy[MX_P_HEAD] = g->head16;
 }
 
+/* The model's act16 from the caller's: where the recipe's GEMMs read BF16 (mx_act16_possible), and for quantized
+ * GEMMs not under the OUTER probe (it measures FP32 operands). */
+int act16_on(int act16, const mx_recipe* r) {
+    return act16 && mx_act16_possible(r) && (mx_act16_applies(r) || !mxg_linear_oow_probe());
+}
+
+/* act16 with BF16 GEMMs: the block linears' weights converted to BF16 once per update (w16). */
+int w16_on(int act16, const mx_recipe* r) { return act16 && mx_act16_applies(r); }
+
 }  // namespace
 
 extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* recipe, int B, int T, int recompute,
@@ -427,7 +436,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     memset(&g, 0, sizeof g);
     g.cfg = *cfg;
     g.recompute = recompute;
-    g.act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
+    g.act16 = act16_on(act16, recipe);
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
     g.fuse_sw = fuse_swiglu(recipe);
@@ -448,7 +457,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
         e->grads = (int64_t)share_plan_of(&g, info, parts, n, B, T, at, &hosted);
         free(at);
     }
-    if (g.act16 && mx_act16_applies(recipe)) {
+    if (w16_on(g.act16, recipe)) {
         size_t off[MX_LIN_PER_BLOCK];
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
     }
@@ -531,8 +540,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->seed = seed;
     g->exact = exact;
     g->recompute = recompute;
-    /* (not under the OUTER probe, which measures FP32 operands) */
-    g->act16 = act16 && mx_act16_possible(recipe) && (mx_act16_applies(recipe) || !mxg_linear_oow_probe());
+    g->act16 = act16_on(act16, recipe);
     /* (BF16 outputs: MXFP4's OUTER fix-up adds into an FP32 product, so act16 keeps MXFP4 on VEC128 scales) */
     if (g->act16) g->outer_scales &= ~MXG_OUTER_MXFP4;
     g->fuse_sw = fuse_swiglu(recipe);
@@ -611,7 +619,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->head16, (size_t)cfg->vocab * cfg->dim * 2, "BF16 LM head");
     DALLOC(g->xnf16, (size_t)N * cfg->dim * 2, "BF16 final-norm output");
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
-    if (g->act16 && mx_act16_applies(recipe)) /* BF16 GEMMs: their weights converted once per update */
+    if (w16_on(g->act16, recipe))
         DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
