@@ -149,7 +149,8 @@ int mxg_dequant_bf16(const mxg_fp4* t, int axis, uint16_t* out, void* stream);
  * codes[i] = encode(x[i] * scale). With `given_scale` (device, non-NULL) that
  * scale is used instead (delayed scaling) and amax is still written.
  * inv_rows (NULL: none): 1/scale written to inv_rows[0 .. n_rows) as well, by the
- * launch that makes the scale (a GEMM's per-row or per-128 scale vector). */
+ * launch that makes the codes (a GEMM's per-row or per-128 scale vector). Two launches
+ * (the amax, then the cast that computes the scale and writes the scalars). */
 int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
                      float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes,
                      void* stream);
@@ -158,6 +159,8 @@ int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, co
 int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given_scale,
                        float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
                        void* stream);
+/* out [cols, rows] = in [rows, cols]^T for bytes (FP8 codes made earlier, as another GEMM wants them). */
+int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream);
 
 /* Convert float -> BF16 (RNE, mx_bf16_from_f32) on the device. */
 int mxg_to_bf16(const float* x, size_t n, uint16_t* out, void* stream);

@@ -379,9 +379,10 @@ enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH =
  * values as from FP32, a quantized GEMM quantizes the BF16 ones), and for BF16 GEMMs the linears' weights once
  * per update; the residual stream, the norms' statistics, the weights of quantized GEMMs and every
  * accumulation stay FP32. The model then refuses telemetry (it needs the FP32 values). */
-/* The act16 the trainer and `mxlm eval` ask for: 1 where the recipe's GEMMs are all BF16 (mx_act16_applies);
- * MXLM_GPU_ACT16=1: wherever BF16 storage can serve (mx_act16_possible: FP8 and MXFP4 recipes then quantize
- * the BF16 activations), =0: nowhere. */
+/* The act16 the trainer and `mxlm eval` ask for: 1 wherever BF16 storage can serve (mx_act16_possible: the BF16
+ * recipes, and the FP8 and fast-path MXFP4 ones, which then quantize the BF16 activations);
+ * MXLM_GPU_ACT16=bf16: only where the GEMMs are all BF16 (mx_act16_applies: the default until session 17),
+ * =0: nowhere. */
 int mxg_llama_act16_default(const mx_recipe* r);
 /* How many times (layers x backwards, in this process) the MLP's SwiGLU backward made dgate's and dup's
  * operands itself (the default; MXLM_GPU_FUSE_SWIGLU=0 turns it off; docs/gpu.md): a test's proof that the fused

@@ -274,6 +274,14 @@ MX_HD float mx_fp8_decode(uint8_t c, int mbits, int bias) {
 #define MX_E4M3_MAX 448.0f
 #define MX_E5M2_MAX 57344.0f
 
+/* FP8 current scaling: scale = fmax / amax (the format's largest value over the tensor's), 1 where amax is 0,
+ * Inf or NaN, at most FLT_MAX (mx_fp8_scale_for_amax; the GPU's casts compute it from the amax on the device). */
+MX_HD float mx_fp8_scale_amax(float amax, float fmax) {
+    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return 1.0f;
+    const float s = fmax / amax;
+    return s <= 3.4028235e38f ? s : 3.4028235e38f;
+}
+
 MX_HD uint8_t mx_e4m3_encode(float x) { return mx_fp8_encode(x, 4, 3, 7, MX_E4M3_MAX, 0x7f); }
 MX_HD float mx_e4m3_decode(uint8_t c) {
     if ((c & 0x7f) == 0x7f) return mx_u2f(0x7fc00000u);

@@ -17,11 +17,7 @@ float mx_amax(const float* x, size_t n) {
 }
 
 float mx_fp8_scale_for_amax(float amax, mx_fp8_kind kind) {
-    float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
-    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return 1.0f;
-    float s = fmax / amax;
-    if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
-    return s;
+    return mx_fp8_scale_amax(amax, kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX);
 }
 
 void mx_fp8_quantize(const float* x, size_t n, float scale, mx_fp8_kind kind, uint8_t* codes) {

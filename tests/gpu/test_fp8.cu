@@ -86,8 +86,28 @@ void test_fp8(const char* filter) {
             for (size_t j = m; j < n; j++)
                 if (hc[j] != 0xA5) { fail("fp8_t[%d]: byte %zu written past the output", c, j); break; }
         }
+        /* mxg_fp8_transpose of the codes just made (the first rr x cc bytes as a matrix, from offset c % 2:
+         * unaligned rows where cc % 4 != 0 or the offset is odd), against the host's transpose */
+        {
+            const int rr = rows - c % 3, cc = cols - c % 4, off = c % 2;
+            const size_t m = (size_t)rr * cc;
+            auto src = d2h(dc, n);
+            uint8_t* dt = dalloc<uint8_t>(m + 64);
+            CK(cudaMemset(dt, 0xA5, m + 64));
+            MX(mxg_fp8_transpose(dc + off, rr, cc, dt, NULL));
+            CK(cudaDeviceSynchronize());
+            auto ht = d2h(dt, m + 64);
+            std::vector<uint8_t> want(m);
+            for (int r = 0; r < rr; r++)
+                for (int q = 0; q < cc; q++) want[(size_t)q * rr + r] = src[off + (size_t)r * cc + q];
+            i = first_diff(ht.data(), want.data(), m);
+            if (i >= 0) fail("fp8 transpose[%d] %d x %d: byte %d = 0x%02x, want 0x%02x", c, rr, cc, i, ht[i], want[i]);
+            for (size_t j = m; j < m + 64; j++)
+                if (ht[j] != 0xA5) { fail("fp8 transpose[%d]: byte %zu written past the output", c, j); break; }
+            CK(cudaFree(dt));
+        }
         CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc)); CK(cudaFree(drow));
         if (g_fail_case) g_fail++; else g_pass++;
     }
-    printf("  fp8 per-tensor cases: 8 (each also transposed)\n");
+    printf("  fp8 per-tensor cases: 8 (each also transposed, and its codes by mxg_fp8_transpose)\n");
 }

@@ -23,8 +23,10 @@ namespace {
 /* Loads of 16 bytes where the input allows: Vec, unpack, vec_ok (cuda/elem.cuh). */
 
 /* The largest |x| bits (an integer max: the order of the reads does not matter), one atomicMax
- * per block (per warp had 8k atomics on one word contend at the L2). */
-template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits, int vec) {
+ * per block (per warp had 8k atomics on one word contend at the L2). next_bits: the next call's word
+ * (fp8_amax's ring), zeroed here, so that no launch of its own clears it. */
+template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* amax_bits, unsigned* next_bits, int vec) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *next_bits = 0u;
     unsigned m = 0;
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) {
@@ -53,34 +55,33 @@ template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* ama
     }
 }
 
-/* One block: thread 0 the scale (mx_fp8_scale_for_amax, or the given one) and its inverse; then every thread
- * writes the inverse over inv_rows[0 .. n_rows) (the GEMM's scale vector: one launch fewer than a broadcast). */
+/* The scale a cast multiplies by: the given one (delayed scaling), else mx_fp8_scale_amax of the amax bits
+ * (every block of a cast computes it: the same expression, the same float). */
+__device__ __forceinline__ float fp8_scale(unsigned bits, int kind, const float* given) {
+    return given ? *given : mx_fp8_scale_amax(mx_u2f(bits), kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX);
+}
+
+/* The scalars of a quantize (amax, scale, 1/scale: each may be NULL) by thread 0 of block 0, and 1/scale over
+ * inv_rows[0 .. n_rows) (the GEMM's per-row or per-128 scale vector) by every thread of the grid: the casts'
+ * part of what k_fp8_scale does alone where no codes are made. b: the block's index in the grid. */
+__device__ __forceinline__ void fp8_put_scales(unsigned bits, float s, size_t b, float* amax, float* scale, float* inv,
+                                               float* inv_rows, size_t n_rows) {
+    const float iv = 1.0f / s;
+    if (b == 0 && threadIdx.x == 0) {
+        if (amax) *amax = mx_u2f(bits);
+        if (scale) *scale = s;
+        if (inv) *inv = iv;
+    }
+    const size_t nb = (size_t)gridDim.x * gridDim.y, t = b * blockDim.x + threadIdx.x;
+    for (size_t i = t; inv_rows && i < n_rows; i += nb * blockDim.x) inv_rows[i] = iv;
+}
+
+/* The scalars alone (mxg_fp8_quantize without codes): one block. */
 #define FP8_SCALE_THREADS 256
 __global__ void k_fp8_scale(const unsigned* amax_bits, int kind, const float* given, float* amax, float* scale, float* inv,
                             float* inv_rows, size_t n_rows) {
-    __shared__ float s_inv;
-    if (threadIdx.x == 0) {
-        float am = mx_u2f(*amax_bits);
-        if (amax) *amax = am;
-        float s;
-        if (given) s = *given;
-        else {
-            /* mx_fp8_scale_for_amax */
-            float fmax = kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX;
-            if (!(am > 0.0f) || !(am <= 3.4028235e38f)) s = 1.0f;
-            else {
-                s = fmax / am;
-                if (!(s <= 3.4028235e38f)) s = 3.4028235e38f;
-            }
-        }
-        if (scale) *scale = s;
-        s_inv = 1.0f / s;
-        if (inv) *inv = s_inv;
-    }
-    if (!inv_rows) return;
-    __syncthreads();
-    const float v = s_inv;
-    for (size_t i = threadIdx.x; i < n_rows; i += blockDim.x) inv_rows[i] = v;
+    const unsigned bits = *amax_bits;
+    fp8_put_scales(bits, fp8_scale(bits, kind, given), 0, amax, scale, inv, inv_rows, n_rows);
 }
 
 /* One code of k_fp8_cast's four at once: x * scale by the hardware conversion (hw: the tensor holds no NaN) or
@@ -101,10 +102,17 @@ __device__ __forceinline__ uint32_t fp8_code4(const float (&f)[4], float scale, 
 /* The codes of x * scale. Where the tensor holds no NaN (its amax bits at most Inf's) the hardware
  * conversion makes them (e4m3x4 / e5m2x4: equal to mx_e4m3/e5m2_encode on every non-NaN float,
  * mxg_selftest_round); a NaN keeps its sign only in the scalar encoder, which runs otherwise. */
-template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* scale_p, const float* given,
-                                                 const unsigned* amax_bits, uint8_t* codes, int vec) {
-    const float scale = given ? *given : *scale_p;
-    const bool hw = *amax_bits <= 0x7f800000u;
+struct Fp8Out { /* what a cast writes besides the codes (fp8_put_scales) */
+    float *amax, *scale, *inv, *inv_rows;
+    size_t n_rows;
+};
+
+template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* given,
+                                                 const unsigned* amax_bits, Fp8Out so, uint8_t* codes, int vec) {
+    const unsigned bits = *amax_bits;
+    const float scale = fp8_scale(bits, kind, given);
+    const bool hw = bits <= 0x7f800000u;
+    fp8_put_scales(bits, scale, blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows, so.n_rows);
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
         constexpr int VN = Vec<T>::N;
@@ -142,13 +150,33 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
  * through shared memory, and each thread writes 4 consecutive bytes of a row of codes_t. The same bytes as
  * the cast followed by a transpose, from one read of x. */
 constexpr int FT = 64;
+
+/* The byte tile [FT][FT + 4] (rows r0.., columns c0.. of a [R, C] tensor) written transposed into out [C, R]:
+ * each of the 256 threads writes 4 consecutive bytes of an output row (one 4-byte store where aligned). */
+__device__ __forceinline__ void tile_store_t(const uint8_t (*tile)[FT + 4], int r0, int c0, int R, int C, uint8_t* out) {
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    for (int j = ty; j < FT; j += 16) {
+        const int c = c0 + j, r = r0 + 4 * tx;
+        if (c >= C || r >= R) continue;
+        uint32_t w = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) w |= (uint32_t)tile[4 * tx + k][j] << (8 * k);
+        uint8_t* dst = out + (size_t)c * R + r;
+        if (r + 3 < R && !((uintptr_t)dst & 3)) *(uint32_t*)dst = w;
+        else
+            for (int k = 0; k < 4 && r + k < R; k++) dst[k] = (uint8_t)(w >> (8 * k));
+    }
+}
+
 template <typename T>
-__global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, int kind, const float* scale_p,
-                                                    const float* given, const unsigned* amax_bits,
-                                                    uint8_t* codes_t) {
+__global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, int kind, const float* given,
+                                                    const unsigned* amax_bits, Fp8Out so, uint8_t* codes_t) {
     __shared__ uint8_t tile[FT][FT + 4];
-    const float scale = given ? *given : *scale_p;
-    const bool hw = *amax_bits <= 0x7f800000u;
+    const unsigned bits = *amax_bits;
+    const float scale = fp8_scale(bits, kind, given);
+    const bool hw = bits <= 0x7f800000u;
+    fp8_put_scales(bits, scale, (size_t)blockIdx.y * gridDim.x + blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows,
+                   so.n_rows);
     const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     for (int i = ty; i < FT; i += 16) {
         const int r = r0 + i, c = c0 + 4 * tx;
@@ -161,17 +189,27 @@ __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, in
         for (int k = 0; k < 4; k++) tile[i][4 * tx + k] = (uint8_t)(w >> (8 * k));
     }
     __syncthreads();
-    for (int j = ty; j < FT; j += 16) {
-        const int c = c0 + j, r = r0 + 4 * tx;
-        if (c >= C || r >= R) continue;
+    tile_store_t(tile, r0, c0, R, C, codes_t);
+}
+
+/* out [C, R] = in [R, C]^T for bytes (FP8 codes), an FT x FT tile a CTA of 256 threads: 4-byte loads where a
+ * row's bytes allow (C % 4 == 0, in 4-byte aligned), then k_fp8_cast_t's transposed stores. A 32 x 32 tile of
+ * single bytes (linear.cu's k_transpose) had moved ~1.1 TB/s (H200, 8192 x 8192, 2026-12-03). */
+__global__ void __launch_bounds__(256) k_transpose_u8(const uint8_t* __restrict__ in, int R, int C, uint8_t* __restrict__ out) {
+    __shared__ uint8_t tile[FT][FT + 4];
+    const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const bool w4 = C % 4 == 0 && !((uintptr_t)in & 3);
+    for (int i = ty; i < FT; i += 16) {
+        const int r = r0 + i, c = c0 + 4 * tx;
         uint32_t w = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) w |= (uint32_t)tile[4 * tx + k][j] << (8 * k);
-        uint8_t* dst = codes_t + (size_t)c * R + r;
-        if (r + 3 < R && !((uintptr_t)dst & 3)) *(uint32_t*)dst = w;
-        else
-            for (int k = 0; k < 4 && r + k < R; k++) dst[k] = (uint8_t)(w >> (8 * k));
+        if (r < R && w4 && c + 3 < C) w = *(const uint32_t*)(in + (size_t)r * C + c);
+        else if (r < R)
+            for (int k = 0; k < 4; k++)
+                if (c + k < C) w |= (uint32_t)in[(size_t)r * C + c + k] << (8 * k);
+        *(uint32_t*)&tile[i][4 * tx] = w;
     }
+    __syncthreads();
+    tile_store_t(tile, r0, c0, R, C, out);
 }
 
 __global__ void k_to_bf16(const float* x, size_t n, uint16_t* out, int vec) {
@@ -189,27 +227,35 @@ __global__ void k_to_bf16(const float* x, size_t n, uint16_t* out, int vec) {
 
 }  // namespace
 
-static unsigned* d_bits = NULL;  // one word of scratch for the amax, kept until mxg_shutdown
+/* The amax words: a ring of FP8_RING (zeroed once), one a quantize, each call's amax kernel zeroing the next
+ * call's word (k_amax's next_bits), so that a quantize is two launches (amax, cast) on its stream. A word is
+ * used again FP8_RING calls later, long after the cast that read it (the calls of a process share one
+ * stream order: the model's stream). */
+#define FP8_RING 4
+static unsigned* d_bits = NULL;
+static unsigned g_ring = 0;
 
 void mxg_fp8_release(void) {
     if (d_bits) cudaFree(d_bits);
     d_bits = NULL;
+    g_ring = 0;
 }
 
-/* The amax of x into d_bits and the scales from it (mxg_fp8_quantize's first two steps). */
-static int fp8_amax_scale(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
-                          float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, cudaStream_t st) {
-    if (!d_bits) CU_TRY(cudaMalloc(&d_bits, sizeof(unsigned)));
+/* The amax of x into this call's word of the ring (*bits). */
+static int fp8_amax(const void* x, mxg_dtype dt, size_t n, unsigned** bits, cudaStream_t st) {
     if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
-    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
-    CU_TRY(cudaMemsetAsync(d_bits, 0, sizeof(unsigned), st));
+    if (!d_bits) {
+        CU_TRY(cudaMalloc(&d_bits, FP8_RING * sizeof(unsigned)));
+        CU_TRY(cudaMemset(d_bits, 0, FP8_RING * sizeof(unsigned)));
+        g_ring = 0;
+    }
+    unsigned* w = d_bits + g_ring;
+    g_ring = (g_ring + 1) % FP8_RING;
     const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
-    if (dt == MXG_BF16) k_amax<uint16_t><<<132 * 8, 256, 0, st>>>((const uint16_t*)x, n, d_bits, vec);
-    else k_amax<float><<<132 * 8, 256, 0, st>>>((const float*)x, n, d_bits, vec);
+    if (dt == MXG_BF16) k_amax<uint16_t><<<132 * 8, 256, 0, st>>>((const uint16_t*)x, n, w, d_bits + g_ring, vec);
+    else k_amax<float><<<132 * 8, 256, 0, st>>>((const float*)x, n, w, d_bits + g_ring, vec);
     CU_LAUNCHED();
-    k_fp8_scale<<<1, inv_rows ? FP8_SCALE_THREADS : 1, 0, st>>>(d_bits, (int)kind, given_scale, amax, scale, inv_scale,
-                                                               inv_rows, n_rows);
-    CU_LAUNCHED();
+    *bits = w;
     return MX_OK;
 }
 
@@ -217,17 +263,24 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
                                 float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows,
                                 uint8_t* codes, void* stream) {
     cudaStream_t st = MXG_STREAM(stream);
-    int rc = fp8_amax_scale(x, dt, n, kind, given_scale, amax, scale, inv_scale, inv_rows, n_rows, st);
+    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
+    unsigned* bits = NULL;
+    int rc = fp8_amax(x, dt, n, &bits, st);
     if (rc) return rc;
+    if (!codes) {
+        k_fp8_scale<<<1, inv_rows ? FP8_SCALE_THREADS : 1, 0, st>>>(bits, (int)kind, given_scale, amax, scale, inv_scale,
+                                                                   inv_rows, n_rows);
+        CU_LAUNCHED();
+        return MX_OK;
+    }
+    const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
     const int grid = 132 * 8;
     const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
     const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
-    if (codes) {
-        if (dt == MXG_BF16)
-            k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
-        else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, scale, given_scale, d_bits, codes, vc);
-        CU_LAUNCHED();
-    }
+    if (dt == MXG_BF16)
+        k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, given_scale, bits, so, codes, vc);
+    else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, given_scale, bits, so, codes, vc);
+    CU_LAUNCHED();
     return MX_OK;
 }
 
@@ -236,16 +289,27 @@ extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int col
                                   float* inv_rows, size_t n_rows, uint8_t* codes_t, void* stream) {
     ARG_CHECK(rows > 0 && cols > 0 && codes_t, "mxg_fp8_quantize_t: shape %d x %d or no output", rows, cols);
     ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_quantize_t: %d rows (at most %d)", rows, 65535 * FT);
+    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize_t: no scale output");
     cudaStream_t st = MXG_STREAM(stream);
-    int rc = fp8_amax_scale(x, dt, (size_t)rows * cols, kind, given_scale, amax, scale, inv_scale, inv_rows, n_rows, st);
+    unsigned* bits = NULL;
+    int rc = fp8_amax(x, dt, (size_t)rows * cols, &bits, st);
     if (rc) return rc;
+    const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
     const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
     if (dt == MXG_BF16)
-        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, scale, given_scale,
-                                                     d_bits, codes_t);
+        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given_scale, bits, so,
+                                                     codes_t);
     else
-        k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, scale, given_scale, d_bits,
-                                                  codes_t);
+        k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, given_scale, bits, so, codes_t);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+extern "C" int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream) {
+    ARG_CHECK(rows > 0 && cols > 0 && in && out, "mxg_fp8_transpose: shape %d x %d or no buffer", rows, cols);
+    ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_transpose: %d rows (at most %d)", rows, 65535 * FT);
+    const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
+    k_transpose_u8<<<grid, 256, 0, MXG_STREAM(stream)>>>(in, rows, cols, out);
     CU_LAUNCHED();
     return MX_OK;
 }

@@ -79,7 +79,7 @@ struct mxg_linws {
 
 namespace {
 
-/* dst[cols, rows] = src[rows, cols]^T in 32x32 tiles through shared memory (FP32 values, FP8 codes). */
+/* dst[cols, rows] = src[rows, cols]^T in 32x32 tiles through shared memory (FP32 values; FP8 codes: mxg_fp8_transpose). */
 template <typename T>
 __global__ void k_transpose(T* __restrict__ dst, const T* __restrict__ src, int rows, int cols) {
     __shared__ T tile[32][33];
@@ -574,7 +574,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
                 tn[o] = w->q8[o];
                 if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
-                    rc = transpose<uint8_t>(d, w->q8[o], R, rows[o], st);
+                    rc = mxg_fp8_transpose(w->q8[o], R, rows[o], d, st);
                     tn[o] = d;
                 }
             }

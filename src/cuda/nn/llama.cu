@@ -495,15 +495,17 @@ static int make_pieces(mxg_llama* g) {
     return mx_shard_plan(&g->cfg, g->W, g->R, g->pieces, &g->npieces, &g->nshard);
 }
 
-/* The BF16 storage asked for by default (mxg_llama_create's act16; the trainer and `mxlm eval`): where the
- * recipe's GEMMs are all BF16 (mx_act16_applies: the same numbers as FP32 storage); MXLM_GPU_ACT16=1 wherever
- * it can serve (mx_act16_possible: the FP8 and MXFP4 recipes' quantizers then read the BF16 activations, as the
- * CPU model with mx_llama.act16), =0 nowhere. */
+/* The BF16 storage asked for by default (mxg_llama_create's act16; the trainer and `mxlm eval`): wherever it can
+ * serve (mx_act16_possible: the BF16 recipes, whose GEMMs read the same numbers as from FP32 storage, and the FP8
+ * and fast-path MXFP4 ones, whose quantizers then read the BF16 activations, as the CPU model with
+ * mx_llama.act16; the default since 2026-12-03, session 17, after their GPU-vs-CPU curves passed with it on the
+ * H200); MXLM_GPU_ACT16=bf16 only where the GEMMs are all BF16 (mx_act16_applies: the default before), =0
+ * nowhere. */
 extern "C" int mxg_llama_act16_default(const mx_recipe* r) {
     const char* e = getenv("MXLM_GPU_ACT16");
     if (e && !strcmp(e, "0")) return 0;
-    if (e && !strcmp(e, "1")) return r && mx_act16_possible(r);
-    return r && mx_act16_applies(r);
+    if (e && !strcmp(e, "bf16")) return r && mx_act16_applies(r);
+    return r && mx_act16_possible(r);
 }
 
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,

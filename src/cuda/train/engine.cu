@@ -222,7 +222,7 @@ extern "C" void mx_engine_gpu_ranks(void* comm, int* rank, int* world) {
 extern "C" int mx_engine_gpu_info(char* info, size_t n) { return mxg_device_info(info, n) == 0; }
 
 /* BF16 storage of the activations (mxg_llama_create's act16) as mxg_llama_act16_default gives it for the
- * recipe (the BF16 recipes: the same numbers; MXLM_GPU_ACT16); not where telemetry is asked for (it measures
+ * recipe (bf16, fp8, fast-path MXFP4; MXLM_GPU_ACT16); not where telemetry is asked for (it measures
  * the FP32 operands). */
 static int act16_of(const mx_train_config* c, const mx_recipe* r) {
     return c->telemetry_every == 0 && mxg_llama_act16_default(r);
