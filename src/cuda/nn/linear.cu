@@ -535,7 +535,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         const float* inv[2];
         float* fsv[2] = {w->fs[0], w->fs[1]};
         /* the GEMM's scale vectors (below: OUTER, or VEC128 where R % 128 == 0), written by the quantizer's own
-         * scale launch where it makes the codes (bc[o]); a kept operand's were written when it was made (the same
+         * cast where it makes the codes (bc[o]); a kept operand's were written when it was made (the same
          * tensor and shape); what is left (Wgrad's a_ready codes) is broadcast after the loop */
         const int outer8 = (c->outer_scales & MXG_OUTER_FP8) != 0, vecs = outer8 || R % 128 == 0;
         size_t nv[2];
