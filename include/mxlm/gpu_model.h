@@ -140,11 +140,18 @@ int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, 
 size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
 void mxg_attention_flash_shutdown(void);
 /* Tuning (the benchmark and the tests): per kernel (forward, dq, dk/dv) a count and a size; 0 keeps
- * the default (the wgmma kernels). Count 1 or 2: the wgmma kernel with that many warpgroups (64
- * rows each); size 1 or 2: the streamed tile, 64 or 128 keys (forward, dq) or 32 or 64 queries
- * (dk/dv). Count 4 or 8: the mma.sync kernel with that many warps; size 1 or 2: m-tiles of 16 rows
- * per warp (2 taken for hd 64 only). Results differ in rounding between configurations (the tile
- * sizes change the online softmax's grouping), never between runs. Not thread-safe. */
+ * the default (measured on the H200: hd 64 the wgmma kernels 1x2 / 1x1 / 1x2, hd 128 the
+ * warp-specialized forward and dk/dv, 3x2 / 1x1 / 3x2). Count 1 or 2: the wgmma kernel with that
+ * many warpgroups (64 rows each); size 1 or 2: the streamed tile, 64 or 128 keys (forward, dq) or 32
+ * or 64 queries (dk/dv); size 3 or 4: the same tiles, the forward pipelined (S_j issued with
+ * P_{j-1} V_{j-1}), dq / dk,dv with their fixed operands as register A fragments. Count 3 (forward,
+ * dk/dv): the warp-specialized kernel (a TMA producer warpgroup, two consumer warpgroups; size 1 or
+ * 2 as for count 1 or 2). Count 5 (dk/dv): the backward in one pass (dq's setting unused; dQ summed
+ * in a fixed order through turn counters, its FP32 partial sums in a second internal buffer of
+ * B*T*H*hd floats kept until mxg_attention_flash_shutdown, also for the BF16 entry point). Count 4
+ * or 8: the mma.sync kernel with that many warps; size 1 or 2: m-tiles of 16 rows per warp (2 taken
+ * for hd 64 only). Results differ in rounding between configurations (the tile sizes change the
+ * online softmax's grouping), never between runs. Not thread-safe. */
 int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps, int dkv_mt);
 
 /* ---- SwiGLU, residual ----------------------------------------------------- */

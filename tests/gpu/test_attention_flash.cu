@@ -262,8 +262,12 @@ static void run_bench(void) {
     const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
     /* warps x m-tiles of the forward / dq warps / dk,dv warps */
     /* warps 1 or 2: the wgmma kernels (warpgroups), else mma.sync warps; m-tiles as in main() */
-    const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {8, 1, 8, 1, 8, 1}, {1, 2, 1, 1, 1, 2}, {1, 2, 2, 1, 2, 2},
-                          {2, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 1}, {1, 1, 1, 2, 1, 2}, {2, 2, 2, 2, 2, 2}};
+    /* m-tiles 3, 4 of the wgmma kernels: the pipelined forward, dq / dk,dv with A from registers */
+    /* warps 3 (fwd, dk/dv): the warp-specialized kernels (TMA producer, two consumer warpgroups);
+     * dk/dv warps 5: the fused backward */
+    const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {1, 2, 1, 1, 1, 2}, {2, 2, 2, 1, 2, 2}, {1, 4, 1, 3, 1, 4},
+                          {3, 2, 1, 1, 1, 2}, {3, 2, 1, 1, 3, 2}, {3, 2, 2, 1, 3, 2}, {3, 1, 2, 1, 3, 1},
+                          {1, 2, 1, 1, 3, 1}, {1, 2, 1, 1, 5, 2}, {3, 2, 1, 1, 5, 2}};
     const int ncfg = sizeof cfg / sizeof cfg[0], reps = 20;
     printf("bench: median of %d event-timed runs after 3 warm-ups; causal FLOPs: fwd 4 B H T^2 hd / 2, bwd 2.5x\n",
            reps);
@@ -364,7 +368,16 @@ int main(int argc, char** argv) {
                                   /* warps 1 or 2 for dq / dk,dv: the wgmma backward (dq m-tiles 1: 64 keys a
                                    * tile, 2: 128; dk,dv m-tiles 1: 32 queries a tile, 2: 64) */
                                   {1, 2, 1, 1, 1, 1}, {2, 2, 2, 1, 2, 2}, {1, 1, 1, 2, 1, 2}, {2, 1, 2, 2, 2, 1},
-                                  {4, 2, 4, 1, 4, 1}, {1, 2, 2, 1, 2, 2}, {2, 2, 1, 1, 1, 2}};
+                                  {4, 2, 4, 1, 4, 1}, {1, 2, 2, 1, 2, 2}, {2, 2, 1, 1, 1, 2},
+                                  /* m-tiles 3, 4: forward pipelined over 64 / 128 keys; dq with Q, dO as A
+                                   * fragments in registers over 64 / 128 keys; dk,dv with K, V so over 32 / 64
+                                   * queries */
+                                  {1, 3, 1, 3, 1, 3}, {2, 4, 2, 4, 2, 4}, {1, 4, 2, 3, 2, 3}, {2, 3, 1, 4, 1, 4},
+                                  /* warps 3: the warp-specialized forward over 64 / 128 keys, dk/dv over 32 / 64
+                                   * queries */
+                                  {3, 1, 0, 0, 3, 1}, {3, 2, 0, 0, 3, 2}, {0, 0, 2, 1, 3, 1},
+                                  /* dk,dv warps 5: the fused backward (dQ summed in a fixed order) */
+                                  {0, 0, 0, 0, 5, 0}, {3, 2, 0, 0, 5, 2}};
     for (const auto& c : cfgs) {
         char cn[48];
         snprintf(cn, sizeof cn, " cfg %dx%d/%dx%d/%dx%d", c[0], c[1], c[2], c[3], c[4], c[5]);

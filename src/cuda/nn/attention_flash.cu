@@ -33,8 +33,16 @@
  *   XOR-swizzled tiles): NW warps (4 or 8) of 16 MT rows each (MT 1 or 2), the same three kernels
  *   with the same loops; A operands held in registers (Q, or K and V in the dk/dv kernel), the
  *   streamed tiles in chunks of 16 rows.
+ *  warp-specialized (FlashAttention-3's structure; the hd-128 defaults): a producer warpgroup whose
+ *   thread 0 issues TMA loads into a ring of stages with "full" / "empty" mbarriers, and two consumer
+ *   warpgroups (setmaxnreg: 240 registers) that wait only for the data they read. The forward runs
+ *   the pipelined step (S_j issued with P_{j-1} V_{j-1}, the softmax under the latter); the dk/dv
+ *   kernel the wgmma dk/dv step (a producer warp loads lse and delta); the one-pass backward adds dQ
+ *   to it (below). Each computes the same sums in the same order as its wgmma twin.
  *   Partial tiles (T not a multiple of a tile): rows past T are zero-filled on load (cp.async
- *   src-size 0), their lse is +inf in the dk/dv kernels (p = 0), and they are never stored.
+ *   src-size 0, TMA's out-of-bounds fill), their lse and delta read as 0 in the wgmma and
+ *   warp-specialized dk/dv kernels (their q and dout rows are zero, so are their products; +inf, p = 0,
+ *   in the mma.sync one), and they are never stored.
  *   The FP32 wrappers round q, k, v (and dout) to BF16 in one pre-pass into a cached scratch
  *   buffer and write FP32 outputs; delta is computed from the FP32 out and dout there (the BF16
  *   entry point computes it from the BF16 out and dout).
@@ -49,6 +57,7 @@
  * configuration); tests/gpu/test_attention_flash.cu's tolerance is 1e-2 for out, dq, dk, dv and
  * 1e-4 absolute for lse (measured <= 2.2e-6).
  */
+#include <cuda.h> /* CUtensorMap (the encoder comes through the runtime: no libcuda link) */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -73,6 +82,8 @@ struct FaArgs {
     float* lse;            /* [B, H, T] (forward writes it, backward reads it) */
     const float* delta;    /* [B, H, T] */
     void *dq, *dk, *dv;    /* [B*T, H*hd], [B*T, KV*hd] x2, bf16 or float (overwritten) */
+    float* dqa;            /* the fused backward: dQ's partial sums [B*T, H*hd] (FP32) */
+    unsigned* sem;         /* and its tiles' turn counters [B, H, T / 64, 2], zero at the start */
     int T, H, KV;
     float sl2;   /* log2(e) / sqrt(hd): scores into the log2 domain */
     float scale; /* 1 / sqrt(hd) */
@@ -84,6 +95,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)_
 /* 16 bytes global -> shared; bytes = 0 zero-fills (the source is not read). */
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+/* 4 bytes global -> shared; bytes = 0 zero-fills. */
+__device__ __forceinline__ void cp4(uint32_t dst, const void* src, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
@@ -354,6 +369,35 @@ __device__ __forceinline__ void wg_rs_n128_tb(float* d, const uint32_t* a, uint6
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
+/* the same with B K-major (not transposed) and the accumulate flag: A (Q, dO, K or V fragments) from
+ * registers, B a tile read as in wg_ss */
+__device__ __forceinline__ void wg_rs_n32(float* d, const uint32_t* a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
+}
+__device__ __forceinline__ void wg_rs_n64(float* d, const uint32_t* a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
+}
+__device__ __forceinline__ void wg_rs_n128(float* d, const uint32_t* a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));
+}
+
+/* m64n64k16 with A and B both MN-major (transposed reads): dQ = dS K from the stored dS^T and K */
+__device__ __forceinline__ void wg_ss_n64_tt(float* d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+
 /* ---- forward on wgmma (sm_90a): a warpgroup of 4 warps per 64 query rows ------------------------
  * Q, K, V tiles in the canonical 128-byte-swizzled layout that wgmma reads: [HD/64][rows][64]
  * (128-byte rows, 16-byte chunk c of row r at c ^ (r & 7), tile bases 1024-byte aligned).
@@ -368,6 +412,7 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void reg_fence(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -377,6 +422,12 @@ __device__ __forceinline__ void wg_ss(float* d, uint64_t a, uint64_t b, int acc)
     if constexpr (N == 32) wg_ss_n32(d, a, b, acc);
     else if constexpr (N == 64) wg_ss_n64(d, a, b, acc);
     else wg_ss_n128(d, a, b, acc);
+}
+template <int N>
+__device__ __forceinline__ void wg_rs(float* d, const uint32_t* a, uint64_t b, int acc) {
+    if constexpr (N == 32) wg_rs_n32(d, a, b, acc);
+    else if constexpr (N == 64) wg_rs_n64(d, a, b, acc);
+    else wg_rs_n128(d, a, b, acc);
 }
 template <int N>
 __device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t* a, uint64_t b) {
@@ -397,35 +448,154 @@ __device__ __forceinline__ void load_tile_sw(uint32_t s, const bf16* g, int row0
     }
 }
 
+/* Pieces of the wgmma forward's step, shared by its plain and pipelined kernels (the accumulator
+ * layout per warp: rows r0 + g and r0 + g + 8, 8-column groups nt, columns 2 tig and 2 tig + 1). */
+/* Causal mask: scores of keys after the row to -inf (keys key0 + 8 nt + 2 tig + (e & 1)). */
+template <int NS>
+__device__ __forceinline__ void fa_mask(float* s, int key0, int r0, int g, int tig) {
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = key0 + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
+            if (key > row) s[nt * 4 + e] = -INFINITY;
+        }
+}
+/* Online softmax of one score tile in the log2 domain, in place (s becomes P = 2^(s sl2 - m)):
+ * the row maxima m and sums l updated, al = 2^(m_old - m_new), the factor the older O takes. */
+template <int NS>
+__device__ __forceinline__ void fa_softmax(float* s, float sl2, float& m0, float& m1, float& l0, float& l1,
+                                           float& al0, float& al1) {
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+        x0 = fmaxf(x0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
+        x1 = fmaxf(x1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+    }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    /* a warp whose rows all precede the tile keeps m (finite from tile 0 on): max(m, -inf) */
+    const float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
+    al0 = ex2(m0 - n0);
+    al1 = ex2(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+        s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -n0));
+        s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -n0));
+        s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -n1));
+        s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -n1));
+        ps0 += s[nt * 4 + 0] + s[nt * 4 + 1];
+        ps1 += s[nt * 4 + 2] + s[nt * 4 + 3];
+    }
+    l0 = l0 * al0 + ps0;
+    l1 = l1 * al1 + ps1;
+}
+template <int DT>
+__device__ __forceinline__ void fa_rescale(float* o, float al0, float al1) {
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        o[i * 4 + 0] *= al0;
+        o[i * 4 + 1] *= al0;
+        o[i * 4 + 2] *= al1;
+        o[i * 4 + 3] *= al1;
+    }
+}
+/* P (FP32 accumulator layout) -> BF16 A fragments of the P V product, 16 keys each. */
+template <int BN>
+__device__ __forceinline__ void fa_pack(uint32_t (*pa)[4], const float* s) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        pa[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+/* S = Q K^T of the warpgroup's 64 rows against one BN-key tile (both from shared memory). */
+template <int HD, int BM, int BN>
+__device__ __forceinline__ void fa_qk(float* s, uint32_t sQ, uint32_t kb, int wg) {
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        wg_ss<BN>(s, wg_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
+                  wg_desc(kb + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024), kk > 0);
+}
+/* O += P V over one BN-key tile (P from registers, V read MN-major). */
+template <int HD, int BN>
+__device__ __forceinline__ void fa_pv(float* o, const uint32_t (*pa)[4], uint32_t vb) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) wg_rs_tb<HD>(o, pa[kk], wg_desc(vb + kk * 16 * 128, BN * 128, 1024));
+}
+/* The end of the forward: O / l and the log-sum-exp (natural log) of rows r0 + g, r0 + g + 8. */
+template <int HD, typename OutT>
+__device__ __forceinline__ void fa_fwd_store(const FaArgs& a, const float* o, float l0, float l1, float m0, float m1,
+                                             int b, int bh, int h, int r0, int g, int tig) {
+    const int T = a.T, qs = a.H * HD;
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    OutT* og = (OutT*)a.out + (size_t)b * T * qs + h * HD;
+    const int ra = r0 + g, rb = ra + 8;
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+        const int col = i * 8 + 2 * tig;
+        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[i * 4 + 0] * i0, o[i * 4 + 1] * i0);
+        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[i * 4 + 2] * i1, o[i * 4 + 3] * i1);
+    }
+    if (tig == 0) {
+        if (ra < T) a.lse[(size_t)bh * T + ra] = (m0 + log2f(l0)) * FA_LN2;
+        if (rb < T) a.lse[(size_t)bh * T + rb] = (m1 + log2f(l1)) * FA_LN2;
+    }
+}
+
+/* A fragments of one warp (16 rows from row r0 of a [HD/64][ROWS][64] swizzled tile, K = HD) for
+ * wgmma's register-A form: the mma.sync m16n8k16 A layout, one ldmatrix.x4 per 16 columns. */
+template <int ROWS, int HD>
+__device__ __forceinline__ void load_afrags_sw(uint32_t (*f)[4], uint32_t s, int r0, int lane) {
+    const int lr = lane & 7, lm = lane >> 3, row = r0 + (lm & 1) * 8 + lr;
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++) {
+        const int ch = ks * 2 + (lm >> 1);
+        ldsm4(f[ks], s + (uint32_t)((ch >> 3) * ROWS * 128 + row * 128 + (((ch & 7) ^ (row & 7)) << 4)));
+    }
+}
+
 template <int HD, int NWG, int BN>
 constexpr size_t fwg_smem() { return (size_t)(64 * NWG + 4 * BN) * HD * 2 + 1024; }
 
+/* The CTA's geometry, common to the plain and the pipelined kernel. */
+#define FA_FWD_WG_SETUP                                                                                          \
+    constexpr int BM = 64 * NWG, NT = NWG * 128, NS = BN / 8, DT = HD / 8;                                      \
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */                          \
+    const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + 2 * BN * HD * 2;   \
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,          \
+              tig = lane & 3;                                                                                   \
+    const int T = a.T, H = a.H, KV = a.KV;                                                                      \
+    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);     \
+    const int qs = H * HD, ks = KV * HD;                                                                        \
+    const bf16* qg = a.q + (size_t)b * T * qs + h * HD;                                                         \
+    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;                                                        \
+    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;                                                        \
+    const int q0 = qt * BM, g0 = q0 + wg * 64, r0 = g0 + warp * 16; /* warpgroup's and warp's first rows */     \
+    const int nkv = (min(q0 + BM, T) - 1) / BN + 1;                                                             \
+    const float sl2 = a.sl2;                                                                                    \
+    float o[DT * 4];                                                                                            \
+    _Pragma("unroll") for (int i = 0; i < DT * 4; i++) o[i] = 0.0f;                                             \
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f
+
 template <int HD, int NWG, int BN, typename OutT>
 __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
-    constexpr int BM = 64 * NWG, NT = NWG * 128, KS = HD / 16, NS = BN / 8, DT = HD / 8;
-    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
-    const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + 2 * BN * HD * 2;
-    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    const int T = a.T, H = a.H, KV = a.KV;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
-    const int qs = H * HD, ks = KV * HD;
-    const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
-    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
-    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
-    const int q0 = qt * BM, g0 = q0 + wg * 64, r0 = g0 + warp * 16; /* warpgroup's and warp's first rows */
-    const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
-    const float sl2 = a.sl2;
-
+    FA_FWD_WG_SETUP;
     load_tile_sw<BM, HD, NT>(sQ, qg, q0, T, qs, tid);
     load_tile_sw<BN, HD, NT>(sK, kg, 0, T, ks, tid);
     load_tile_sw<BN, HD, NT>(sV, vg, 0, T, ks, tid);
     cp_commit();
-
-    float o[DT * 4];
-#pragma unroll
-    for (int i = 0; i < DT * 4; i++) o[i] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         fence_proxy_async(); /* this thread's cp.async writes, before the tensor cores read them */
@@ -440,69 +610,19 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
         float s[NS * 4];
         wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-            wg_ss<BN>(s, wg_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
-                      wg_desc(kb + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024), kk > 0);
+        fa_qk<HD, BM, BN>(s, sQ, kb, wg);
         wg_commit();
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
-        if (j * BN + BN - 1 > r0) {
-#pragma unroll
-            for (int nt = 0; nt < NS; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
-                    if (key > row) s[nt * 4 + e] = -INFINITY;
-                }
-        }
-        float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < NS; nt++) {
-            x0 = fmaxf(x0, fmaxf(s[nt * 4 + 0], s[nt * 4 + 1]));
-            x1 = fmaxf(x1, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
-        }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        /* a warp whose rows all precede the tile keeps m (finite from tile 0 on): max(m, -inf) */
-        const float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
-        const float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < NS; nt++) {
-            s[nt * 4 + 0] = ex2(fmaf(s[nt * 4 + 0], sl2, -n0));
-            s[nt * 4 + 1] = ex2(fmaf(s[nt * 4 + 1], sl2, -n0));
-            s[nt * 4 + 2] = ex2(fmaf(s[nt * 4 + 2], sl2, -n1));
-            s[nt * 4 + 3] = ex2(fmaf(s[nt * 4 + 3], sl2, -n1));
-            ps0 += s[nt * 4 + 0] + s[nt * 4 + 1];
-            ps1 += s[nt * 4 + 2] + s[nt * 4 + 3];
-        }
-        l0 = l0 * al0 + ps0;
-        l1 = l1 * al1 + ps1;
-#pragma unroll
-        for (int i = 0; i < DT; i++) {
-            o[i * 4 + 0] *= al0;
-            o[i * 4 + 1] *= al0;
-            o[i * 4 + 2] *= al1;
-            o[i * 4 + 3] *= al1;
-        }
+        if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
+        float al0, al1;
+        fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
+        fa_rescale<DT>(o, al0, al1);
         uint32_t pa[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            pa[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-            pa[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-            pa[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-            pa[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        fa_pack<BN>(pa, s);
         wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wg_rs_tb<HD>(o, pa[kk], wg_desc(vb + kk * 16 * 128, BN * 128, 1024));
+        fa_pv<HD, BN>(o, pa, vb);
         wg_commit();
         wg_wait0();
 #pragma unroll
@@ -512,25 +632,246 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
 #pragma unroll
             for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    OutT* og = (OutT*)a.out + (size_t)b * T * qs + h * HD;
-    const int ra = r0 + g, rb = ra + 8;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[i * 4 + 0] * i0, o[i * 4 + 1] * i0);
-        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[i * 4 + 2] * i1, o[i * 4 + 3] * i1);
-    }
-    if (tig == 0) {
-        if (ra < T) a.lse[(size_t)bh * T + ra] = (m0 + log2f(l0)) * FA_LN2;
-        if (rb < T) a.lse[(size_t)bh * T + rb] = (m1 + log2f(l1)) * FA_LN2;
-    }
+    fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
 }
 
+/* The pipelined forward (FlashAttention-3's intra-warpgroup overlap): step j issues S_j = Q K_j^T
+ * and O += P_{j-1} V_{j-1} together, waits for S_j only, runs the softmax of S_j while the tensor
+ * cores do P_{j-1} V_{j-1}, then waits for that and scales O by 2^(m_{j-1} - m_j). The same sums as
+ * the plain kernel but O is scaled after adding P_{j-1} V_{j-1} rather than before: (O + PV) al
+ * where the plain kernel has O al + PV (rounding differs, not the math). Loads: K_{j+1} and V_j
+ * during step j (V_j is read in step j + 1), two stages each. */
+template <int HD, int NWG, int BN, typename OutT>
+__global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
+    FA_FWD_WG_SETUP;
+    /* this warpgroup's tiles (<= nkv): with 64-key tiles and two warpgroups the first warpgroup's
+     * rows all precede the CTA's last tile; else every warpgroup takes every tile (ALL: known to
+     * the compiler, whose wgmma pipelining wants branch-free steps) */
+    constexpr bool ALL = NWG * 64 <= BN;
+    const int nw = ALL ? nkv : min(nkv, (g0 + 63) / BN + 1);
+    uint32_t pa[BN / 16][4];
+    float al0, al1;
+    load_tile_sw<BM, HD, NT>(sQ, qg, q0, T, qs, tid);
+    load_tile_sw<BN, HD, NT>(sK, kg, 0, T, ks, tid);
+    cp_commit();
+    { /* step 0: S_0 only */
+        cp_wait_all();
+        fence_proxy_async();
+        __syncthreads();
+        if (1 < nkv) load_tile_sw<BN, HD, NT>(sK + BN * HD * 2, kg, BN, T, ks, tid);
+        load_tile_sw<BN, HD, NT>(sV, vg, 0, T, ks, tid);
+        cp_commit();
+        float s[NS * 4];
+        wg_fence();
+        fa_qk<HD, BM, BN>(s, sQ, sK, wg);
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
+        fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
+        fa_pack<BN>(pa, s);
+    }
+    for (int j = 1; j < nkv; j++) {
+        cp_wait_all();
+        fence_proxy_async();
+        __syncthreads();
+        if (j + 1 < nkv) load_tile_sw<BN, HD, NT>(sK + ((j + 1) & 1) * BN * HD * 2, kg, (j + 1) * BN, T, ks, tid);
+        load_tile_sw<BN, HD, NT>(sV + (j & 1) * BN * HD * 2, vg, j * BN, T, ks, tid);
+        cp_commit();
+        if (ALL || j < nw) { /* S_j and P_{j-1} V_{j-1} */
+            float s[NS * 4];
+            wg_fence();
+            fa_qk<HD, BM, BN>(s, sQ, sK + (j & 1) * BN * HD * 2, wg);
+            wg_commit();
+            fa_pv<HD, BN>(o, pa, sV + ((j - 1) & 1) * BN * HD * 2);
+            wg_commit();
+            wg_wait1();
+#pragma unroll
+            for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+            if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
+            fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+            fa_rescale<DT>(o, al0, al1);
+            fa_pack<BN>(pa, s);
+        } else if (j == nw) { /* this warpgroup's last P V */
+            wg_fence();
+            fa_pv<HD, BN>(o, pa, sV + ((j - 1) & 1) * BN * HD * 2);
+            wg_commit();
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+        }
+    }
+    cp_wait_all();
+    fence_proxy_async();
+    __syncthreads();
+    if (ALL || nw == nkv) {
+        wg_fence();
+        fa_pv<HD, BN>(o, pa, sV + ((nkv - 1) & 1) * BN * HD * 2);
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+    }
+    fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
+}
+
+
+/* ---- forward, warp-specialized (FlashAttention-3's structure, sm_90a) ---------------------------
+ * CTA = 3 warpgroups: a producer (one thread issues TMA loads: Q once, K_j and V_j into an NST-stage
+ * ring, each stage with a "full" mbarrier the copies complete and an "empty" one the consumers
+ * release) and two consumer warpgroups of 64 query rows each running k_fa_fwd_wgp's step (S_j with
+ * P_{j-1} V_{j-1}, the softmax of S_j under the P V product). No block-wide barrier in the loop: a
+ * warpgroup waits only for the data it reads, so the two drift apart and one's softmax runs under
+ * the other's products. setmaxnreg moves registers from the producer (24) to the consumers (240).
+ * TMA reads q, k, v as [B][T][heads * hd / 64][64] (4-d maps, rows past T zero-filled) into the
+ * 128-byte-swizzled [hd / 64][rows][64] tiles that wgmma reads. The same sums in the same order as
+ * k_fa_fwd_wgp: the same bytes. */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* One box of a 4-d tensor map (coordinates innermost first) into shared memory, completing on bar. */
+__device__ __forceinline__ void tma_load4(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                          uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4, %5}], [%6];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+/* ROWS rows from row0 of head hh (hd HD) of batch b: HD / 64 boxes of [ROWS][64]. */
+template <int ROWS, int HD>
+__device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, int hh, int row0, int b, uint32_t bar) {
+#pragma unroll
+    for (int c = 0; c < HD / 64; c++) tma_load4(dst + c * ROWS * 128, map, 0, hh * (HD / 64) + c, row0, b, bar);
+}
+
+template <int HD, int BN, int NST>
+constexpr size_t fws_smem() { return (size_t)(128 + 2 * NST * BN) * HD * 2 + 1024 + 8 * (1 + 4 * NST); }
+
+template <int HD, int BN, int NST, typename OutT>
+__global__ void __launch_bounds__(384, 1)
+    k_fa_fwd_ws(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                const __grid_constant__ CUtensorMap tv, FaArgs a) {
+    constexpr int BM = 128, NS = BN / 8, DT = HD / 8, TB = BN * HD * 2;
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
+    const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + NST * TB;
+    const uint32_t bQ = sV + NST * TB, bFK = bQ + 8, bFV = bFK + 8 * NST, bEK = bFV + 8 * NST, bEV = bEK + 8 * NST;
+    const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV;
+    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1;
+    if (tid == 0) {
+        mbar_init(bQ, 1);
+        for (int s = 0; s < NST; s++) {
+            mbar_init(bFK + 8 * s, 1);
+            mbar_init(bFV + 8 * s, 1);
+            mbar_init(bEK + 8 * s, 256);
+            mbar_init(bEV + 8 * s, 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tid < 128) { /* the producer warpgroup */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (tid == 0) {
+            mbar_expect_tx(bQ, BM * HD * 2);
+            tma_tile<BM, HD>(sQ, &tq, h, q0, b, bQ);
+            for (int j = 0; j < nkv; j++) {
+                const int s = j % NST, r = j / NST;
+                if (r) mbar_wait(bEK + 8 * s, (r - 1) & 1);
+                mbar_expect_tx(bFK + 8 * s, TB);
+                tma_tile<BN, HD>(sK + s * TB, &tk, kh, j * BN, b, bFK + 8 * s);
+                if (r) mbar_wait(bEV + 8 * s, (r - 1) & 1);
+                mbar_expect_tx(bFV + 8 * s, TB);
+                tma_tile<BN, HD>(sV + s * TB, &tv, kh, j * BN, b, bFV + 8 * s);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
+    const int r0 = q0 + wg * 64 + warp * 16;
+    const float sl2 = a.sl2;
+    float o[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; i++) o[i] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f, al0, al1;
+    uint32_t pa[BN / 16][4];
+    mbar_wait(bQ, 0);
+    { /* step 0: S_0 only */
+        float s[NS * 4];
+        mbar_wait(bFK, 0);
+        wg_fence();
+        fa_qk<HD, BM, BN>(s, sQ, sK, wg);
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        mbar_arrive(bEK);
+        if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
+        fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
+        fa_pack<BN>(pa, s);
+    }
+    for (int j = 1; j < nkv; j++) {
+        const int sk = j % NST, sv = (j - 1) % NST;
+        float s[NS * 4];
+        mbar_wait(bFK + 8 * sk, (j / NST) & 1);
+        mbar_wait(bFV + 8 * sv, ((j - 1) / NST) & 1);
+        wg_fence();
+        fa_qk<HD, BM, BN>(s, sQ, sK + sk * TB, wg);
+        wg_commit();
+        fa_pv<HD, BN>(o, pa, sV + sv * TB);
+        wg_commit();
+        wg_wait1();
+#pragma unroll
+        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        mbar_arrive(bEK + 8 * sk);
+        if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
+        fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+        mbar_arrive(bEV + 8 * sv);
+        fa_rescale<DT>(o, al0, al1);
+        fa_pack<BN>(pa, s);
+    }
+    {
+        const int sv = (nkv - 1) % NST;
+        mbar_wait(bFV + 8 * sv, ((nkv - 1) / NST) & 1);
+        wg_fence();
+        fa_pv<HD, BN>(o, pa, sV + sv * TB);
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+    }
+    fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
+}
 
 /* ---- backward on wgmma: the dq and dk/dv kernels of above, a warpgroup per 64 rows ----------- */
 
@@ -540,7 +881,7 @@ constexpr size_t dqwg_smem() { return (size_t)(2 * 64 * NWG + 4 * BN) * HD * 2 +
 /* CTA = (64 NWG queries, b*H + h); K, V stream in tiles of BN keys (two stages).
  * S = Q K^T, dP = dO V^T (shared-memory operands, K-major); dQ += dS K (dS from registers, K read
  * MN-major). */
-template <int HD, int NWG, int BN, typename OutT>
+template <int HD, int NWG, int BN, bool RA, typename OutT>
 __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
     constexpr int BM = 64 * NWG, NT = NWG * 128, KS = HD / 16, NS = BN / 8, DT = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
@@ -573,11 +914,16 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
     float acc[DT * 4];
 #pragma unroll
     for (int i = 0; i < DT * 4; i++) acc[i] = 0.0f;
+    uint32_t qf[RA ? KS : 1][4], gf[RA ? KS : 1][4]; /* RA: the warp's Q and dO rows as A fragments */
 
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         fence_proxy_async();
         __syncthreads();
+        if (RA && j == 0) {
+            load_afrags_sw<BM, HD>(qf, sQ, wg * 64 + warp * 16, lane);
+            load_afrags_sw<BM, HD>(gf, sG, wg * 64 + warp * 16, lane);
+        }
         if (j + 1 < nkv) {
             const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
             load_tile_sw<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
@@ -592,8 +938,13 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
         for (int kk = 0; kk < KS; kk++) {
             const uint32_t ao = (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
             const uint32_t bo = (kk >> 2) * BN * 128 + (kk & 3) * 32;
-            wg_ss<BN>(s, wg_desc(sQ + ao, 16, 1024), wg_desc(kb + bo, 16, 1024), kk > 0);
-            wg_ss<BN>(dp, wg_desc(sG + ao, 16, 1024), wg_desc(vb + bo, 16, 1024), kk > 0);
+            if constexpr (RA) {
+                wg_rs<BN>(s, qf[kk], wg_desc(kb + bo, 16, 1024), kk > 0);
+                wg_rs<BN>(dp, gf[kk], wg_desc(vb + bo, 16, 1024), kk > 0);
+            } else {
+                wg_ss<BN>(s, wg_desc(sQ + ao, 16, 1024), wg_desc(kb + bo, 16, 1024), kk > 0);
+                wg_ss<BN>(dp, wg_desc(sG + ao, 16, 1024), wg_desc(vb + bo, 16, 1024), kk > 0);
+            }
         }
         wg_commit();
         wg_wait0();
@@ -641,16 +992,132 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
     }
 }
 
+/* One query tile of the dk/dv kernels for the warpgroup's 64 keys (rows wg * 64.. of the BN-key K and
+ * V tiles; RA: their A fragments kf, vf in registers): S^T = K Q^T, dP^T = V dO^T (K-major), then
+ * P = 2^(S sl2 - lse log2 e) (0 for queries before the key), dS = P (dP - delta), dV += P^T dO,
+ * dK += dS^T Q (P^T, dS^T from registers, dO and Q read MN-major). Lt, Dt: the tile's lse, delta. */
+struct NoOp {
+    __device__ void operator()() const {}
+};
+/* S^T, dP^T and from them the BF16 fragments of P^T (pa) and dS^T (da); mid() runs while the tensor
+ * cores make the products. */
+template <int HD, int BN, int BM, bool RA, typename Mid = NoOp>
+__device__ __forceinline__ void fa_dkv_sp(uint32_t (*pa)[4], uint32_t (*da)[4], const uint32_t (*kf)[4],
+                                          const uint32_t (*vf)[4], uint32_t sK, uint32_t sV, uint32_t qb, uint32_t gb,
+                                          const float* Lt, const float* Dt, int t0, int kw, int wg, int g, int tig,
+                                          float sl2, Mid mid = Mid()) {
+    constexpr int KS = HD / 16, NS = BM / 8;
+    float s[NS * 4], dp[NS * 4];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        const uint32_t ao = (kk >> 2) * BN * 128 + wg * 64 * 128 + (kk & 3) * 32;
+        const uint32_t bo = (kk >> 2) * BM * 128 + (kk & 3) * 32;
+        if constexpr (RA) {
+            wg_rs<BM>(s, kf[kk], wg_desc(qb + bo, 16, 1024), kk > 0);
+            wg_rs<BM>(dp, vf[kk], wg_desc(gb + bo, 16, 1024), kk > 0);
+        } else {
+            wg_ss<BM>(s, wg_desc(sK + ao, 16, 1024), wg_desc(qb + bo, 16, 1024), kk > 0);
+            wg_ss<BM>(dp, wg_desc(sV + ao, 16, 1024), wg_desc(gb + bo, 16, 1024), kk > 0);
+        }
+    }
+    wg_commit();
+    mid();
+    wg_wait0();
+#pragma unroll
+    for (int i = 0; i < NS * 4; i++) {
+        reg_fence(s[i]);
+        reg_fence(dp[i]);
+    }
+    const bool diag = t0 < kw + 15; /* some query of the tile precedes some key of the warp */
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+        float p[4], d[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int tl = nt * 8 + 2 * tig + (e & 1);
+            float pe = ex2(fmaf(s[nt * 4 + e], sl2, -(Lt[tl] * FA_LOG2E)));
+            if (diag) {
+                const int key = kw + g + 8 * (e >> 1);
+                if (t0 + tl < key) pe = 0.0f;
+            }
+            p[e] = pe;
+            d[e] = pe * (dp[nt * 4 + e] - Dt[tl]);
+        }
+        pa[nt >> 1][(nt & 1) * 2] = pack2(p[0], p[1]);
+        pa[nt >> 1][(nt & 1) * 2 + 1] = pack2(p[2], p[3]);
+        da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
+        da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
+    }
+}
+/* dV += P^T dO, dK += dS^T Q (issued, not committed). */
+template <int HD, int BM>
+__device__ __forceinline__ void fa_dkv_acc(float* dk, float* dv, const uint32_t (*pa)[4], const uint32_t (*da)[4],
+                                           uint32_t qb, uint32_t gb) {
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+        wg_rs_tb<HD>(dv, pa[kk], wg_desc(gb + kk * 16 * 128, BM * 128, 1024));
+        wg_rs_tb<HD>(dk, da[kk], wg_desc(qb + kk * 16 * 128, BM * 128, 1024));
+    }
+}
+template <int HD, int BM>
+__device__ __forceinline__ void fa_dkv_done(float* dk, float* dv, uint32_t (*pa)[4], uint32_t (*da)[4]) {
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) {
+        reg_fence(dk[i]);
+        reg_fence(dv[i]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            reg_fence(pa[kk][e]);
+            reg_fence(da[kk][e]);
+        }
+}
+template <int HD, int BN, int BM, bool RA>
+__device__ __forceinline__ void fa_dkv_step(float* dk, float* dv, const uint32_t (*kf)[4], const uint32_t (*vf)[4],
+                                            uint32_t sK, uint32_t sV, uint32_t qb, uint32_t gb, const float* Lt,
+                                            const float* Dt, int t0, int kw, int wg, int g, int tig, float sl2) {
+    uint32_t pa[BM / 16][4], da[BM / 16][4];
+    fa_dkv_sp<HD, BN, BM, RA>(pa, da, kf, vf, sK, sV, qb, gb, Lt, Dt, t0, kw, wg, g, tig, sl2);
+    wg_fence();
+    fa_dkv_acc<HD, BM>(dk, dv, pa, da, qb, gb);
+    wg_commit();
+    wg_wait0();
+    fa_dkv_done<HD, BM>(dk, dv, pa, da);
+}
+/* dK (times the scale) and dV of keys kw + g, kw + g + 8. */
+template <int HD, typename OutT>
+__device__ __forceinline__ void fa_dkv_store(const FaArgs& a, const float* dk, const float* dv, int b, int kh, int kw,
+                                             int g, int tig) {
+    const int T = a.T, ks = a.KV * HD;
+    OutT* dkg = (OutT*)a.dk + (size_t)b * T * ks + kh * HD;
+    OutT* dvg = (OutT*)a.dv + (size_t)b * T * ks + kh * HD;
+    const int ja = kw + g, jb = ja + 8;
+    const float sc = a.scale;
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+        const int col = i * 8 + 2 * tig;
+        if (ja < T) {
+            store2<OutT>(dkg + (size_t)ja * ks + col, dk[i * 4 + 0] * sc, dk[i * 4 + 1] * sc);
+            store2<OutT>(dvg + (size_t)ja * ks + col, dv[i * 4 + 0], dv[i * 4 + 1]);
+        }
+        if (jb < T) {
+            store2<OutT>(dkg + (size_t)jb * ks + col, dk[i * 4 + 2] * sc, dk[i * 4 + 3] * sc);
+            store2<OutT>(dvg + (size_t)jb * ks + col, dv[i * 4 + 2], dv[i * 4 + 3]);
+        }
+    }
+}
+
 template <int HD, int NWG, int BM>
 constexpr size_t dkvwg_smem() { return (size_t)(2 * 64 * NWG + 4 * BM) * HD * 2 + 4 * BM * sizeof(float) + 1024; }
 
 /* CTA = (64 NWG keys, b*KV + kvh); Q, dO, lse, delta stream in tiles of BM queries over the group's
- * heads (increasing h) and the query tiles from the diagonal on (increasing t).
- * S^T = K Q^T, dP^T = V dO^T (shared-memory operands, K-major); dV += P^T dO, dK += dS^T Q (P^T,
- * dS^T from registers, dO and Q read MN-major). */
-template <int HD, int NWG, int BM, typename OutT>
+ * heads (increasing h) and the query tiles from the diagonal on (increasing t): fa_dkv_step each. */
+template <int HD, int NWG, int BM, bool RA, typename OutT>
 __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
-    constexpr int BN = 64 * NWG, NT = NWG * 128, KS = HD / 16, NS = BM / 8, DT = HD / 8;
+    constexpr int BN = 64 * NWG, NT = NWG * 128, KS = HD / 16, DT = HD / 8;
     static_assert(NT >= BM, "lse/delta rows: one per thread");
     static_assert(BN % BM == 0, "a kv tile starts on a query tile");
     extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
@@ -666,7 +1133,6 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
     const int k0 = kt * BN, kg0 = k0 + wg * 64, kw = kg0 + warp * 16;
     const int qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
-    const float sl2 = a.sl2;
 
     load_tile_sw<BN, HD, NT>(sK, kg, k0, T, ks, tid);
     load_tile_sw<BN, HD, NT>(sV, vg, k0, T, ks, tid);
@@ -675,11 +1141,12 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
         const size_t off = (size_t)b * T * qs + h * HD;
         load_tile_sw<BM, HD, NT>(sQ + st * BM * HD * 2, a.q + off, t0, T, qs, tid);
         load_tile_sw<BM, HD, NT>(sG + st * BM * HD * 2, a.dout + off, t0, T, qs, tid);
-        if (tid < BM) {
+        if (tid < BM) { /* asynchronous too (a plain load stalled the warpgroup here every tile); rows
+                         * past T read as 0: their Q and dO rows are zero, so are their products */
             const int t = t0 + tid;
-            const size_t row = ((size_t)b * H + h) * T + t;
-            Ls[st * BM + tid] = t < T ? a.lse[row] * FA_LOG2E : INFINITY;
-            Ds[st * BM + tid] = t < T ? a.delta[row] : 0.0f;
+            const size_t row = ((size_t)b * H + h) * T + (t < T ? t : 0);
+            cp4(smem_u32(Ls + st * BM + tid), a.lse + row, t < T ? 4 : 0);
+            cp4(smem_u32(Ds + st * BM + tid), a.delta + row, t < T ? 4 : 0);
         }
     };
     issue(0, 0);
@@ -688,92 +1155,337 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
     float dk[DT * 4], dv[DT * 4];
 #pragma unroll
     for (int i = 0; i < DT * 4; i++) dk[i] = dv[i] = 0.0f;
+    uint32_t kf[RA ? KS : 1][4], vf[RA ? KS : 1][4]; /* RA: the warp's K and V rows as A fragments */
 
     for (int it = 0; it < total; it++) {
         cp_wait_all();
         fence_proxy_async();
         __syncthreads();
+        if (RA && it == 0) {
+            load_afrags_sw<BN, HD>(kf, sK, wg * 64 + warp * 16, lane);
+            load_afrags_sw<BN, HD>(vf, sV, wg * 64 + warp * 16, lane);
+        }
         if (it + 1 < total) issue(it + 1, (it + 1) & 1);
         cp_commit();
         const int st = it & 1, t0 = (qt0 + it % nq) * BM;
         if (t0 + BM - 1 < kg0) continue; /* warpgroup-uniform: every query before every key */
-        const uint32_t qb = sQ + st * BM * HD * 2, gb = sG + st * BM * HD * 2;
-        const float* Lt = Ls + st * BM;
-        const float* Dt = Ds + st * BM;
-        float s[NS * 4], dp[NS * 4];
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++) {
-            const uint32_t ao = (kk >> 2) * BN * 128 + wg * 64 * 128 + (kk & 3) * 32;
-            const uint32_t bo = (kk >> 2) * BM * 128 + (kk & 3) * 32;
-            wg_ss<BM>(s, wg_desc(sK + ao, 16, 1024), wg_desc(qb + bo, 16, 1024), kk > 0);
-            wg_ss<BM>(dp, wg_desc(sV + ao, 16, 1024), wg_desc(gb + bo, 16, 1024), kk > 0);
+        fa_dkv_step<HD, BN, BM, RA>(dk, dv, kf, vf, sK, sV, sQ + st * BM * HD * 2, sG + st * BM * HD * 2, Ls + st * BM,
+                                    Ds + st * BM, t0, kw, wg, g, tig, a.sl2);
+    }
+    fa_dkv_store<HD, OutT>(a, dk, dv, b, kh, kw, g, tig);
+}
+
+/* The warp-specialized dk/dv kernel (k_fa_fwd_ws's structure): CTA = a producer warpgroup and two
+ * consumer warpgroups of 64 keys each (128 keys, b*KV + kvh). The producer's thread 0 loads K, V once
+ * and the Q, dO tiles of BM queries by TMA into an NST-stage ring (the same order as k_fa_dkv_wg: the
+ * group's heads, then the query tiles from the diagonal on); its warp 1 loads the tiles' lse and
+ * delta (0 past T, as there) and arrives on the stage's second full barrier. Consumers wait for a
+ * stage, run fa_dkv_step (or skip a tile wholly before their keys) and release it. The same sums
+ * in the same order as k_fa_dkv_wg<HD, 2, BM>: the same bytes. */
+template <int HD, int BM, int NST>
+constexpr size_t dkvws_smem() {
+    return (size_t)(2 * 128 + 2 * NST * BM) * HD * 2 + 2 * NST * BM * sizeof(float) + 1024 + 8 * (1 + 3 * NST);
+}
+template <int HD, int BM, int NST, typename OutT>
+__global__ void __launch_bounds__(384, 1)
+    k_fa_dkv_ws(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
+                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, FaArgs a) {
+    constexpr int BN = 128, DT = HD / 8, TB = BM * HD * 2;
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
+    const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    const uint32_t sK = base, sV = sK + BN * HD * 2, sQ = sV + BN * HD * 2, sG = sQ + NST * TB;
+    float* Ls = (float*)(smem + (base - smem_u32(smem)) + (size_t)(2 * BN + 2 * NST * BM) * HD * 2); /* [NST][BM] */
+    float* Ds = Ls + NST * BM;                                                                        /* [NST][BM] */
+    const uint32_t bKV = smem_u32(Ds + NST * BM), bF = bKV + 8, bL = bF + 8 * NST, bE = bL + 8 * NST;
+    const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV;
+    const int kt = blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
+    const int k0 = kt * BN, qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
+    if (tid == 0) {
+        mbar_init(bKV, 1);
+        for (int s = 0; s < NST; s++) {
+            mbar_init(bF + 8 * s, 1);
+            mbar_init(bL + 8 * s, 32);
+            mbar_init(bE + 8 * s, 256);
         }
-        wg_commit();
-        wg_wait0();
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tid < 128) { /* the producer warpgroup: thread 0 the TMA loads, warp 1 lse and delta */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (tid == 0) {
+            mbar_expect_tx(bKV, 2 * BN * HD * 2);
+            tma_tile<BN, HD>(sK, &tk, kh, k0, b, bKV);
+            tma_tile<BN, HD>(sV, &tv, kh, k0, b, bKV);
+            for (int it = 0; it < total; it++) {
+                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
+                mbar_expect_tx(bF + 8 * s, 2 * TB);
+                tma_tile<BM, HD>(sQ + s * TB, &tq, h, t0, b, bF + 8 * s);
+                tma_tile<BM, HD>(sG + s * TB, &tg, h, t0, b, bF + 8 * s);
+            }
+        } else if (tid >= 32 && tid < 64) {
+            const int lane = tid - 32;
+            for (int it = 0; it < total; it++) {
+                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
+                const size_t row = ((size_t)b * H + h) * T;
 #pragma unroll
-        for (int i = 0; i < NS * 4; i++) {
-            reg_fence(s[i]);
-            reg_fence(dp[i]);
-        }
-        const bool diag = t0 < kw + 15; /* some query of the tile precedes some key of the warp */
-        uint32_t pa[BM / 16][4], da[BM / 16][4];
-#pragma unroll
-        for (int nt = 0; nt < NS; nt++) {
-            float p[4], d[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int tl = nt * 8 + 2 * tig + (e & 1);
-                float pe = ex2(fmaf(s[nt * 4 + e], sl2, -Lt[tl]));
-                if (diag) {
-                    const int key = kw + g + 8 * (e >> 1);
-                    if (t0 + tl < key) pe = 0.0f;
+                for (int i = lane; i < BM; i += 32) {
+                    const int t = t0 + i;
+                    Ls[s * BM + i] = t < T ? a.lse[row + t] : 0.0f;
+                    Ds[s * BM + i] = t < T ? a.delta[row + t] : 0.0f;
                 }
-                p[e] = pe;
-                d[e] = pe * (dp[nt * 4 + e] - Dt[tl]);
+                mbar_arrive(bL + 8 * s);
             }
-            pa[nt >> 1][(nt & 1) * 2] = pack2(p[0], p[1]);
-            pa[nt >> 1][(nt & 1) * 2 + 1] = pack2(p[2], p[3]);
-            da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
-            da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
         }
-        wg_fence();
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
+    const int kg0 = k0 + wg * 64, kw = kg0 + warp * 16;
+    float dk[DT * 4], dv[DT * 4];
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            wg_rs_tb<HD>(dv, pa[kk], wg_desc(gb + kk * 16 * 128, BM * 128, 1024));
-            wg_rs_tb<HD>(dk, da[kk], wg_desc(qb + kk * 16 * 128, BM * 128, 1024));
+    for (int i = 0; i < DT * 4; i++) dk[i] = dv[i] = 0.0f;
+    mbar_wait(bKV, 0);
+    for (int it = 0; it < total; it++) {
+        const int s = it % NST, ph = (it / NST) & 1, t0 = (qt0 + it % nq) * BM;
+        /* a warpgroup that skips the tile waits for it too: else it could release the stage's next use
+         * before the other one released this one */
+        mbar_wait(bF + 8 * s, ph);
+        mbar_wait(bL + 8 * s, ph);
+        if (t0 + BM - 1 >= kg0) /* warpgroup-uniform: else every query before every key */
+            fa_dkv_step<HD, BN, BM, false>(dk, dv, NULL, NULL, sK, sV, sQ + s * TB, sG + s * TB, Ls + s * BM,
+                                           Ds + s * BM, t0, kw, wg, g, tig, a.sl2);
+        mbar_arrive(bE + 8 * s);
+    }
+    fa_dkv_store<HD, OutT>(a, dk, dv, b, kh, kw, g, tig);
+}
+
+/* ---- backward in one pass (warp-specialized, deterministic) ------------------------------------
+ * k_fa_dkv_ws with dQ folded in, so that S and dP are made once (5 products, not the 7 of the dq and
+ * dk/dv kernels). CTA = key tile n of 128 keys (two consumer warpgroups of 64) over 64-query tiles m;
+ * each step also stores dS^T (BF16, [128 keys][64 queries], swizzled) in shared memory and forms a
+ * 64 x 64 piece of dQ_m = dS K: HD 128, warpgroup w the columns 64 w.. over all 128 keys; HD 64, the
+ * whole width over its own 64 keys. The pieces of one dQ tile are summed in FP32 in a fixed order,
+ * highest key first (HD 128: n = m / 2 down to 0 per column half; HD 64: (n, w) = (m / 2, 1), (m / 2,
+ * 0), ... (0, 0)), through a turn counter per tile piece: a warpgroup waits for its turn (ld.acquire),
+ * loads the partial sum from dqa as the starting value of its dQ product (the first one starts from
+ * 0), stores the result (the last one into dq, scaled) and hands the turn on (st.release). No atomics: the same order every run, the same bytes. The key
+ * tiles are launched highest first (blockIdx.x 0 is the last tile), so that a counter only ever
+ * waits for a CTA launched before it. */
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+template <int HD, int NST>
+constexpr size_t bws_smem() { return dkvws_smem<HD, 64, NST>() + 2 * 128 * 64 * 2 + 4 * 64 * 64 * 4 + 8 * 8; }
+
+template <int HD, int NST, typename OutT>
+__global__ void __launch_bounds__(384, 1)
+    k_fa_bwd_ws(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
+                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, FaArgs a) {
+    constexpr int BN = 128, BM = 64, DT = HD / 8, TB = BM * HD * 2, SB = 128 * 64 * 2;
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
+    const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+    const uint32_t sK = base, sV = sK + BN * HD * 2, sQ = sV + BN * HD * 2, sG = sQ + NST * TB, sS = sG + NST * TB;
+    const uint32_t sP = sS + 2 * SB; /* dQ's partial sums: [warpgroup][2 buffers][64 rows][64 floats] */
+    float* Ls = (float*)(smem + (base - smem_u32(smem)) + (size_t)(sP - base) + 4 * 64 * 64 * 4); /* [NST][BM] */
+    float* Ds = Ls + NST * BM;                                                            /* [NST][BM] */
+    const uint32_t bKV = smem_u32(Ds + NST * BM), bF = bKV + 8, bL = bF + 8 * NST, bE = bL + 8 * NST;
+    /* the partial sums' rows: 16-byte chunk c of row r at c ^ (r & 7); their full (count 32: the loading
+     * warp) and empty (128: the warpgroup) barriers */
+    const uint32_t bPF = bE + 8 * NST, bPE = bPF + 4 * 8;
+    const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV, NQT = (T + BM - 1) / BM;
+    const int n = gridDim.x - 1 - blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
+    const int k0 = n * BN, qt0 = k0 / BM, nq = NQT - qt0, total = G * nq, qs = H * HD;
+    if (tid == 0) {
+        mbar_init(bKV, 1);
+        for (int s = 0; s < NST; s++) {
+            mbar_init(bF + 8 * s, 1);
+            mbar_init(bL + 8 * s, 32);
+            mbar_init(bE + 8 * s, 256);
+        }
+        for (int i = 0; i < 4; i++) {
+            mbar_init(bPF + 8 * i, 32);
+            mbar_init(bPE + 8 * i, 128);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    /* piece (h, m) of warpgroup w: its turn in the tile's fixed order, its counter, its first column */
+    auto piece = [&](int h, int m, int w, unsigned& turn, unsigned*& sem, int& cb) {
+        const int nmax = m >> 1;
+        turn = HD == 128 ? (unsigned)(nmax - n) : (unsigned)(2 * (nmax - n) + 1 - w);
+        sem = a.sem + (((size_t)b * H + h) * NQT + m) * 2 + (HD == 128 ? w : 0);
+        cb = HD == 128 ? w * 64 : 0;
+    };
+    __syncthreads();
+    if (tid < 128) { /* the producer warpgroup, as k_fa_dkv_ws's */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (tid == 0) {
+            mbar_expect_tx(bKV, 2 * BN * HD * 2);
+            tma_tile<BN, HD>(sK, &tk, kh, k0, b, bKV);
+            tma_tile<BN, HD>(sV, &tv, kh, k0, b, bKV);
+            for (int it = 0; it < total; it++) {
+                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
+                mbar_expect_tx(bF + 8 * s, 2 * TB);
+                tma_tile<BM, HD>(sQ + s * TB, &tq, h, t0, b, bF + 8 * s);
+                tma_tile<BM, HD>(sG + s * TB, &tg, h, t0, b, bF + 8 * s);
+            }
+        } else if (tid >= 32 && tid < 64) {
+            const int lane = tid - 32;
+            for (int it = 0; it < total; it++) {
+                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
+                const size_t row = ((size_t)b * H + h) * T;
+#pragma unroll
+                for (int i = lane; i < BM; i += 32) {
+                    const int t = t0 + i;
+                    Ls[s * BM + i] = t < T ? a.lse[row + t] : 0.0f;
+                    Ds[s * BM + i] = t < T ? a.delta[row + t] : 0.0f;
+                }
+                mbar_arrive(bL + 8 * s);
+            }
+        } else if (tid >= 64) { /* warps 2, 3: the partial sums of warpgroup w, once its turn has come */
+            const int w = (tid >> 5) - 2, lane = tid & 31;
+            for (int it = 0; it < total; it++) {
+                const int q = it & 1, h = kh * G + it / nq, m = qt0 + it % nq, t0 = m * BM;
+                unsigned turn, *sem;
+                int cb;
+                piece(h, m, w, turn, sem, cb);
+                const uint32_t buf = sP + (w * 2 + q) * 64 * 64 * 4, bar = (w * 2 + q) * 8;
+                if (it >= 2) mbar_wait(bPE + bar, ((it >> 1) - 1) & 1);
+                if (turn) {
+                    if (lane == 0)
+                        while (ld_acquire(sem) != turn) {
+                        }
+                    __syncwarp();
+                    const float* src = a.dqa + ((size_t)b * T + t0) * qs + h * HD + cb;
+                    for (int i = lane; i < 64 * 16; i += 32) { /* 64 rows x 16 chunks of 4 floats */
+                        const int r = i >> 4, c = i & 15, t = t0 + r;
+                        cp16(buf + r * 256 + ((c ^ (r & 7)) << 4), src + (size_t)(t < T ? r : 0) * qs + c * 4,
+                             t < T ? 16 : 0);
+                    }
+                    cp_commit();
+                    cp_wait_all();
+                }
+                mbar_arrive(bPF + bar);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
+    const int kw = k0 + wg * 64 + warp * 16, srow = wg * 64 + warp * 16 + g; /* dS^T rows (keys) of this thread */
+    float dk[DT * 4], dv[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; i++) dk[i] = dv[i] = 0.0f;
+    unsigned* rel = NULL; /* the turn counter to hand on, and its value */
+    unsigned rel_v = 0;
+    mbar_wait(bKV, 0);
+    for (int it = 0; it < total; it++) {
+        const int s = it % NST, ph = (it / NST) & 1, h = kh * G + it / nq, m = qt0 + it % nq, t0 = m * BM;
+        const uint32_t qb = sQ + s * TB, gb = sG + s * TB, sb = sS + (it & 1) * SB;
+        mbar_wait(bF + 8 * s, ph);
+        mbar_wait(bL + 8 * s, ph);
+        /* this piece's turn in the tile's fixed order (the loading warp waited for it): the sum so far,
+         * staged in shared memory, is the dQ product's starting value */
+        unsigned turn, *sem;
+        int cb;
+        piece(h, m, wg, turn, sem, cb);
+        const bool first = turn == 0, last = n == 0 && (HD == 128 || wg == 0);
+        const int ra = t0 + warp * 16 + g, rb = ra + 8;
+        float* pa0 = a.dqa + ((size_t)b * T + ra) * qs + h * HD + cb;
+        float* pb0 = pa0 + (size_t)8 * qs;
+        uint32_t pa[BM / 16][4], da[BM / 16][4];
+        /* the previous step's turn handed on under this step's products (a release store waits for the
+         * partial sums' stores: not in the warpgroup's path) */
+        auto release = [&]() {
+            if ((ct & 127) == 0 && rel) st_release(rel, rel_v);
+        };
+        fa_dkv_sp<HD, BN, BM, false>(pa, da, NULL, NULL, sK, sV, qb, gb, Ls + s * BM, Ds + s * BM, t0, kw, wg, g, tig,
+                                     a.sl2, release);
+        float dq[32];
+        {
+            const uint32_t buf = sP + (wg * 2 + (it & 1)) * 64 * 64 * 4, bar = (wg * 2 + (it & 1)) * 8;
+            mbar_wait(bPF + bar, (it >> 1) & 1);
+            const int r0 = warp * 16 + g;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int c = 2 * i + (tig >> 1), o = (tig & 1) * 8;
+                float2 va = make_float2(0.0f, 0.0f), vb = va;
+                if (!first) {
+                    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                                 : "=f"(va.x), "=f"(va.y)
+                                 : "r"(buf + r0 * 256 + ((c ^ (r0 & 7)) << 4) + o));
+                    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                                 : "=f"(vb.x), "=f"(vb.y)
+                                 : "r"(buf + (r0 + 8) * 256 + ((c ^ (r0 & 7)) << 4) + o));
+                }
+                dq[i * 4 + 0] = va.x;
+                dq[i * 4 + 1] = va.y;
+                dq[i * 4 + 2] = vb.x;
+                dq[i * 4 + 3] = vb.y;
+            }
+            mbar_arrive(bPE + bar);
+        }
+#pragma unroll
+        for (int nt = 0; nt < BM / 8; nt++) { /* dS^T into [keys][queries] (16-byte chunk nt of row r at nt ^ (r & 7)) */
+            const uint32_t o = ((nt ^ (srow & 7)) << 4) + tig * 4;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sb + srow * 128 + o), "r"(da[nt >> 1][(nt & 1) * 2]) : "memory");
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sb + (srow + 8) * 128 + o), "r"(da[nt >> 1][(nt & 1) * 2 + 1])
+                         : "memory");
+        }
+        fence_proxy_async();
+        if (HD == 128) bar_sync(1, 256); /* both warpgroups' dS^T stored (HD 64 reads only its own rows) */
+        else bar_sync(2 + wg, 128);
+        wg_fence();
+        fa_dkv_acc<HD, BM>(dk, dv, pa, da, qb, gb);
+        if constexpr (HD == 128) {
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wg_ss_n64_tt(dq, wg_desc(sb + kk * 16 * 128, 128 * 128, 1024),
+                             wg_desc(sK + wg * BN * 128 + kk * 16 * 128, BN * 128, 1024), 1);
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wg_ss_n64_tt(dq, wg_desc(sb + (wg * 64 + kk * 16) * 128, 128 * 128, 1024),
+                             wg_desc(sK + (wg * 64 + kk * 16) * 128, BN * 128, 1024), 1);
         }
         wg_commit();
         wg_wait0();
+        fa_dkv_done<HD, BM>(dk, dv, pa, da);
 #pragma unroll
-        for (int i = 0; i < DT * 4; i++) {
-            reg_fence(dk[i]);
-            reg_fence(dv[i]);
-        }
+        for (int i = 0; i < 32; i++) reg_fence(dq[i]);
+        mbar_arrive(bE + 8 * s);
+        OutT* oa = (OutT*)a.dq + ((size_t)b * T + ra) * qs + h * HD + cb;
+        OutT* ob = oa + (size_t)8 * qs;
+        const float sc = a.scale;
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                reg_fence(pa[kk][e]);
-                reg_fence(da[kk][e]);
+        for (int i = 0; i < 8; i++) {
+            const int col = i * 8 + 2 * tig;
+            if (last) {
+                if (ra < T) store2<OutT>(oa + col, dq[i * 4 + 0] * sc, dq[i * 4 + 1] * sc);
+                if (rb < T) store2<OutT>(ob + col, dq[i * 4 + 2] * sc, dq[i * 4 + 3] * sc);
+            } else {
+                if (ra < T) __stcg((float2*)(pa0 + col), make_float2(dq[i * 4 + 0], dq[i * 4 + 1]));
+                if (rb < T) __stcg((float2*)(pb0 + col), make_float2(dq[i * 4 + 2], dq[i * 4 + 3]));
             }
-    }
-    OutT* dkg = (OutT*)a.dk + (size_t)b * T * ks + kh * HD;
-    OutT* dvg = (OutT*)a.dv + (size_t)b * T * ks + kh * HD;
-    const int ja = kw + g, jb = ja + 8;
-    const float sc = a.scale;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ja < T) {
-            store2<OutT>(dkg + (size_t)ja * ks + col, dk[i * 4 + 0] * sc, dk[i * 4 + 1] * sc);
-            store2<OutT>(dvg + (size_t)ja * ks + col, dv[i * 4 + 0], dv[i * 4 + 1]);
         }
-        if (jb < T) {
-            store2<OutT>(dkg + (size_t)jb * ks + col, dk[i * 4 + 2] * sc, dk[i * 4 + 3] * sc);
-            store2<OutT>(dvg + (size_t)jb * ks + col, dv[i * 4 + 2], dv[i * 4 + 3]);
-        }
+        bar_sync(2 + wg, 128);
+        rel = last ? NULL : sem;
+        rel_v = turn + 1;
     }
+    if ((ct & 127) == 0 && rel) st_release(rel, rel_v);
+    fa_dkv_store<HD, OutT>(a, dk, dv, b, kh, kw, g, tig);
 }
 
 /* ---- backward: delta = rowsum(dout * out) ---------------------------------------------------- */
@@ -1129,12 +1841,13 @@ __global__ void k_to_bf16(CvtJobs j) {
 /* Tile configuration: warps per CTA and m-tiles (16 rows) per warp of the forward, dq and dk/dv
  * kernels; 0: the default, chosen on the H200 (bench/NOTES.md). */
 int g_cfg[6] = {0, 0, 0, 0, 0, 0};
-void* g_ws = NULL;
-size_t g_ws_bytes = 0;
+void* g_ws[2] = {NULL, NULL}; /* 0: the FP32 wrappers' BF16 copies; 1: the fused backward's dqa and sem */
+size_t g_ws_bytes[2] = {0, 0};
 
 int default_cfg(int which, int hd) {
     /* measured on the H200 (bench/NOTES.md, 2026-12-01): the wgmma kernels at every shape */
-    static const int d64[6] = {1, 2, 1, 1, 1, 2}, d128[6] = {2, 2, 2, 1, 2, 2};
+    /* hd 128 since 2026-12-04 (session 18): the warp-specialized forward and dk/dv kernels */
+    static const int d64[6] = {1, 2, 1, 1, 1, 2}, d128[6] = {3, 2, 1, 1, 3, 2};
     return hd == 64 ? d64[which] : d128[which];
 }
 
@@ -1159,50 +1872,170 @@ int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     CU_LAUNCHED();
     return MX_OK;
 }
-template <int HD, int NWG, int BN, typename OutT>
+/* One launch of a wgmma kernel: its dynamic shared memory set once per instance. */
+template <typename K>
+int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, const FaArgs& a, cudaStream_t s) {
+    if (!ready) {
+        int rc = set_smem(kern, sm);
+        if (rc) return rc;
+        ready = 1;
+    }
+    kern<<<grid, threads, sm, s>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+template <int HD, int NWG, int BN, bool PIPE, typename OutT>
 int fwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = fwg_smem<HD, NWG, BN>();
-    if (!ready) {
-        int rc = set_smem(k_fa_fwd_wg<HD, NWG, BN, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
-    constexpr int BM = 64 * NWG;
-    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
-    k_fa_fwd_wg<HD, NWG, BN, OutT><<<grid, NWG * 128, sm, s>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
+    return wg_launch(PIPE ? k_fa_fwd_wgp<HD, NWG, BN, OutT> : k_fa_fwd_wg<HD, NWG, BN, OutT>, ready,
+                     fwg_smem<HD, NWG, BN>(), grid, NWG * 128, a, s);
 }
-template <int HD, int NWG, int BN, typename OutT>
+template <int HD, int NWG, int BN, bool RA, typename OutT>
 int dqwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dqwg_smem<HD, NWG, BN>();
+    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
+    return wg_launch(k_fa_dq_wg<HD, NWG, BN, RA, OutT>, ready, dqwg_smem<HD, NWG, BN>(), grid, NWG * 128, a, s);
+}
+template <int HD, int NWG, int BM, bool RA, typename OutT>
+int dkvwg_launch(const FaArgs& a, int B, cudaStream_t s) {
+    static int ready = 0;
+    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.KV));
+    return wg_launch(k_fa_dkv_wg<HD, NWG, BM, RA, OutT>, ready, dkvwg_smem<HD, NWG, BM>(), grid, NWG * 128, a, s);
+}
+/* The TMA maps of the warp-specialized forward: q [B][T][H hd / 64][64] (k, v with KV heads), boxes of
+ * [rows][64] bf16 with the 128-byte swizzle; the encoder from the driver through the runtime. */
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+int tma_map(CUtensorMap* m, const void* base, int B, int T, int heads, int hd, int rows) {
+    static EncodeTiled enc = NULL;
+    if (!enc) {
+        cudaDriverEntryPointQueryResult q;
+        void* f = NULL;
+        CU_TRY(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess || !f) return mx_fail(MX_EINVAL, "flash attention: no cuTensorMapEncodeTiled");
+        enc = (EncodeTiled)f;
+    }
+    const cuuint64_t dim[4] = {64, (cuuint64_t)heads * hd / 64, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t stride[3] = {128, (cuuint64_t)heads * hd * 2, (cuuint64_t)T * heads * hd * 2};
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
+    const CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void*)base, dim, stride, box, es,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return mx_fail(MX_EINVAL, "flash attention: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return MX_OK;
+}
+template <int HD, int BN, int NST, typename OutT>
+int fws_launch(const FaArgs& a, int B, cudaStream_t s) {
+    static int ready = 0;
+    constexpr size_t sm = fws_smem<HD, BN, NST>();
     if (!ready) {
-        int rc = set_smem(k_fa_dq_wg<HD, NWG, BN, OutT>, sm);
+        int rc = set_smem(k_fa_fwd_ws<HD, BN, NST, OutT>, sm);
         if (rc) return rc;
         ready = 1;
     }
-    constexpr int BM = 64 * NWG;
-    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
-    k_fa_dq_wg<HD, NWG, BN, OutT><<<grid, NWG * 128, sm, s>>>(a);
+    CUtensorMap tq, tk, tv;
+    int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 128);
+    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, BN);
+    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, BN);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.H));
+    k_fa_fwd_ws<HD, BN, NST, OutT><<<grid, 384, sm, s>>>(tq, tk, tv, a);
     CU_LAUNCHED();
     return MX_OK;
 }
-template <int HD, int NWG, int BM, typename OutT>
-int dkvwg_launch(const FaArgs& a, int B, cudaStream_t s) {
+template <int HD, int BM, int NST, typename OutT>
+int dkvws_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dkvwg_smem<HD, NWG, BM>();
+    constexpr size_t sm = dkvws_smem<HD, BM, NST>();
     if (!ready) {
-        int rc = set_smem(k_fa_dkv_wg<HD, NWG, BM, OutT>, sm);
+        int rc = set_smem(k_fa_dkv_ws<HD, BM, NST, OutT>, sm);
         if (rc) return rc;
         ready = 1;
     }
-    constexpr int BN = 64 * NWG;
-    dim3 grid((unsigned)((a.T + BN - 1) / BN), (unsigned)(B * a.KV));
-    k_fa_dkv_wg<HD, NWG, BM, OutT><<<grid, NWG * 128, sm, s>>>(a);
+    CUtensorMap tq, tg, tk, tv;
+    int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, BM);
+    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, BM);
+    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, 128);
+    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, 128);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
+    k_fa_dkv_ws<HD, BM, NST, OutT><<<grid, 384, sm, s>>>(tq, tg, tk, tv, a);
     CU_LAUNCHED();
     return MX_OK;
+}
+int ws_get(int slot, size_t bytes, void** p);
+/* The fused backward (dk,dv warps 5, dq's configuration unused): dqa and the turn counters in
+ * workspace slot 1, the counters zeroed here. */
+template <int HD, int NST, typename OutT>
+int bws_launch(FaArgs a, int B, cudaStream_t s) {
+    static int ready = 0;
+    constexpr size_t sm = bws_smem<HD, NST>();
+    if (!ready) {
+        int rc = set_smem(k_fa_bwd_ws<HD, NST, OutT>, sm);
+        if (rc) return rc;
+        ready = 1;
+    }
+    const size_t nqa = (size_t)B * a.T * a.H * HD, nsem = (size_t)B * a.H * ((a.T + 63) / 64) * 2;
+    void* w = NULL;
+    int rc = ws_get(1, nqa * 4 + nsem * 4, &w);
+    if (rc) return rc;
+    a.dqa = (float*)w;
+    a.sem = (unsigned*)(a.dqa + nqa);
+    CU_TRY(cudaMemsetAsync(a.sem, 0, nsem * 4, s));
+    CUtensorMap tq, tg, tk, tv;
+    rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 64);
+    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, 64);
+    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, 128);
+    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, 128);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
+    k_fa_bwd_ws<HD, NST, OutT><<<grid, 384, sm, s>>>(tq, tg, tk, tv, a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+/* dk,dv warps 3: the warp-specialized dk/dv kernel; mt 1: 32 queries a tile, 2: 64 */
+template <typename OutT>
+int dkvws_pick(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+    if (hd == 64) return mt == 1 ? dkvws_launch<64, 32, 6, OutT>(a, B, s) : dkvws_launch<64, 64, 4, OutT>(a, B, s);
+    return mt == 1 ? dkvws_launch<128, 32, 4, OutT>(a, B, s) : dkvws_launch<128, 64, 3, OutT>(a, B, s);
+}
+/* warps 3: the warp-specialized forward; mt 1: 64-key tiles in 4 stages, 2: 128 keys in 2 */
+template <typename OutT>
+int fws_pick(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+    if (hd == 64) return mt == 1 ? fws_launch<64, 64, 4, OutT>(a, B, s) : fws_launch<64, 128, 3, OutT>(a, B, s);
+    return mt == 1 ? fws_launch<128, 64, 4, OutT>(a, B, s) : fws_launch<128, 128, 2, OutT>(a, B, s);
+}
+/* The wgmma kernels' second number (mt): 1 and 2 the 64- and 128-wide streamed tiles (32 and 64
+ * queries for dk/dv), 3 and 4 the same with the variant: the pipelined forward, the dq and dk/dv
+ * kernels' fixed operands (Q and dO, K and V) held in registers as A fragments. */
+template <int HD, int NWG, typename OutT>
+int fwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
+    switch (mt) {
+    case 1: return fwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
+    case 2: return fwg_launch<HD, NWG, 128, false, OutT>(a, B, s);
+    case 3: return fwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
+    default: return fwg_launch<HD, NWG, 128, true, OutT>(a, B, s);
+    }
+}
+template <int HD, int NWG, typename OutT>
+int dqwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
+    switch (mt) {
+    case 1: return dqwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
+    case 2: return dqwg_launch<HD, NWG, 128, false, OutT>(a, B, s);
+    case 3: return dqwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
+    default: return dqwg_launch<HD, NWG, 128, true, OutT>(a, B, s);
+    }
+}
+template <int HD, int NWG, typename OutT>
+int dkvwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
+    switch (mt) {
+    case 1: return dkvwg_launch<HD, NWG, 32, false, OutT>(a, B, s);
+    case 2: return dkvwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
+    case 3: return dkvwg_launch<HD, NWG, 32, true, OutT>(a, B, s);
+    default: return dkvwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
+    }
 }
 template <int HD, int NW, int MT, typename OutT>
 int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
@@ -1238,14 +2071,10 @@ int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
 template <typename OutT>
 int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
     const int nw = g_cfg[0] ? g_cfg[0] : default_cfg(0, hd), mt = g_cfg[1] ? g_cfg[1] : default_cfg(1, hd);
-    if (nw == 1 || nw == 2) { /* wgmma: nw warpgroups, mt 1: 64 keys per tile, 2: 128 */
-        if (hd == 64) {
-            if (nw == 1) return mt == 2 ? fwg_launch<64, 1, 128, OutT>(a, B, s) : fwg_launch<64, 1, 64, OutT>(a, B, s);
-            return mt == 2 ? fwg_launch<64, 2, 128, OutT>(a, B, s) : fwg_launch<64, 2, 64, OutT>(a, B, s);
-        }
-        if (nw == 1) return mt == 2 ? fwg_launch<128, 1, 128, OutT>(a, B, s) : fwg_launch<128, 1, 64, OutT>(a, B, s);
-        return mt == 2 ? fwg_launch<128, 2, 128, OutT>(a, B, s) : fwg_launch<128, 2, 64, OutT>(a, B, s);
-    }
+    if (nw == 3) return fws_pick<OutT>(a, B, hd, mt, s);
+    if (nw == 1 || nw == 2) /* wgmma: nw warpgroups */
+        return hd == 64 ? (nw == 1 ? fwg_pick<64, 1, OutT>(a, B, mt, s) : fwg_pick<64, 2, OutT>(a, B, mt, s))
+                        : (nw == 1 ? fwg_pick<128, 1, OutT>(a, B, mt, s) : fwg_pick<128, 2, OutT>(a, B, mt, s));
     if (hd == 64) {
         if (mt == 2) return nw == 8 ? fwd_launch<64, 8, 2, OutT>(a, B, s) : fwd_launch<64, 4, 2, OutT>(a, B, s);
         return nw == 8 ? fwd_launch<64, 8, 1, OutT>(a, B, s) : fwd_launch<64, 4, 1, OutT>(a, B, s);
@@ -1258,14 +2087,10 @@ int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
     const int nq = g_cfg[2] ? g_cfg[2] : default_cfg(2, hd), mq = g_cfg[3] ? g_cfg[3] : default_cfg(3, hd);
     const int nk = g_cfg[4] ? g_cfg[4] : default_cfg(4, hd), mk = g_cfg[5] ? g_cfg[5] : default_cfg(5, hd);
     int rc;
-    if (nq == 1 || nq == 2) { /* wgmma: nq warpgroups; mq 1: 64 keys a tile, 2: 128 */
-        if (hd == 64) {
-            if (nq == 1) rc = mq == 2 ? dqwg_launch<64, 1, 128, OutT>(a, B, s) : dqwg_launch<64, 1, 64, OutT>(a, B, s);
-            else rc = mq == 2 ? dqwg_launch<64, 2, 128, OutT>(a, B, s) : dqwg_launch<64, 2, 64, OutT>(a, B, s);
-        } else {
-            if (nq == 1) rc = mq == 2 ? dqwg_launch<128, 1, 128, OutT>(a, B, s) : dqwg_launch<128, 1, 64, OutT>(a, B, s);
-            else rc = mq == 2 ? dqwg_launch<128, 2, 128, OutT>(a, B, s) : dqwg_launch<128, 2, 64, OutT>(a, B, s);
-        }
+    if (nk == 5) return hd == 64 ? bws_launch<64, 4, OutT>(a, B, s) : bws_launch<128, 2, OutT>(a, B, s);
+    if (nq == 1 || nq == 2) { /* wgmma: nq warpgroups */
+        rc = hd == 64 ? (nq == 1 ? dqwg_pick<64, 1, OutT>(a, B, mq, s) : dqwg_pick<64, 2, OutT>(a, B, mq, s))
+                      : (nq == 1 ? dqwg_pick<128, 1, OutT>(a, B, mq, s) : dqwg_pick<128, 2, OutT>(a, B, mq, s));
     } else if (hd == 64) {
         if (mq == 2) rc = nq == 8 ? dq_launch<64, 8, 2, OutT>(a, B, s) : dq_launch<64, 4, 2, OutT>(a, B, s);
         else rc = nq == 8 ? dq_launch<64, 8, 1, OutT>(a, B, s) : dq_launch<64, 4, 1, OutT>(a, B, s);
@@ -1273,14 +2098,10 @@ int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
         rc = nq == 8 ? dq_launch<128, 8, 1, OutT>(a, B, s) : dq_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
     }
     if (rc) return rc;
-    if (nk == 1 || nk == 2) { /* wgmma: nk warpgroups; mk 1: 32 queries a tile, 2: 64 */
-        if (hd == 64) {
-            if (nk == 1) return mk == 2 ? dkvwg_launch<64, 1, 64, OutT>(a, B, s) : dkvwg_launch<64, 1, 32, OutT>(a, B, s);
-            return mk == 2 ? dkvwg_launch<64, 2, 64, OutT>(a, B, s) : dkvwg_launch<64, 2, 32, OutT>(a, B, s);
-        }
-        if (nk == 1) return mk == 2 ? dkvwg_launch<128, 1, 64, OutT>(a, B, s) : dkvwg_launch<128, 1, 32, OutT>(a, B, s);
-        return mk == 2 ? dkvwg_launch<128, 2, 64, OutT>(a, B, s) : dkvwg_launch<128, 2, 32, OutT>(a, B, s);
-    }
+    if (nk == 3) return dkvws_pick<OutT>(a, B, hd, mk, s);
+    if (nk == 1 || nk == 2) /* wgmma: nk warpgroups */
+        return hd == 64 ? (nk == 1 ? dkvwg_pick<64, 1, OutT>(a, B, mk, s) : dkvwg_pick<64, 2, OutT>(a, B, mk, s))
+                        : (nk == 1 ? dkvwg_pick<128, 1, OutT>(a, B, mk, s) : dkvwg_pick<128, 2, OutT>(a, B, mk, s));
     if (hd == 64) {
         if (mk == 2) return nk == 8 ? dkv_launch<64, 8, 2, OutT>(a, B, s) : dkv_launch<64, 4, 2, OutT>(a, B, s);
         return nk == 8 ? dkv_launch<64, 8, 1, OutT>(a, B, s) : dkv_launch<64, 4, 1, OutT>(a, B, s);
@@ -1322,15 +2143,15 @@ int delta_launch(float* delta, const void* dout, const void* out, int bf, int B,
 }
 
 /* The FP32 wrappers' scratch: grown on demand (cudaFree synchronizes the device). */
-int ws_get(size_t bytes, void** p) {
-    if (bytes > g_ws_bytes) {
-        if (g_ws) CU_TRY(cudaFree(g_ws));
-        g_ws = NULL;
-        g_ws_bytes = 0;
-        CU_TRY(cudaMalloc(&g_ws, bytes));
-        g_ws_bytes = bytes;
+int ws_get(int slot, size_t bytes, void** p) {
+    if (bytes > g_ws_bytes[slot]) {
+        if (g_ws[slot]) CU_TRY(cudaFree(g_ws[slot]));
+        g_ws[slot] = NULL;
+        g_ws_bytes[slot] = 0;
+        CU_TRY(cudaMalloc(&g_ws[slot], bytes));
+        g_ws_bytes[slot] = bytes;
     }
-    *p = g_ws;
+    *p = g_ws[slot];
     return MX_OK;
 }
 
@@ -1360,10 +2181,14 @@ extern "C" size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int
 extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warps, int dq_mt, int dkv_warps,
                                           int dkv_mt) {
     const int c[6] = {fwd_warps, fwd_mt, dq_warps, dq_mt, dkv_warps, dkv_mt};
-    for (int i = 0; i < 6; i++)
-        ARG_CHECK(i % 2 ? (c[i] >= 0 && c[i] <= 2) : (c[i] >= 0 && (c[i] <= 2 || c[i] == 4 || c[i] == 8)),
-                  "mxg_attention_flash_config: %s %d (warps 0, 4 or 8; m-tiles 0, 1 or 2)", i % 2 ? "m-tiles" : "warps",
+    for (int i = 0; i < 6; i += 2) {
+        ARG_CHECK(c[i] >= 0 && (c[i] <= 2 || c[i] == 4 || c[i] == 8 || (i != 2 && c[i] == 3) || (i == 4 && c[i] == 5)),
+                  "mxg_attention_flash_config: warps %d (0; 1 or 2 warpgroups; 3 the warp-specialized forward or dk,dv "
+                  "kernel; 5 the fused backward (dk,dv); 4 or 8 mma.sync warps)", c[i]);
+        ARG_CHECK(c[i + 1] >= 0 && c[i + 1] <= (c[i] >= 3 ? 2 : 4),
+                  "mxg_attention_flash_config: m-tiles %d with warps %d (0..2; 0..4 for the wgmma kernels)", c[i + 1],
                   c[i]);
+    }
     for (int i = 0; i < 6; i++) g_cfg[i] = c[i];
     return MX_OK;
 }
@@ -1410,7 +2235,7 @@ extern "C" int mxg_attention_forward_flash(float* out, float* lse, const float* 
     cudaStream_t s = MXG_STREAM(stream);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
     void* ws;
-    rc = ws_get(mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
+    rc = ws_get(0, mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
     if (rc) return rc;
     bf16 *qb = (bf16*)ws, *kb = qb + nq, *vb = kb + nk;
     const float* src[3] = {q, k, v};
@@ -1435,7 +2260,7 @@ extern "C" int mxg_attention_backward_flash(float* dq, float* dk, float* dv, flo
     cudaStream_t s = MXG_STREAM(stream);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
     void* ws;
-    rc = ws_get(mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
+    rc = ws_get(0, mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
     if (rc) return rc;
     bf16 *qb = (bf16*)ws, *gb = qb + nq, *kb = gb + nq, *vb = kb + nk;
     const float* src[4] = {q, dout, k, v};
@@ -1459,7 +2284,9 @@ extern "C" int mxg_attention_backward_flash(float* dq, float* dk, float* dv, flo
 }
 
 extern "C" void mxg_attention_flash_shutdown(void) {
-    if (g_ws) cudaFree(g_ws);
-    g_ws = NULL;
-    g_ws_bytes = 0;
+    for (int i = 0; i < 2; i++) {
+        if (g_ws[i]) cudaFree(g_ws[i]);
+        g_ws[i] = NULL;
+        g_ws_bytes[i] = 0;
+    }
 }
