@@ -873,6 +873,28 @@ __global__ void __launch_bounds__(384, 1)
     fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
 }
 
+/* Two products over one K = HD loop, committed as one group: x = A1 B1^T, y = A2 B2^T for the
+ * warpgroup's 64 rows of the NA-row A tiles (RA: their register fragments f1, f2 instead), N = the NB
+ * rows of the B tiles (all K-major). */
+template <int HD, int NA, int NB, bool RA>
+__device__ __forceinline__ void fa_two_products(float* x, float* y, const uint32_t (*f1)[4], const uint32_t (*f2)[4],
+                                                uint32_t a1, uint32_t a2, uint32_t b1, uint32_t b2, int wg) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const uint32_t ao = (kk >> 2) * NA * 128 + wg * 64 * 128 + (kk & 3) * 32;
+        const uint32_t bo = (kk >> 2) * NB * 128 + (kk & 3) * 32;
+        if constexpr (RA) {
+            wg_rs<NB>(x, f1[kk], wg_desc(b1 + bo, 16, 1024), kk > 0);
+            wg_rs<NB>(y, f2[kk], wg_desc(b2 + bo, 16, 1024), kk > 0);
+        } else {
+            wg_ss<NB>(x, wg_desc(a1 + ao, 16, 1024), wg_desc(b1 + bo, 16, 1024), kk > 0);
+            wg_ss<NB>(y, wg_desc(a2 + ao, 16, 1024), wg_desc(b2 + bo, 16, 1024), kk > 0);
+        }
+    }
+    wg_commit();
+}
+
 /* ---- backward on wgmma: the dq and dk/dv kernels of above, a warpgroup per 64 rows ----------- */
 
 template <int HD, int NWG, int BN>
@@ -933,20 +955,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
         if (j * BN > g0 + 63) continue; /* warpgroup-uniform */
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
         float s[NS * 4], dp[NS * 4];
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++) {
-            const uint32_t ao = (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
-            const uint32_t bo = (kk >> 2) * BN * 128 + (kk & 3) * 32;
-            if constexpr (RA) {
-                wg_rs<BN>(s, qf[kk], wg_desc(kb + bo, 16, 1024), kk > 0);
-                wg_rs<BN>(dp, gf[kk], wg_desc(vb + bo, 16, 1024), kk > 0);
-            } else {
-                wg_ss<BN>(s, wg_desc(sQ + ao, 16, 1024), wg_desc(kb + bo, 16, 1024), kk > 0);
-                wg_ss<BN>(dp, wg_desc(sG + ao, 16, 1024), wg_desc(vb + bo, 16, 1024), kk > 0);
-            }
-        }
-        wg_commit();
+        fa_two_products<HD, BM, BN, RA>(s, dp, qf, gf, sQ, sG, kb, vb, wg); /* S = Q K^T, dP = dO V^T */
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < NS * 4; i++) {
@@ -1006,22 +1015,9 @@ __device__ __forceinline__ void fa_dkv_sp(uint32_t (*pa)[4], uint32_t (*da)[4], 
                                           const uint32_t (*vf)[4], uint32_t sK, uint32_t sV, uint32_t qb, uint32_t gb,
                                           const float* Lt, const float* Dt, int t0, int kw, int wg, int g, int tig,
                                           float sl2, Mid mid = Mid()) {
-    constexpr int KS = HD / 16, NS = BM / 8;
+    constexpr int NS = BM / 8;
     float s[NS * 4], dp[NS * 4];
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++) {
-        const uint32_t ao = (kk >> 2) * BN * 128 + wg * 64 * 128 + (kk & 3) * 32;
-        const uint32_t bo = (kk >> 2) * BM * 128 + (kk & 3) * 32;
-        if constexpr (RA) {
-            wg_rs<BM>(s, kf[kk], wg_desc(qb + bo, 16, 1024), kk > 0);
-            wg_rs<BM>(dp, vf[kk], wg_desc(gb + bo, 16, 1024), kk > 0);
-        } else {
-            wg_ss<BM>(s, wg_desc(sK + ao, 16, 1024), wg_desc(qb + bo, 16, 1024), kk > 0);
-            wg_ss<BM>(dp, wg_desc(sV + ao, 16, 1024), wg_desc(gb + bo, 16, 1024), kk > 0);
-        }
-    }
-    wg_commit();
+    fa_two_products<HD, BN, BM, RA>(s, dp, kf, vf, sK, sV, qb, gb, wg); /* S^T = K Q^T, dP^T = V dO^T */
     mid();
     wg_wait0();
 #pragma unroll
@@ -1182,6 +1178,59 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
  * delta (0 past T, as there) and arrives on the stage's second full barrier. Consumers wait for a
  * stage, run fa_dkv_step (or skip a tile wholly before their keys) and release it. The same sums
  * in the same order as k_fa_dkv_wg<HD, 2, BM>: the same bytes. */
+/* The producer warpgroup of the warp-specialized dk/dv kernels (k_fa_dkv_ws, k_fa_bwd_ws), after
+ * setmaxnreg has lowered its registers: thread 0 loads K, V once (bKV) and the Q, dO tiles of BM
+ * queries by TMA (bF), warp 1 the tiles' lse and delta (0 past T; bL, 32 arrivals), each into stage
+ * it % NST once the consumers released its previous use (bE); the order of k_fa_dkv_wg: the group's
+ * heads, then the query tiles from qt0 on. */
+struct DkvRing {
+    uint32_t sK, sV, sQ, sG, bKV, bF, bL, bE;
+    float *Ls, *Ds;
+};
+template <int HD, int BM, int NST>
+__device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtensorMap* tg, const CUtensorMap* tk,
+                                            const CUtensorMap* tv, const FaArgs& a, const DkvRing& r, int b, int kh,
+                                            int k0, int qt0, int nq, int tid) {
+    constexpr int BN = 128, TB = BM * HD * 2;
+    const int G = a.H / a.KV, total = G * nq;
+    if (tid == 0) {
+        mbar_expect_tx(r.bKV, 2 * BN * HD * 2);
+        tma_tile<BN, HD>(r.sK, tk, kh, k0, b, r.bKV);
+        tma_tile<BN, HD>(r.sV, tv, kh, k0, b, r.bKV);
+        for (int it = 0; it < total; it++) {
+            const int s = it % NST, u = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+            if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
+            mbar_expect_tx(r.bF + 8 * s, 2 * TB);
+            tma_tile<BM, HD>(r.sQ + s * TB, tq, h, t0, b, r.bF + 8 * s);
+            tma_tile<BM, HD>(r.sG + s * TB, tg, h, t0, b, r.bF + 8 * s);
+        }
+    } else if (tid >= 32 && tid < 64) {
+        const int lane = tid - 32;
+        for (int it = 0; it < total; it++) {
+            const int s = it % NST, u = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+            if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
+            const size_t row = ((size_t)b * a.H + h) * a.T;
+#pragma unroll
+            for (int i = lane; i < BM; i += 32) {
+                const int t = t0 + i;
+                r.Ls[s * BM + i] = t < a.T ? a.lse[row + t] : 0.0f;
+                r.Ds[s * BM + i] = t < a.T ? a.delta[row + t] : 0.0f;
+            }
+            mbar_arrive(r.bL + 8 * s);
+        }
+    }
+}
+/* Their barriers (thread 0, before the block's first __syncthreads). */
+template <int NST>
+__device__ __forceinline__ void dkv_bars_init(const DkvRing& r) {
+    mbar_init(r.bKV, 1);
+    for (int s = 0; s < NST; s++) {
+        mbar_init(r.bF + 8 * s, 1);
+        mbar_init(r.bL + 8 * s, 32);
+        mbar_init(r.bE + 8 * s, 256);
+    }
+}
+
 template <int HD, int BM, int NST>
 constexpr size_t dkvws_smem() {
     return (size_t)(2 * 128 + 2 * NST * BM) * HD * 2 + 2 * NST * BM * sizeof(float) + 1024 + 8 * (1 + 3 * NST);
@@ -1197,47 +1246,18 @@ __global__ void __launch_bounds__(384, 1)
     float* Ls = (float*)(smem + (base - smem_u32(smem)) + (size_t)(2 * BN + 2 * NST * BM) * HD * 2); /* [NST][BM] */
     float* Ds = Ls + NST * BM;                                                                        /* [NST][BM] */
     const uint32_t bKV = smem_u32(Ds + NST * BM), bF = bKV + 8, bL = bF + 8 * NST, bE = bL + 8 * NST;
+    const DkvRing ring = {sK, sV, sQ, sG, bKV, bF, bL, bE, Ls, Ds};
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV;
     const int kt = blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
     const int k0 = kt * BN, qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
     if (tid == 0) {
-        mbar_init(bKV, 1);
-        for (int s = 0; s < NST; s++) {
-            mbar_init(bF + 8 * s, 1);
-            mbar_init(bL + 8 * s, 32);
-            mbar_init(bE + 8 * s, 256);
-        }
+        dkv_bars_init<NST>(ring);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    if (tid < 128) { /* the producer warpgroup: thread 0 the TMA loads, warp 1 lse and delta */
+    if (tid < 128) { /* the producer warpgroup */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (tid == 0) {
-            mbar_expect_tx(bKV, 2 * BN * HD * 2);
-            tma_tile<BN, HD>(sK, &tk, kh, k0, b, bKV);
-            tma_tile<BN, HD>(sV, &tv, kh, k0, b, bKV);
-            for (int it = 0; it < total; it++) {
-                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
-                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
-                mbar_expect_tx(bF + 8 * s, 2 * TB);
-                tma_tile<BM, HD>(sQ + s * TB, &tq, h, t0, b, bF + 8 * s);
-                tma_tile<BM, HD>(sG + s * TB, &tg, h, t0, b, bF + 8 * s);
-            }
-        } else if (tid >= 32 && tid < 64) {
-            const int lane = tid - 32;
-            for (int it = 0; it < total; it++) {
-                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
-                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
-                const size_t row = ((size_t)b * H + h) * T;
-#pragma unroll
-                for (int i = lane; i < BM; i += 32) {
-                    const int t = t0 + i;
-                    Ls[s * BM + i] = t < T ? a.lse[row + t] : 0.0f;
-                    Ds[s * BM + i] = t < T ? a.delta[row + t] : 0.0f;
-                }
-                mbar_arrive(bL + 8 * s);
-            }
-        }
+        dkv_produce<HD, BM, NST>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
@@ -1303,16 +1323,12 @@ __global__ void __launch_bounds__(384, 1)
     /* the partial sums' rows: 16-byte chunk c of row r at c ^ (r & 7); their full (count 32: the loading
      * warp) and empty (128: the warpgroup) barriers */
     const uint32_t bPF = bE + 8 * NST, bPE = bPF + 4 * 8;
+    const DkvRing ring = {sK, sV, sQ, sG, bKV, bF, bL, bE, Ls, Ds};
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV, NQT = (T + BM - 1) / BM;
     const int n = gridDim.x - 1 - blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
     const int k0 = n * BN, qt0 = k0 / BM, nq = NQT - qt0, total = G * nq, qs = H * HD;
     if (tid == 0) {
-        mbar_init(bKV, 1);
-        for (int s = 0; s < NST; s++) {
-            mbar_init(bF + 8 * s, 1);
-            mbar_init(bL + 8 * s, 32);
-            mbar_init(bE + 8 * s, 256);
-        }
+        dkv_bars_init<NST>(ring);
         for (int i = 0; i < 4; i++) {
             mbar_init(bPF + 8 * i, 32);
             mbar_init(bPE + 8 * i, 128);
@@ -1327,34 +1343,11 @@ __global__ void __launch_bounds__(384, 1)
         cb = HD == 128 ? w * 64 : 0;
     };
     __syncthreads();
-    if (tid < 128) { /* the producer warpgroup, as k_fa_dkv_ws's */
+    if (tid < 128) { /* the producer warpgroup: k_fa_dkv_ws's, and warps 2, 3 for the partial sums */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (tid == 0) {
-            mbar_expect_tx(bKV, 2 * BN * HD * 2);
-            tma_tile<BN, HD>(sK, &tk, kh, k0, b, bKV);
-            tma_tile<BN, HD>(sV, &tv, kh, k0, b, bKV);
-            for (int it = 0; it < total; it++) {
-                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
-                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
-                mbar_expect_tx(bF + 8 * s, 2 * TB);
-                tma_tile<BM, HD>(sQ + s * TB, &tq, h, t0, b, bF + 8 * s);
-                tma_tile<BM, HD>(sG + s * TB, &tg, h, t0, b, bF + 8 * s);
-            }
-        } else if (tid >= 32 && tid < 64) {
-            const int lane = tid - 32;
-            for (int it = 0; it < total; it++) {
-                const int s = it % NST, r = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
-                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
-                const size_t row = ((size_t)b * H + h) * T;
-#pragma unroll
-                for (int i = lane; i < BM; i += 32) {
-                    const int t = t0 + i;
-                    Ls[s * BM + i] = t < T ? a.lse[row + t] : 0.0f;
-                    Ds[s * BM + i] = t < T ? a.delta[row + t] : 0.0f;
-                }
-                mbar_arrive(bL + 8 * s);
-            }
-        } else if (tid >= 64) { /* warps 2, 3: the partial sums of warpgroup w, once its turn has come */
+        if (tid < 64) {
+            dkv_produce<HD, BM, NST>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
+        } else { /* warps 2, 3: the partial sums of warpgroup w, once its turn has come */
             const int w = (tid >> 5) - 2, lane = tid & 31;
             for (int it = 0; it < total; it++) {
                 const int q = it & 1, h = kh * G + it / nq, m = qt0 + it % nq, t0 = m * BM;
