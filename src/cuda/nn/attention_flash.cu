@@ -11,8 +11,9 @@
  *             dv_j = sum_{h in group, t} p_tj do_t
  * The T x T scores are never stored: each CTA keeps one tile of them in registers.
  *
- * Tiling. Two families, the same math and the same fixed orders, picked by the tile configuration
- * (mxg_attention_flash_config; the defaults are the wgmma kernels, measured fastest on the H200):
+ * Tiling. Three families, the same math and the same fixed orders, picked by the tile configuration
+ * (mxg_attention_flash_config; the defaults, measured fastest on the H200: the wgmma kernels at hd 64,
+ * the warp-specialized forward and dk/dv kernel with the wgmma dq kernel at hd 128):
  *  wgmma (FlashAttention-3's instructions, sm_90a; no warp specialization, no TMA): a warpgroup of
  *   4 warps per 64 rows, 1 or 2 warpgroups per CTA. Tiles live in shared memory in the canonical
  *   128-byte-swizzled layout ([hd/64][rows][64], 16-byte chunk c of row r at c ^ (r & 7)), loaded
