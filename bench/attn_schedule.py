@@ -5,12 +5,18 @@ H200's SMs, in units of one CTA step (one 64-query tile against one key tile). S
   python3 bench/attn_schedule.py
 
 1. The dk/dv kernels (one CTA per 128-key tile n, 4 * (T/64 - 2n) steps at GQA group 4): the makespan of
-   the launch order against the ideal (total steps / SMs), one CTA per SM; and with the tiles paired
-   (n, last - n) in one CTA, which gives every CTA the same number of steps.
+   the launch order against the ideal (total steps / SMs), one CTA per SM: row-major (today's grid: the
+   tile in blockIdx.x, so one (batch, kv head) row's tiles go out longest to shortest before the next
+   row's), the same with the tiles of a row shortest first, the tiles paired (n, last - n) in one CTA, and
+   every row's longest tile first (the grid's dimensions swapped: the tile in blockIdx.y). The same holds
+   for the forward and dq kernels (query tile m: m + 1 key tiles). A crude line for the hd-64 wgmma dk/dv
+   kernel: 64-key CTAs, three per SM, each at a third of the SM (a CTA alone on an SM runs faster than that,
+   so its tail is overstated).
 2. The one-pass backward's dQ chain (k_fa_bwd_ws, hd 128: each (head, query tile) piece summed from the
    highest key tile down): with every step the same length, how long CTAs wait for their turn.
 Session 18 (bench/NOTES.md): the chain predicts no waits, so the one-pass kernel's measured slowness is
-elsewhere; the launch order's imbalance is ~1.25-1.3x the ideal at both of issue 15's T >= 2048 shapes.
+elsewhere; the row-major launch leaves 1.28-1.30x the ideal makespan at issue 15's T >= 2048 shapes, the
+swapped grid 1.02-1.03x (not measured yet).
 """
 import heapq
 
@@ -27,14 +33,16 @@ def makespan(works, sms=132):
     return end
 
 
-def dkv(T, rows, G=4, sms=132):
-    nkt, nqt = T // 128, T // 64
-    steps = [G * (nqt - 2 * n) for n in range(nkt)]
-    longest_first = [steps[x] for _ in range(rows) for x in range(nkt)]
+def dkv(T, rows, G=4, sms=132, keys=128, per_sm=1):
+    nkt, nqt, r = T // keys, T // 64, keys // 64
+    steps = [G * (nqt - r * n) for n in range(nkt)]
+    slots, speed = sms * per_sm, 1.0 / per_sm
+    row_major = [steps[x] for _ in range(rows) for x in range(nkt)]
     shortest_first = [steps[nkt - 1 - x] for _ in range(rows) for x in range(nkt)]
     paired = [steps[x] + steps[nkt - 1 - x] for _ in range(rows) for x in range(nkt // 2)]
+    swapped = [steps[x] for x in range(nkt) for _ in range(rows)]
     ideal = rows * sum(steps) / sms
-    return ideal, makespan(longest_first, sms), makespan(shortest_first, sms), makespan(paired, sms)
+    return ideal, [makespan(w, slots) / speed for w in (row_major, shortest_first, paired, swapped)]
 
 
 def chain_waits(T=4096, G=4, rows=16, sms=132, split=0.5):
@@ -63,11 +71,13 @@ def chain_waits(T=4096, G=4, rows=16, sms=132, split=0.5):
 
 
 if __name__ == "__main__":
-    print("dk/dv kernels (steps of one CTA; one CTA per SM, 132 SMs)")
-    print("%-28s %8s %14s %15s %8s" % ("shape", "ideal", "longest first", "shortest first", "paired"))
-    for name, T, rows in (("(2, 32/8, 4096, 128)", 4096, 16), ("(4, 32/8, 2048, 64)", 2048, 32)):
-        ideal, lf, sf, pr = dkv(T, rows)
-        print("%-28s %8.0f %8.0f (%.2fx) %9.0f (%.2fx) %4.0f (%.2fx)" % (name, ideal, lf, lf / ideal, sf, sf / ideal, pr,
-                                                                        pr / ideal))
+    print("dk/dv kernels: makespan in CTA steps (132 SMs), and against the ideal")
+    print("%-40s %6s %15s %15s %15s %15s" % ("kernel, shape", "ideal", "row-major", "shortest first", "paired",
+                                             "swapped grid"))
+    for name, T, rows, keys, per in (("warp-spec. 128 keys, (2, 32/8, 4096, 128)", 4096, 16, 128, 1),
+                                     ("warp-spec. 128 keys, (4, 32/8, 2048, 64)", 2048, 32, 128, 1),
+                                     ("wgmma 64 keys x3/SM, (4, 32/8, 2048, 64)", 2048, 32, 64, 3)):
+        ideal, ms = dkv(T, rows, keys=keys, per_sm=per)
+        print("%-40s %6.0f" % (name, ideal) + "".join(" %8.0f (%.2fx)" % (m, m / ideal) for m in ms))
     end, waited = chain_waits()
     print("one-pass backward's chain at (2, 32/8, 4096, 128): makespan %.0f steps, total wait %.0f steps" % (end, waited))
