@@ -274,9 +274,11 @@ MX_HD float mx_fp8_decode(uint8_t c, int mbits, int bias) {
 #define MX_E4M3_MAX 448.0f
 #define MX_E5M2_MAX 57344.0f
 
-/* FP8 current scaling: scale = fmax / amax (the format's largest value over the tensor's), 1 where amax is 0,
- * Inf or NaN, at most FLT_MAX (mx_fp8_scale_for_amax; the GPU's casts compute it from the amax on the device). */
-MX_HD float mx_fp8_scale_amax(float amax, float fmax) {
+/* FP8 current scaling: scale = fmax / amax (fmax the format's largest value: kind 0 E4M3, else E5M2, as
+ * mx_fp8_kind), 1 where amax is 0, Inf or NaN, at most FLT_MAX (mx_fp8_scale_for_amax; the GPU's casts compute
+ * it from the amax on the device). */
+MX_HD float mx_fp8_scale_amax(float amax, int kind) {
+    const float fmax = kind == 0 ? MX_E4M3_MAX : MX_E5M2_MAX;
     if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return 1.0f;
     const float s = fmax / amax;
     return s <= 3.4028235e38f ? s : 3.4028235e38f;

@@ -17,7 +17,7 @@ float mx_amax(const float* x, size_t n) {
 }
 
 float mx_fp8_scale_for_amax(float amax, mx_fp8_kind kind) {
-    return mx_fp8_scale_amax(amax, kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX);
+    return mx_fp8_scale_amax(amax, (int)kind);
 }
 
 void mx_fp8_quantize(const float* x, size_t n, float scale, mx_fp8_kind kind, uint8_t* codes) {

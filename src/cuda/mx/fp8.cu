@@ -58,7 +58,7 @@ template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* ama
 /* The scale a cast multiplies by: the given one (delayed scaling), else mx_fp8_scale_amax of the amax bits
  * (every block of a cast computes it: the same expression, the same float). */
 __device__ __forceinline__ float fp8_scale(unsigned bits, int kind, const float* given) {
-    return given ? *given : mx_fp8_scale_amax(mx_u2f(bits), kind == MX_FP8_E4M3 ? MX_E4M3_MAX : MX_E5M2_MAX);
+    return given ? *given : mx_fp8_scale_amax(mx_u2f(bits), kind);
 }
 
 /* The scalars of a quantize (amax, scale, 1/scale: each may be NULL) by thread 0 of block 0, and 1/scale over
@@ -241,8 +241,11 @@ void mxg_fp8_release(void) {
     g_ring = 0;
 }
 
-/* The amax of x into this call's word of the ring (*bits). */
-static int fp8_amax(const void* x, mxg_dtype dt, size_t n, unsigned** bits, cudaStream_t st) {
+/* The amax of x into this call's word of the ring (*bits), after the arguments common to the quantizers
+ * (fn: the caller, for the message). */
+static int fp8_amax(const char* fn, const void* x, mxg_dtype dt, size_t n, const float* scale, const float* given_scale,
+                    unsigned** bits, cudaStream_t st) {
+    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "%s: no scale output", fn);
     if (dt != MXG_F32 && dt != MXG_BF16) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: input must be f32 or bf16");
     if (!d_bits) {
         CU_TRY(cudaMalloc(&d_bits, FP8_RING * sizeof(unsigned)));
@@ -259,13 +262,19 @@ static int fp8_amax(const void* x, mxg_dtype dt, size_t n, unsigned** bits, cuda
     return MX_OK;
 }
 
+/* The grid of the FT x FT byte tiles of a [rows, cols] tensor (k_fp8_cast_t, k_transpose_u8). */
+static int ft_grid(const char* fn, int rows, int cols, dim3* grid) {
+    ARG_CHECK(rows <= 65535 * FT, "%s: %d rows (at most %d)", fn, rows, 65535 * FT);
+    *grid = dim3((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
+    return MX_OK;
+}
+
 extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
                                 float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows,
                                 uint8_t* codes, void* stream) {
     cudaStream_t st = MXG_STREAM(stream);
-    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize: no scale output");
     unsigned* bits = NULL;
-    int rc = fp8_amax(x, dt, n, &bits, st);
+    int rc = fp8_amax("mxg_fp8_quantize", x, dt, n, scale, given_scale, &bits, st);
     if (rc) return rc;
     if (!codes) {
         k_fp8_scale<<<1, inv_rows ? FP8_SCALE_THREADS : 1, 0, st>>>(bits, (int)kind, given_scale, amax, scale, inv_scale,
@@ -288,14 +297,14 @@ extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int col
                                   const float* given_scale, float* amax, float* scale, float* inv_scale,
                                   float* inv_rows, size_t n_rows, uint8_t* codes_t, void* stream) {
     ARG_CHECK(rows > 0 && cols > 0 && codes_t, "mxg_fp8_quantize_t: shape %d x %d or no output", rows, cols);
-    ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_quantize_t: %d rows (at most %d)", rows, 65535 * FT);
-    if (!scale && !given_scale) return mx_fail(MX_EINVAL, "mxg_fp8_quantize_t: no scale output");
+    dim3 grid;
+    int rc = ft_grid("mxg_fp8_quantize_t", rows, cols, &grid);
+    if (rc) return rc;
     cudaStream_t st = MXG_STREAM(stream);
     unsigned* bits = NULL;
-    int rc = fp8_amax(x, dt, (size_t)rows * cols, &bits, st);
+    rc = fp8_amax("mxg_fp8_quantize_t", x, dt, (size_t)rows * cols, scale, given_scale, &bits, st);
     if (rc) return rc;
     const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
-    const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
     if (dt == MXG_BF16)
         k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given_scale, bits, so,
                                                      codes_t);
@@ -307,8 +316,9 @@ extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int col
 
 extern "C" int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream) {
     ARG_CHECK(rows > 0 && cols > 0 && in && out, "mxg_fp8_transpose: shape %d x %d or no buffer", rows, cols);
-    ARG_CHECK(rows <= 65535 * FT, "mxg_fp8_transpose: %d rows (at most %d)", rows, 65535 * FT);
-    const dim3 grid((unsigned)((cols + FT - 1) / FT), (unsigned)((rows + FT - 1) / FT));
+    dim3 grid;
+    int rc = ft_grid("mxg_fp8_transpose", rows, cols, &grid);
+    if (rc) return rc;
     k_transpose_u8<<<grid, 256, 0, MXG_STREAM(stream)>>>(in, rows, cols, out);
     CU_LAUNCHED();
     return MX_OK;

@@ -1866,15 +1866,15 @@ int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     CU_LAUNCHED();
     return MX_OK;
 }
-/* One launch of a wgmma kernel: its dynamic shared memory set once per instance. */
-template <typename K>
-int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, const FaArgs& a, cudaStream_t s) {
+/* One launch of a wgmma or warp-specialized kernel: its dynamic shared memory set once per instance. */
+template <typename K, typename... Args>
+int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, cudaStream_t s, Args... args) {
     if (!ready) {
         int rc = set_smem(kern, sm);
         if (rc) return rc;
         ready = 1;
     }
-    kern<<<grid, threads, sm, s>>>(a);
+    kern<<<grid, threads, sm, s>>>(args...);
     CU_LAUNCHED();
     return MX_OK;
 }
@@ -1883,19 +1883,19 @@ int fwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
     const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
     return wg_launch(PIPE ? k_fa_fwd_wgp<HD, NWG, BN, OutT> : k_fa_fwd_wg<HD, NWG, BN, OutT>, ready,
-                     fwg_smem<HD, NWG, BN>(), grid, NWG * 128, a, s);
+                     fwg_smem<HD, NWG, BN>(), grid, NWG * 128, s, a);
 }
 template <int HD, int NWG, int BN, bool RA, typename OutT>
 int dqwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
     const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
-    return wg_launch(k_fa_dq_wg<HD, NWG, BN, RA, OutT>, ready, dqwg_smem<HD, NWG, BN>(), grid, NWG * 128, a, s);
+    return wg_launch(k_fa_dq_wg<HD, NWG, BN, RA, OutT>, ready, dqwg_smem<HD, NWG, BN>(), grid, NWG * 128, s, a);
 }
 template <int HD, int NWG, int BM, bool RA, typename OutT>
 int dkvwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
     const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.KV));
-    return wg_launch(k_fa_dkv_wg<HD, NWG, BM, RA, OutT>, ready, dkvwg_smem<HD, NWG, BM>(), grid, NWG * 128, a, s);
+    return wg_launch(k_fa_dkv_wg<HD, NWG, BM, RA, OutT>, ready, dkvwg_smem<HD, NWG, BM>(), grid, NWG * 128, s, a);
 }
 /* The TMA maps of the warp-specialized forward: q [B][T][H hd / 64][64] (k, v with KV heads), boxes of
  * [rows][64] bf16 with the 128-byte swizzle; the encoder from the driver through the runtime. */
@@ -1923,41 +1923,31 @@ int tma_map(CUtensorMap* m, const void* base, int B, int T, int heads, int hd, i
 template <int HD, int BN, int NST, typename OutT>
 int fws_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = fws_smem<HD, BN, NST>();
-    if (!ready) {
-        int rc = set_smem(k_fa_fwd_ws<HD, BN, NST, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
     CUtensorMap tq, tk, tv;
     int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 128);
     if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, BN);
     if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, BN);
     if (rc) return rc;
     const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.H));
-    k_fa_fwd_ws<HD, BN, NST, OutT><<<grid, 384, sm, s>>>(tq, tk, tv, a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return wg_launch(k_fa_fwd_ws<HD, BN, NST, OutT>, ready, fws_smem<HD, BN, NST>(), grid, 384, s, tq, tk, tv, a);
+}
+/* The maps of the warp-specialized dk/dv kernels: q and dout in boxes of bm rows, k and v of 128. */
+int dkv_maps(const FaArgs& a, int B, int hd, int bm, CUtensorMap (&m)[4]) {
+    int rc = tma_map(&m[0], a.q, B, a.T, a.H, hd, bm);
+    if (!rc) rc = tma_map(&m[1], a.dout, B, a.T, a.H, hd, bm);
+    if (!rc) rc = tma_map(&m[2], a.k, B, a.T, a.KV, hd, 128);
+    if (!rc) rc = tma_map(&m[3], a.v, B, a.T, a.KV, hd, 128);
+    return rc;
 }
 template <int HD, int BM, int NST, typename OutT>
 int dkvws_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dkvws_smem<HD, BM, NST>();
-    if (!ready) {
-        int rc = set_smem(k_fa_dkv_ws<HD, BM, NST, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
-    CUtensorMap tq, tg, tk, tv;
-    int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, BM);
-    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, BM);
-    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, 128);
-    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, 128);
+    CUtensorMap m[4];
+    int rc = dkv_maps(a, B, HD, BM, m);
     if (rc) return rc;
     const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
-    k_fa_dkv_ws<HD, BM, NST, OutT><<<grid, 384, sm, s>>>(tq, tg, tk, tv, a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return wg_launch(k_fa_dkv_ws<HD, BM, NST, OutT>, ready, dkvws_smem<HD, BM, NST>(), grid, 384, s, m[0], m[1], m[2],
+                     m[3], a);
 }
 int ws_get(int slot, size_t bytes, void** p);
 /* The fused backward (dk,dv warps 5, dq's configuration unused): dqa and the turn counters in
@@ -1965,12 +1955,6 @@ int ws_get(int slot, size_t bytes, void** p);
 template <int HD, int NST, typename OutT>
 int bws_launch(FaArgs a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = bws_smem<HD, NST>();
-    if (!ready) {
-        int rc = set_smem(k_fa_bwd_ws<HD, NST, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
     const size_t nqa = (size_t)B * a.T * a.H * HD, nsem = (size_t)B * a.H * ((a.T + 63) / 64) * 2;
     void* w = NULL;
     int rc = ws_get(1, nqa * 4 + nsem * 4, &w);
@@ -1978,16 +1962,11 @@ int bws_launch(FaArgs a, int B, cudaStream_t s) {
     a.dqa = (float*)w;
     a.sem = (unsigned*)(a.dqa + nqa);
     CU_TRY(cudaMemsetAsync(a.sem, 0, nsem * 4, s));
-    CUtensorMap tq, tg, tk, tv;
-    rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 64);
-    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, 64);
-    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, 128);
-    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, 128);
+    CUtensorMap m[4];
+    rc = dkv_maps(a, B, HD, 64, m);
     if (rc) return rc;
     const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
-    k_fa_bwd_ws<HD, NST, OutT><<<grid, 384, sm, s>>>(tq, tg, tk, tv, a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return wg_launch(k_fa_bwd_ws<HD, NST, OutT>, ready, bws_smem<HD, NST>(), grid, 384, s, m[0], m[1], m[2], m[3], a);
 }
 /* dk,dv warps 3: the warp-specialized dk/dv kernel; mt 1: 32 queries a tile, 2: 64 */
 template <typename OutT>
