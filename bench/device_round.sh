@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests telseeds outer kprof ab xshare fuse recompute conc speed peer attn layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -208,6 +208,12 @@ if has attn; then
   PYTHONUNBUFFERED=1 timeout 200 /opt/torch/.venv/bin/python bench/attn_peer.py > "$OUT/attn-peer.txt" 2>&1
   echo "attention done ($(( $(date +%s) - t0 )) s)"
 fi
+if has attnk; then # the attention's kernels one by one (ncu's duration at the boost clock; `attn --kernels [ATTNK_CFG]`)
+  timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum build/cuda/tests/gpu/attn --kernels \
+    ${ATTNK_CFG:-} > "$OUT/attn-kernels.ncu" 2>&1
+  python3 bench/ncu_times.py "$OUT/attn-kernels.ncu" > "$OUT/attn-kernels.txt" 2>&1
+  echo "attention kernels done ($(( $(date +%s) - t0 )) s)"
+fi
 if has layers; then
   timeout 120 build/cuda/tests/gpu/layers --bench > "$OUT/layers-bench.txt" 2>&1
   echo "layers bench done ($(( $(date +%s) - t0 )) s)"
@@ -224,6 +230,8 @@ has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/spe
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
 has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" &&
   grep -h "by GEMM" "$OUT"/sp-ou[01]/1b-*.log 2>/dev/null
+has attn && sed -n '/^best per shape/,$p' "$OUT/attn-bench.txt" && grep -E "^\(.*default" "$OUT/attn-peer.txt"
+has attnk && cat "$OUT/attn-kernels.txt"
 has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof.txt"
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt"

@@ -140,13 +140,15 @@ int mxg_attention_backward_flash(float* dq, float* dk, float* dv, float* delta, 
 size_t mxg_attention_flash_workspace(int B, int T, int H, int KV, int hd);
 void mxg_attention_flash_shutdown(void);
 /* Tuning (the benchmark and the tests): per kernel (forward, dq, dk/dv) a count and a size; 0 keeps
- * the default (measured on the H200: hd 64 the wgmma kernels 1x2 / 1x1 / 1x2, hd 128 the
- * warp-specialized forward and dk/dv, 3x2 / 1x1 / 3x2). Count 1 or 2: the wgmma kernel with that
+ * the default (measured on the H200: hd 64 the wgmma forward and the warp-specialized dq and dk/dv,
+ * 1x2 / 3x4 / 3x2; hd 128 the warp-specialized kernels, 3x2 / 3x3 / 3x2). Count 1 or 2: the wgmma kernel with that
  * many warpgroups (64 rows each); size 1 or 2: the streamed tile, 64 or 128 keys (forward, dq) or 32
  * or 64 queries (dk/dv); size 3 or 4: the same tiles, the forward pipelined (S_j issued with
  * P_{j-1} V_{j-1}), dq / dk,dv with their fixed operands as register A fragments. Count 3 (forward,
- * dk/dv): the warp-specialized kernel (a TMA producer warpgroup, two consumer warpgroups; size 1 or
- * 2 as for count 1 or 2). Count 5 (dk/dv): the backward in one pass (dq's setting unused; dQ summed
+ * dq, dk/dv): the warp-specialized kernel (a TMA producer warpgroup, two consumer warpgroups; size 1 or
+ * 2 as for count 1 or 2, but dq: 64-key tiles, 2 pipelined: S, dP of the next tile issued behind
+ * the dQ product, 3 and 4 the same with Q, dO as register A fragments; the same sums as the wgmma
+ * dq kernel over 64 keys). Count 5 (dk/dv): the backward in one pass (dq's setting unused; dQ summed
  * in a fixed order through turn counters, its FP32 partial sums in a second internal buffer of
  * B*T*H*hd floats kept until mxg_attention_flash_shutdown, also for the BF16 entry point). Count 4
  * or 8: the mma.sync kernel with that many warps; size 1 or 2: m-tiles of 16 rows per warp (2 taken

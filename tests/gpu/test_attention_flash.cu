@@ -10,7 +10,9 @@
  *   out, dq, dk, dv   ||gpu - ref|| / ||ref|| <= 1e-2 (normwise over the tensor; measured 1.3e-3..3.6e-3)
  *   lse               max |gpu - ref| <= 1e-4 (ref: the log-sum-exp in FP64 of the same inputs)
  * `attn --bench` prints the forward and backward TFLOP/s at the issue's shapes instead (causal
- * FLOPs counted as half: forward 4 B H T^2 hd / 2, backward 2.5x the forward).
+ * FLOPs counted as half: forward 4 B H T^2 hd / 2, backward 2.5x the forward); `attn --kernels
+ * [fwd,mt,dq,mt,dkv,mt]` runs each shape once (the defaults or that configuration) for a profiler to
+ * time kernel by kernel.
  */
 #include <algorithm>
 #include <vector>
@@ -99,6 +101,15 @@ static std::vector<double> lse_ref(const vecf& q, const vecf& k, int B, int T, i
 
 /* ---- against the CPU: iface 0 the BF16 entry points, 1 the FP32 wrappers ---- */
 static const char* g_cfg_name = "";
+/* A case's inputs (float copies and BF16 bits): q, k with scores of a few units (peaked and flat rows
+ * both occur), v and dout of unit scale. */
+static void rand_inputs(size_t nq, size_t nk, vecf& q, vecf& k, vecf& v, vecf& go, vecb& qb, vecb& kb, vecb& vb,
+                        vecb& gob) {
+    randb(nq, 1.5f, q, qb);
+    randb(nk, 1.5f, k, kb);
+    randb(nk, 1.0f, v, vb);
+    randb(nq, 1.0f, go, gob);
+}
 static void test_cpu(int B, int T, int H, int KV, int hd, int iface) {
     char name[128];
     snprintf(name, sizeof name, "flash %s vs cpu B%d T%d H%d/%d hd%d%s", iface ? "fp32" : "bf16", B, T, H, KV, hd,
@@ -108,10 +119,7 @@ static void test_cpu(int B, int T, int H, int KV, int hd, int iface) {
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     vecf q, k, v, go;
     vecb qb, kb, vb, gob;
-    randb(nq, 1.5f, q, qb); /* scores of a few units: peaked and flat rows both occur */
-    randb(nk, 1.5f, k, kb);
-    randb(nk, 1.0f, v, vb);
-    randb(nq, 1.0f, go, gob);
+    rand_inputs(nq, nk, q, k, v, go, qb, kb, vb, gob);
     vecf out_c(nq), att((size_t)B * H * T * T), dq_c(nq), dk_c(nk), dv_c(nk);
     mx_attention_forward(out_c.data(), att.data(), q.data(), k.data(), v.data(), B, T, H, KV, hd);
     mx_attention_backward(dq_c.data(), dk_c.data(), dv_c.data(), go.data(), att.data(), q.data(), k.data(), v.data(),
@@ -155,6 +163,52 @@ static void test_cpu(int B, int T, int H, int KV, int hd, int iface) {
     end();
 }
 
+/* ---- the warp-specialized dq kernel against the wgmma one: the same sums in the same order ----
+ * dq of the configurations dq 3x1 (plain), 3x2 (pipelined), 3x3 and 3x4 (the same, Q and dO in
+ * registers) byte for byte against dq 1x1 (the wgmma kernel over 64-key tiles), dk and dv (the same
+ * kernel) too, and delta (the BF16 entry point: made by the warp-specialized dq kernel, by
+ * k_fa_delta for dq 1x1); the forward at its default. */
+static void test_dq_ws_same(int B, int T, int H, int KV, int hd) {
+    char name[128];
+    snprintf(name, sizeof name, "flash dq warp-specialized = wgmma B%d T%d H%d/%d hd%d", B, T, H, KV, hd);
+    if (!wanted(name)) return;
+    begin(name);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    vecf q, k, v, go;
+    vecb qb, kb, vb, gob;
+    rand_inputs(nq, nk, q, k, v, go, qb, kb, vb, gob);
+    Dev dq_(nq * 2), dk_(nk * 2), dv_(nk * 2), dgo(nq * 2), dout(nq * 2), dlse(nl * 4), ddelta(nl * 4);
+    Dev gq(nq * 2), gk(nk * 2), gv(nk * 2);
+    up(dq_, qb); up(dk_, kb); up(dv_, vb); up(dgo, gob);
+    MXC(mxg_attention_forward_flash_bf16(dout.h(), dlse.f(), dq_.h(), dk_.h(), dv_.h(), B, T, H, KV, hd, NULL));
+    const int mts[5][2] = {{1, 1}, {3, 1}, {3, 2}, {3, 3}, {3, 4}};
+    std::vector<uint16_t> r[5][3];
+    vecf dl[5];
+    for (int c = 0; c < 5; c++) {
+        MXC(mxg_attention_flash_config(0, 0, mts[c][0], mts[c][1], 0, 0));
+        gq.poison(); gk.poison(); gv.poison(); ddelta.poison();
+        MXC(mxg_attention_backward_flash_bf16(gq.h(), gk.h(), gv.h(), ddelta.f(), dgo.h(), dout.h(), dlse.f(), dq_.h(),
+                                              dk_.h(), dv_.h(), B, T, H, KV, hd, NULL));
+        r[c][0] = down<uint16_t>(gq, nq); r[c][1] = down<uint16_t>(gk, nk); r[c][2] = down<uint16_t>(gv, nk);
+        dl[c] = down<float>(ddelta, nl);
+    }
+    mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
+    CK(cudaGetLastError());
+    static const char* what[3] = {"dq", "dk", "dv"};
+    for (int c = 1; c < 5; c++)
+        for (int t = 0; t < 3; t++) {
+            size_t nd = 0;
+            for (size_t i = 0; i < r[0][t].size(); i++) nd += r[0][t][i] != r[c][t][i];
+            if (nd) fail("%s of dq %dx%d: %zu of %zu values differ from dq 1x1's", what[t], mts[c][0], mts[c][1], nd,
+                         r[0][t].size());
+            /* delta: made by the warp-specialized dq kernel from its tiles, by k_fa_delta for dq 1x1 */
+            if (t == 0 && memcmp(dl[0].data(), dl[c].data(), nl * 4))
+                fail("delta of dq %dx%d differs from k_fa_delta's", mts[c][0], mts[c][1]);
+        }
+    if (!g_fail_case) printf("    dq 3x1, 3x2, 3x3, 3x4: the same bytes as dq 1x1 (dk, dv, delta too)\n");
+    end();
+}
+
 /* ---- against the FP32 GPU kernels of layers.cu (same BF16-valued FP32 inputs) ---- */
 static void test_fp32_gpu(int B, int T, int H, int KV, int hd) {
     char name[128];
@@ -164,10 +218,7 @@ static void test_fp32_gpu(int B, int T, int H, int KV, int hd) {
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     vecf q, k, v, go;
     vecb qb, kb, vb, gob;
-    randb(nq, 1.5f, q, qb);
-    randb(nk, 1.5f, k, kb);
-    randb(nk, 1.0f, v, vb);
-    randb(nq, 1.0f, go, gob);
+    rand_inputs(nq, nk, q, k, v, go, qb, kb, vb, gob);
     Dev dq_(nq * 4), dk_(nk * 4), dv_(nk * 4), dgo(nq * 4), dlse(nl * 4), ddelta(nl * 4);
     Dev o1(nq * 4), q1(nq * 4), k1(nk * 4), v1(nk * 4), l1(nl * 4);
     Dev o2(nq * 4), q2(nq * 4), k2(nk * 4), v2(nk * 4), l2(nl * 4);
@@ -267,7 +318,9 @@ static void run_bench(void) {
      * dk/dv warps 5: the fused backward */
     const int cfg[][6] = {{4, 2, 4, 1, 4, 1}, {1, 2, 1, 1, 1, 2}, {2, 2, 2, 1, 2, 2}, {1, 4, 1, 3, 1, 4},
                           {3, 2, 1, 1, 1, 2}, {3, 2, 1, 1, 3, 2}, {3, 2, 2, 1, 3, 2}, {3, 1, 2, 1, 3, 1},
-                          {1, 2, 1, 1, 3, 1}, {1, 2, 1, 1, 5, 2}, {3, 2, 1, 1, 5, 2}};
+                          {1, 2, 1, 1, 3, 1}, {1, 2, 1, 1, 5, 2}, {3, 2, 1, 1, 5, 2}, {1, 2, 3, 1, 1, 2},
+                          {1, 2, 3, 2, 1, 2}, {3, 2, 3, 1, 3, 2}, {3, 2, 3, 2, 3, 2}, {3, 2, 3, 3, 3, 2},
+                          {3, 2, 3, 4, 3, 2}, {1, 2, 1, 1, 3, 2}, {1, 2, 3, 4, 3, 2}};
     const int ncfg = sizeof cfg / sizeof cfg[0], reps = 20;
     printf("bench: median of %d event-timed runs after 3 warm-ups; causal FLOPs: fwd 4 B H T^2 hd / 2, bwd 2.5x\n",
            reps);
@@ -331,6 +384,29 @@ static void run_bench(void) {
     }
 }
 
+/* `attn --kernels [cfg]`: the configuration's forward and backward once per shape of the bench,
+ * then the one-pass backward (dk,dv warps 5): a short launch sequence for a profiler to time kernel by
+ * kernel (bench/device_round.sh's attnk part: ncu's gpu__time_duration per launch). */
+static void run_kernels(const int* cfg) {
+    const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
+    for (int pass = 0; pass < 2; pass++)
+        for (int si = 0; si < 4; si++) {
+            const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
+            const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+            Dev q(nq * 2), k(nk * 2), v(nk * 2), go(nq * 2), o(nq * 2), lse(nl * 4), delta(nl * 4);
+            Dev dq(nq * 2), dk(nk * 2), dv(nk * 2);
+            fill(q, nq, 1, 1.0f); fill(k, nk, 2, 1.0f); fill(v, nk, 3, 1.0f); fill(go, nq, 4, 1.0f);
+            if (mxg_attention_flash_config(cfg[0], cfg[1], cfg[2], cfg[3], pass ? 5 : cfg[4], pass ? 0 : cfg[5])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
+            int rc = mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL);
+            rc |= mxg_attention_backward_flash_bf16(dq.h(), dk.h(), dv.h(), delta.f(), go.h(), o.h(), lse.f(), q.h(), k.h(),
+                                                    v.h(), B, T, H, KV, hd, NULL);
+            CK(cudaDeviceSynchronize());
+            if (rc) { fprintf(stderr, "kernels: %s\n", mx_last_error()); exit(1); }
+            printf("(%d, %d/%d, %d, %d) %s\n", B, H, KV, T, hd, pass ? "one-pass backward" : "the configuration");
+        }
+    mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
+}
+
 int main(int argc, char** argv) {
     g_nfilt = argc - 1;
     g_filt = argv + 1;
@@ -343,6 +419,16 @@ int main(int argc, char** argv) {
     printf("GPU: %s\n", info);
     g_rng = 0x5EED5EED12345678ull; /* this program's inputs (MXG_SEED overrides) */
     if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    if (argc > 1 && !strcmp(argv[1], "--kernels")) { /* [fwd,mt,dq,mt,dkv,mt]: the configuration (else defaults) */
+        int cfg[6] = {0, 0, 0, 0, 0, 0};
+        if (argc > 2 && sscanf(argv[2], "%d,%d,%d,%d,%d,%d", &cfg[0], &cfg[1], &cfg[2], &cfg[3], &cfg[4], &cfg[5]) != 6) {
+            fprintf(stderr, "attn --kernels: the configuration is six numbers: fwd,mt,dq,mt,dkv,mt\n");
+            return 2;
+        }
+        run_kernels(cfg);
+        mxg_attention_flash_shutdown();
+        return 0;
+    }
     if (bench) {
         run_bench();
         mxg_attention_flash_shutdown();
@@ -377,7 +463,9 @@ int main(int argc, char** argv) {
                                    * queries */
                                   {3, 1, 0, 0, 3, 1}, {3, 2, 0, 0, 3, 2}, {0, 0, 2, 1, 3, 1},
                                   /* dk,dv warps 5: the fused backward (dQ summed in a fixed order) */
-                                  {0, 0, 0, 0, 5, 0}, {3, 2, 0, 0, 5, 2}};
+                                  {0, 0, 0, 0, 5, 0}, {3, 2, 0, 0, 5, 2},
+                                  /* dq warps 3: the warp-specialized dq kernel (64-key tiles; 2 pipelined) */
+                                  {0, 0, 3, 1, 0, 0}, {3, 2, 3, 2, 3, 2}, {3, 2, 3, 4, 3, 2}};
     for (const auto& c : cfgs) {
         char cn[48];
         snprintf(cn, sizeof cn, " cfg %dx%d/%dx%d/%dx%d", c[0], c[1], c[2], c[3], c[4], c[5]);
@@ -389,6 +477,9 @@ int main(int argc, char** argv) {
     }
     g_cfg_name = "";
     mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
+    test_dq_ws_same(1, 1000, 8, 4, 128); /* partial tiles */
+    test_dq_ws_same(2, 333, 8, 2, 64);
+    test_dq_ws_same(1, 520, 8, 1, 128);
     /* against the FP32 kernels of layers.cu where the CPU is too slow */
     test_fp32_gpu(2, 2048, 16, 4, 128);
     test_fp32_gpu(4, 2048, 12, 4, 64);

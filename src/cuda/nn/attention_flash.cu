@@ -12,8 +12,8 @@
  * The T x T scores are never stored: each CTA keeps one tile of them in registers.
  *
  * Tiling. Three families, the same math and the same fixed orders, picked by the tile configuration
- * (mxg_attention_flash_config; the defaults, measured fastest on the H200: the wgmma kernels at hd 64,
- * the warp-specialized forward and dk/dv kernel with the wgmma dq kernel at hd 128):
+ * (mxg_attention_flash_config; the defaults, measured fastest on the H200: at hd 64 the wgmma forward
+ * with the warp-specialized dq and dk/dv kernels, at hd 128 the three warp-specialized kernels):
  *  wgmma (FlashAttention-3's instructions, sm_90a; no warp specialization, no TMA): a warpgroup of
  *   4 warps per 64 rows, 1 or 2 warpgroups per CTA. Tiles live in shared memory in the canonical
  *   128-byte-swizzled layout ([hd/64][rows][64], 16-byte chunk c of row r at c ^ (r & 7)), loaded
@@ -36,10 +36,14 @@
  *   streamed tiles in chunks of 16 rows.
  *  warp-specialized (FlashAttention-3's structure; the hd-128 defaults): a producer warpgroup whose
  *   thread 0 issues TMA loads into a ring of stages with "full" / "empty" mbarriers, and two consumer
- *   warpgroups (setmaxnreg: 240 registers) that wait only for the data they read. The forward runs
+ *   warpgroups (setmaxnreg: 240 registers, 232 in the dk/dv kernels) that wait only for the data they read. The forward runs
  *   the pipelined step (S_j issued with P_{j-1} V_{j-1}, the softmax under the latter); the dk/dv
  *   kernel the wgmma dk/dv step (a producer warp loads lse and delta); the one-pass backward adds dQ
- *   to it (below). Each computes the same sums in the same order as its wgmma twin.
+ *   to it (below); the dq kernel k_fa_dq_wg's step, and when it has the forward's BF16 output it
+ *   makes delta itself from a third tile (the BF16 entry point: no k_fa_delta pass). Each computes
+ *   the same sums in the same order as its wgmma twin (the one-pass kernel's dK, dV at hd 64 apart).
+ *  Launch order: the (batch, head) row in blockIdx.x, the tile in blockIdx.y (fa_row / fa_tile),
+ *   so that all rows' longest causal tiles are dispatched first.
  *   Partial tiles (T not a multiple of a tile): rows past T are zero-filled on load (cp.async
  *   src-size 0, TMA's out-of-bounds fill), their lse and delta read as 0 in the wgmma and
  *   warp-specialized dk/dv kernels (their q and dout rows are zero, so are their products; +inf, p = 0,
@@ -82,6 +86,7 @@ struct FaArgs {
     void* out;             /* [B*T, H*hd], bf16 or float */
     float* lse;            /* [B, H, T] (forward writes it, backward reads it) */
     const float* delta;    /* [B, H, T] */
+    float* delta_out;      /* the warp-specialized dq kernel's delta, when it makes it (from out, bf16) */
     void *dq, *dk, *dv;    /* [B*T, H*hd], [B*T, KV*hd] x2, bf16 or float (overwritten) */
     float* dqa;            /* the fused backward: dQ's partial sums [B*T, H*hd] (FP32) */
     unsigned* sem;         /* and its tiles' turn counters [B, H, T / 64, 2], zero at the start */
@@ -174,6 +179,20 @@ __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
 }
 
+/* The launch order of every flash kernel: blockIdx.x the (batch, head) row, blockIdx.y the tile, so
+ * that the blocks go out tile by tile across all rows. Causal work per tile grows with the query tile
+ * and shrinks with the key tile, so the forward and dq kernels take their tile as fa_tile_rev (the
+ * highest, longest query tile first) and the dk/dv kernels as fa_tile (key tile 0, the longest,
+ * first): every row's longest tiles are dispatched before any row's short ones, and the last wave
+ * holds only short tiles (bench/attn_schedule.py: the row-major order left the dk/dv kernels at
+ * 1.28-1.48x the ideal makespan, this one 1.02-1.12x). Not the one-pass backward (k_fa_bwd_ws): it
+ * keeps the row-major order, so that the FP32 dQ partial sums of the few rows in flight stay in L2. */
+__device__ __forceinline__ int fa_row() { return (int)blockIdx.x; }
+__device__ __forceinline__ int fa_tile() { return (int)blockIdx.y; }
+__device__ __forceinline__ int fa_tile_rev() { return (int)(gridDim.y - 1 - blockIdx.y); }
+/* The grid for fa_row / fa_tile: tiles of bt rows over T, one column per (batch, head) row. */
+static inline dim3 fa_grid(int T, int bt, int rows) { return dim3((unsigned)rows, (unsigned)((T + bt - 1) / bt)); }
+
 /* ---- forward -------------------------------------------------------------------------------- */
 
 /* MT m-tiles of 16 query rows per warp (MT = 2 halves the shared-memory reads per MMA). */
@@ -188,7 +207,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int lr = lane & 7, lm = lane >> 3;
     const int T = a.T, H = a.H, KV = a.KV;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int qs = H * HD, ks = KV * HD;
     const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
@@ -578,7 +597,7 @@ constexpr size_t fwg_smem() { return (size_t)(64 * NWG + 4 * BN) * HD * 2 + 1024
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2,          \
               tig = lane & 3;                                                                                   \
     const int T = a.T, H = a.H, KV = a.KV;                                                                      \
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);     \
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);                     \
     const int qs = H * HD, ks = KV * HD;                                                                        \
     const bf16* qg = a.q + (size_t)b * T * qs + h * HD;                                                         \
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;                                                        \
@@ -768,6 +787,27 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, i
     for (int c = 0; c < HD / 64; c++) tma_load4(dst + c * ROWS * 128, map, 0, hh * (HD / 64) + c, row0, b, bar);
 }
 
+/* setmaxnreg with an immediate count. The forward and dq kernels' producer warpgroup keeps 24
+ * registers, its consumers 240; the dk/dv kernels' producer 40 (at 24 its lse / delta warp and the
+ * one-pass kernel's partial-sum warps spilled, ptxas: 8-36 bytes), the consumers 232 (128 x 40 +
+ * 256 x 232 = 64,512 of the 65,536). */
+#define FA_PRODUCER_REGS 24
+#define FA_CONSUMER_REGS 240
+#define FA_DKV_PRODUCER_REGS 40
+#define FA_DKV_CONSUMER_REGS 232
+template <int R>
+__device__ __forceinline__ void reg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R) : "memory"); }
+template <int R>
+__device__ __forceinline__ void reg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R) : "memory"); }
+/* A ring of nst stages: "full" barriers of one arrival (the producer's, with the TMA bytes) and
+ * "empty" ones of 256 (both consumer warpgroups). */
+__device__ __forceinline__ void ws_ring_init(uint32_t full, uint32_t empty, int nst) {
+    for (int s = 0; s < nst; s++) {
+        mbar_init(full + 8 * s, 1);
+        mbar_init(empty + 8 * s, 256);
+    }
+}
+
 template <int HD, int BN, int NST>
 constexpr size_t fws_smem() { return (size_t)(128 + 2 * NST * BN) * HD * 2 + 1024 + 8 * (1 + 4 * NST); }
 
@@ -780,21 +820,17 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + NST * TB;
     const uint32_t bQ = sV + NST * TB, bFK = bQ + 8, bFV = bFK + 8 * NST, bEK = bFV + 8 * NST, bEV = bEK + 8 * NST;
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1;
     if (tid == 0) {
         mbar_init(bQ, 1);
-        for (int s = 0; s < NST; s++) {
-            mbar_init(bFK + 8 * s, 1);
-            mbar_init(bFV + 8 * s, 1);
-            mbar_init(bEK + 8 * s, 256);
-            mbar_init(bEV + 8 * s, 256);
-        }
+        ws_ring_init(bFK, bEK, NST);
+        ws_ring_init(bFV, bEV, NST);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
     if (tid < 128) { /* the producer warpgroup */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        reg_dec<FA_PRODUCER_REGS>();
         if (tid == 0) {
             mbar_expect_tx(bQ, BM * HD * 2);
             tma_tile<BM, HD>(sQ, &tq, h, q0, b, bQ);
@@ -810,7 +846,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    reg_inc<FA_CONSUMER_REGS>();
     const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
     const int r0 = q0 + wg * 64 + warp * 16;
     const float sl2 = a.sl2;
@@ -898,6 +934,44 @@ __device__ __forceinline__ void fa_two_products(float* x, float* y, const uint32
 
 /* ---- backward on wgmma: the dq and dk/dv kernels of above, a warpgroup per 64 rows ----------- */
 
+/* The dq kernels' elementwise step over one BN-key tile (keys key0..) for the warp's rows r0 + g,
+ * r0 + g + 8 (lse La, Lb in log2 units, delta Da, Db): P = 2^(S sl2 - lse) (0 for keys after the
+ * row), dS = P (dP - delta), packed to BF16 A fragments. */
+template <int BN>
+__device__ __forceinline__ void fa_dq_ds(uint32_t (*da)[4], const float* s, const float* dp, float La, float Lb,
+                                         float Da, float Db, float sl2, int key0, int r0, int g, int tig) {
+    const bool diag = key0 + BN - 1 > r0;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt++) {
+        float d[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = ex2(fmaf(s[nt * 4 + e], sl2, -(e < 2 ? La : Lb)));
+            if (diag) {
+                const int key = key0 + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
+                if (key > row) p = 0.0f;
+            }
+            d[e] = p * (dp[nt * 4 + e] - (e < 2 ? Da : Db));
+        }
+        da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
+        da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
+    }
+}
+
+/* The dq kernels' end: dQ = c acc (rows ra, ra + 8 of query head h, those before T). */
+template <int HD, typename OutT>
+__device__ __forceinline__ void fa_dq_store(const FaArgs& a, const float* acc, int b, int h, int ra, int tig) {
+    const int T = a.T, qs = a.H * HD, rb = ra + 8;
+    OutT* og = (OutT*)a.dq + (size_t)b * T * qs + h * HD;
+    const float sc = a.scale;
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+        const int col = i * 8 + 2 * tig;
+        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, acc[i * 4 + 0] * sc, acc[i * 4 + 1] * sc);
+        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, acc[i * 4 + 2] * sc, acc[i * 4 + 3] * sc);
+    }
+}
+
 template <int HD, int NWG, int BN>
 constexpr size_t dqwg_smem() { return (size_t)(2 * 64 * NWG + 4 * BN) * HD * 2 + 1024; }
 
@@ -912,7 +986,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
                    sV = sK + 2 * BN * HD * 2;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int T = a.T, H = a.H, KV = a.KV;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int qs = H * HD, ks = KV * HD;
     const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
     const bf16* gg = a.dout + (size_t)b * T * qs + h * HD;
@@ -963,26 +1037,10 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
             reg_fence(s[i]);
             reg_fence(dp[i]);
         }
-        const bool diag = j * BN + BN - 1 > r0;
         uint32_t da[BN / 16][4];
-#pragma unroll
-        for (int nt = 0; nt < NS; nt++) {
-            float d[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = ex2(fmaf(s[nt * 4 + e], sl2, -(e < 2 ? La : Lb)));
-                if (diag) {
-                    const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = r0 + g + 8 * (e >> 1);
-                    if (key > row) p = 0.0f;
-                }
-                d[e] = p * (dp[nt * 4 + e] - (e < 2 ? Da : Db));
-            }
-            da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
-            da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
-        }
+        fa_dq_ds<BN>(da, s, dp, La, Lb, Da, Db, sl2, j * BN, r0, g, tig);
         wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) wg_rs_tb<HD>(acc, da[kk], wg_desc(kb + kk * 16 * 128, BN * 128, 1024));
+        fa_pv<HD, BN>(acc, da, kb); /* dQ += dS K */
         wg_commit();
         wg_wait0();
 #pragma unroll
@@ -992,14 +1050,174 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
 #pragma unroll
             for (int e = 0; e < 4; e++) reg_fence(da[kk][e]);
     }
-    OutT* og = (OutT*)a.dq + (size_t)b * T * qs + h * HD;
-    const float sc = a.scale;
+    fa_dq_store<HD, OutT>(a, acc, b, h, ra, tig);
+}
+
+template <int HD, int BN, int NST>
+constexpr size_t dqws_smem() { return (size_t)(3 * 128 + 2 * NST * BN) * HD * 2 + 1024 + 8 * (1 + 2 * NST); }
+
+/* delta = rowsum(dout * out) of one row: lane l sums the products of elements l, l + 32, .. in that
+ * order, then a fixed butterfly (every lane gets the sum). The twin of k_fa_delta's arithmetic (the
+ * same bits) for the warp-specialized dq kernel, which reads the row from its swizzled BF16 tiles
+ * [HD / 64][128 rows][64] (g, o: shared-memory addresses of dout's and out's tiles). */
+template <int HD>
+__device__ __forceinline__ float fa_delta_row_sw(uint32_t g, uint32_t o, int row, int lane) {
+    float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int col = i * 8 + 2 * tig;
-        if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, acc[i * 4 + 0] * sc, acc[i * 4 + 1] * sc);
-        if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, acc[i * 4 + 2] * sc, acc[i * 4 + 3] * sc);
+    for (int r = 0; r < HD / 32; r++) {
+        const int col = lane + 32 * r, c = col & 63;
+        const uint32_t off = (col >> 6) * 128 * 128 + row * 128 + ((((c >> 3) ^ (row & 7))) << 4) + (c & 7) * 2;
+        unsigned short x, y;
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(x) : "r"(g + off));
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(y) : "r"(o + off));
+        s = __fmaf_rn(__uint_as_float((uint32_t)x << 16), __uint_as_float((uint32_t)y << 16), s);
     }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+    return s;
+}
+
+/* The warp-specialized dq kernel: k_fa_dq_wg's step (the same sums in the same order) with
+ * k_fa_fwd_ws's structure. CTA = (128 queries, b*H + h): the producer's thread 0 loads Q and dO once
+ * and K, V tiles of BN keys into a ring of NST stages (one "full" barrier a stage for both, one
+ * "empty" of 256 arrivals); consumer warpgroup w owns queries 64 w.. . PIPE: S_{j+1}, dP_{j+1}
+ * issued behind dQ_j += dS_j K_j (the elementwise step of j + 1 then waits only for them). RA: the
+ * warp's Q and dO rows as register A fragments (S and dP then read only K and V from shared memory:
+ * with BN = 64 the two shared-memory operands of a 64 x 64 x 16 product are at the SM's shared-memory
+ * rate). */
+template <int HD, int BN, int NST, bool PIPE, bool RA, typename OutT>
+__global__ void __launch_bounds__(384, 1)
+    k_fa_dq_ws(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tg,
+               const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+               const __grid_constant__ CUtensorMap to, FaArgs a) {
+    constexpr int BM = 128, NS = BN / 8, DT = HD / 8, TB = BN * HD * 2;
+    extern __shared__ __align__(128) unsigned char smem[]; /* aligned to 1024 below */
+    const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sG = sQ + BM * HD * 2, sO = sG + BM * HD * 2,
+                   sK = sO + BM * HD * 2, sV = sK + NST * TB;
+    const bool DL = a.delta_out != NULL; /* delta made here from the out tile (to), not read */
+    const uint32_t bQ = sV + NST * TB, bF = bQ + 8, bE = bF + 8 * NST;
+    const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV;
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1;
+    if (tid == 0) {
+        mbar_init(bQ, 1);
+        ws_ring_init(bF, bE, NST);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tid < 128) { /* the producer warpgroup */
+        reg_dec<FA_PRODUCER_REGS>();
+        if (tid == 0) {
+            mbar_expect_tx(bQ, (DL ? 3 : 2) * BM * HD * 2);
+            tma_tile<BM, HD>(sQ, &tq, h, q0, b, bQ);
+            tma_tile<BM, HD>(sG, &tg, h, q0, b, bQ);
+            if (DL) tma_tile<BM, HD>(sO, &to, h, q0, b, bQ);
+            for (int j = 0; j < nkv; j++) {
+                const int s = j % NST, r = j / NST;
+                if (r) mbar_wait(bE + 8 * s, (r - 1) & 1);
+                mbar_expect_tx(bF + 8 * s, 2 * TB);
+                tma_tile<BN, HD>(sK + s * TB, &tk, kh, j * BN, b, bF + 8 * s);
+                tma_tile<BN, HD>(sV + s * TB, &tv, kh, j * BN, b, bF + 8 * s);
+            }
+        }
+        return;
+    }
+    reg_inc<FA_CONSUMER_REGS>();
+    const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
+    const int g0 = q0 + wg * 64, r0 = g0 + warp * 16, ra = r0 + g, rb = ra + 8;
+    const int nj = min(nkv, (g0 + 63) / BN + 1); /* this warpgroup's tiles: keys up to its last query */
+    const float sl2 = a.sl2;
+    const float La = ra < T ? a.lse[(size_t)bh * T + ra] * FA_LOG2E : 0.0f;
+    const float Lb = rb < T ? a.lse[(size_t)bh * T + rb] * FA_LOG2E : 0.0f;
+    float Da = 0.0f, Db = 0.0f;
+    mbar_wait(bQ, 0);
+    if (DL) { /* the warp's 16 rows, each summed by the whole warp; rows past T (zero-filled) are not stored */
+#pragma unroll 1
+        for (int i = 0; i < 16; i++) {
+            const float d = fa_delta_row_sw<HD>(sG, sO, wg * 64 + warp * 16 + i, lane);
+            if (i == g) Da = d;
+            if (i == g + 8) Db = d;
+        }
+        if (tig == 0) {
+            if (ra < T) a.delta_out[(size_t)bh * T + ra] = Da;
+            if (rb < T) a.delta_out[(size_t)bh * T + rb] = Db;
+        }
+    } else {
+        Da = ra < T ? a.delta[(size_t)bh * T + ra] : 0.0f;
+        Db = rb < T ? a.delta[(size_t)bh * T + rb] : 0.0f;
+    }
+    float acc[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; i++) acc[i] = 0.0f;
+    float s[NS * 4], dp[NS * 4];
+    uint32_t da[BN / 16][4];
+    uint32_t qf[RA ? HD / 16 : 1][4], gf[RA ? HD / 16 : 1][4]; /* RA: the warp's Q and dO rows */
+    auto sp_wait = [&]() { /* S, dP of the last issued group, then dS */
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < NS * 4; i++) {
+            reg_fence(s[i]);
+            reg_fence(dp[i]);
+        }
+    };
+    auto da_fence = [&]() {
+#pragma unroll
+        for (int i = 0; i < DT * 4; i++) reg_fence(acc[i]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) reg_fence(da[kk][e]);
+    };
+    if constexpr (RA) {
+        load_afrags_sw<BM, HD>(qf, sQ, wg * 64 + warp * 16, lane);
+        load_afrags_sw<BM, HD>(gf, sG, wg * 64 + warp * 16, lane);
+    }
+    if (PIPE && nj > 0) {
+        mbar_wait(bF, 0);
+        fa_two_products<HD, BM, BN, RA>(s, dp, qf, gf, sQ, sG, sK, sV, wg); /* S_0, dP_0 */
+        sp_wait();
+        fa_dq_ds<BN>(da, s, dp, La, Lb, Da, Db, sl2, 0, r0, g, tig);
+    }
+    for (int j = 0; j < nkv; j++) {
+        const int st = j % NST;
+        const uint32_t kb = sK + st * TB, vb = sV + st * TB;
+        if (j < nj) {
+            if constexpr (PIPE) {
+                wg_fence();
+                fa_pv<HD, BN>(acc, da, kb); /* dQ += dS_j K_j */
+                wg_commit();
+                if (j + 1 < nj) {
+                    const int sn = (j + 1) % NST;
+                    mbar_wait(bF + 8 * sn, ((j + 1) / NST) & 1);
+                    fa_two_products<HD, BM, BN, RA>(s, dp, qf, gf, sQ, sG, sK + sn * TB, sV + sn * TB, wg);
+                    wg_wait1();
+                    da_fence();
+                    mbar_arrive(bE + 8 * st);
+                    sp_wait();
+                    fa_dq_ds<BN>(da, s, dp, La, Lb, Da, Db, sl2, (j + 1) * BN, r0, g, tig);
+                } else {
+                    wg_wait0();
+                    da_fence();
+                    mbar_arrive(bE + 8 * st);
+                }
+            } else {
+                mbar_wait(bF + 8 * st, (j / NST) & 1);
+                fa_two_products<HD, BM, BN, RA>(s, dp, qf, gf, sQ, sG, kb, vb, wg); /* S = Q K^T, dP = dO V^T */
+                sp_wait();
+                fa_dq_ds<BN>(da, s, dp, La, Lb, Da, Db, sl2, j * BN, r0, g, tig);
+                wg_fence();
+                fa_pv<HD, BN>(acc, da, kb); /* dQ += dS K */
+                wg_commit();
+                wg_wait0();
+                da_fence();
+                mbar_arrive(bE + 8 * st);
+            }
+        } else { /* past this warpgroup's diagonal: the stage is released once it is full */
+            mbar_wait(bF + 8 * st, (j / NST) & 1);
+            mbar_arrive(bE + 8 * st);
+        }
+    }
+    fa_dq_store<HD, OutT>(a, acc, b, h, ra, tig);
 }
 
 /* One query tile of the dk/dv kernels for the warpgroup's 64 keys (rows wg * 64.. of the BN-key K and
@@ -1124,7 +1342,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
     float* Ds = Ls + 2 * BM;                                                                   /* [2][BM] */
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int T = a.T, H = a.H, KV = a.KV, G = H / KV;
-    const int kt = blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
+    const int kt = fa_tile(), bk = fa_row(), b = bk / KV, kh = bk % KV;
     const int qs = H * HD, ks = KV * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
@@ -1182,13 +1400,21 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
 /* The producer warpgroup of the warp-specialized dk/dv kernels (k_fa_dkv_ws, k_fa_bwd_ws), after
  * setmaxnreg has lowered its registers: thread 0 loads K, V once (bKV) and the Q, dO tiles of BM
  * queries by TMA (bF), warp 1 the tiles' lse and delta (0 past T; bL, 32 arrivals), each into stage
- * it % NST once the consumers released its previous use (bE); the order of k_fa_dkv_wg: the group's
- * heads, then the query tiles from qt0 on. */
+ * it % NST once the consumers released its previous use (bE); the order of k_fa_dkv_wg (the group's
+ * heads, then the query tiles from qt0 on), or with MO the query tiles outer, the heads inner
+ * (k_fa_bwd_ws: dkv_tile). */
 struct DkvRing {
     uint32_t sK, sV, sQ, sG, bKV, bF, bL, bE;
     float *Ls, *Ds;
 };
-template <int HD, int BM, int NST>
+/* Step it of a dk/dv CTA over nq query tiles from qt0 and the group's G heads: its head offset in
+ * the group and its query tile. */
+template <bool MO>
+__device__ __forceinline__ void dkv_tile(int it, int nq, int G, int qt0, int& hg, int& m) {
+    hg = MO ? it % G : it / nq;
+    m = qt0 + (MO ? it / G : it % nq);
+}
+template <int HD, int BM, int NST, bool MO = false>
 __device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtensorMap* tg, const CUtensorMap* tk,
                                             const CUtensorMap* tv, const FaArgs& a, const DkvRing& r, int b, int kh,
                                             int k0, int qt0, int nq, int tid) {
@@ -1199,7 +1425,10 @@ __device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtenso
         tma_tile<BN, HD>(r.sK, tk, kh, k0, b, r.bKV);
         tma_tile<BN, HD>(r.sV, tv, kh, k0, b, r.bKV);
         for (int it = 0; it < total; it++) {
-            const int s = it % NST, u = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+            const int s = it % NST, u = it / NST;
+            int hg, m;
+            dkv_tile<MO>(it, nq, G, qt0, hg, m);
+            const int h = kh * G + hg, t0 = m * BM;
             if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
             mbar_expect_tx(r.bF + 8 * s, 2 * TB);
             tma_tile<BM, HD>(r.sQ + s * TB, tq, h, t0, b, r.bF + 8 * s);
@@ -1208,7 +1437,10 @@ __device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtenso
     } else if (tid >= 32 && tid < 64) {
         const int lane = tid - 32;
         for (int it = 0; it < total; it++) {
-            const int s = it % NST, u = it / NST, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+            const int s = it % NST, u = it / NST;
+            int hg, m;
+            dkv_tile<MO>(it, nq, G, qt0, hg, m);
+            const int h = kh * G + hg, t0 = m * BM;
             if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
             const size_t row = ((size_t)b * a.H + h) * a.T;
 #pragma unroll
@@ -1249,7 +1481,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t bKV = smem_u32(Ds + NST * BM), bF = bKV + 8, bL = bF + 8 * NST, bE = bL + 8 * NST;
     const DkvRing ring = {sK, sV, sQ, sG, bKV, bF, bL, bE, Ls, Ds};
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV;
-    const int kt = blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
+    const int kt = fa_tile(), bk = fa_row(), b = bk / KV, kh = bk % KV;
     const int k0 = kt * BN, qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
     if (tid == 0) {
         dkv_bars_init<NST>(ring);
@@ -1257,11 +1489,11 @@ __global__ void __launch_bounds__(384, 1)
     }
     __syncthreads();
     if (tid < 128) { /* the producer warpgroup */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        reg_dec<FA_DKV_PRODUCER_REGS>();
         dkv_produce<HD, BM, NST>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    reg_inc<FA_DKV_CONSUMER_REGS>();
     const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
     const int kg0 = k0 + wg * 64, kw = kg0 + warp * 16;
     float dk[DT * 4], dv[DT * 4];
@@ -1293,7 +1525,13 @@ __global__ void __launch_bounds__(384, 1)
  * loads the partial sum from dqa as the starting value of its dQ product (the first one starts from
  * 0), stores the result (the last one into dq, scaled) and hands the turn on (st.release). No atomics: the same order every run, the same bytes. The key
  * tiles are launched highest first (blockIdx.x 0 is the last tile), so that a counter only ever
- * waits for a CTA launched before it. */
+ * waits for a CTA launched before it. At HD 64 a CTA's steps run the query tiles outer and the
+ * group's heads inner (dkv_tile<true>; dK, dV summed in that order, not k_fa_dkv_ws's): the piece
+ * (h, m) is then step G (m - 2n) + h of key tile n and 2G steps earlier in key tile n + 1, its
+ * predecessor, at every m (with the heads outer that lead is 2 steps at the first head). At HD 128
+ * the heads stay outer: the partial sums in flight then span fewer heads and stay in L2 (measured
+ * on the H200, 2026-12-05: the query tiles outer 3.39 ms against 3.11 at (2, 32/8, 4096, 128), and
+ * 1.12 against 1.21 ms at (4, 32/8, 2048, 64)). */
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -1345,13 +1583,15 @@ __global__ void __launch_bounds__(384, 1)
     };
     __syncthreads();
     if (tid < 128) { /* the producer warpgroup: k_fa_dkv_ws's, and warps 2, 3 for the partial sums */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        reg_dec<FA_DKV_PRODUCER_REGS>();
         if (tid < 64) {
-            dkv_produce<HD, BM, NST>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
+            dkv_produce<HD, BM, NST, HD == 64>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
         } else { /* warps 2, 3: the partial sums of warpgroup w, once its turn has come */
             const int w = (tid >> 5) - 2, lane = tid & 31;
             for (int it = 0; it < total; it++) {
-                const int q = it & 1, h = kh * G + it / nq, m = qt0 + it % nq, t0 = m * BM;
+                int hg, m;
+                dkv_tile<HD == 64>(it, nq, G, qt0, hg, m);
+                const int q = it & 1, h = kh * G + hg, t0 = m * BM;
                 unsigned turn, *sem;
                 int cb;
                 piece(h, m, w, turn, sem, cb);
@@ -1376,7 +1616,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    reg_inc<FA_DKV_CONSUMER_REGS>();
     const int ct = tid - 128, wg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, tig = lane & 3;
     const int kw = k0 + wg * 64 + warp * 16, srow = wg * 64 + warp * 16 + g; /* dS^T rows (keys) of this thread */
     float dk[DT * 4], dv[DT * 4];
@@ -1386,19 +1626,12 @@ __global__ void __launch_bounds__(384, 1)
     unsigned rel_v = 0;
     mbar_wait(bKV, 0);
     for (int it = 0; it < total; it++) {
-        const int s = it % NST, ph = (it / NST) & 1, h = kh * G + it / nq, m = qt0 + it % nq, t0 = m * BM;
+        int hg, m;
+        dkv_tile<HD == 64>(it, nq, G, qt0, hg, m);
+        const int s = it % NST, ph = (it / NST) & 1, h = kh * G + hg, t0 = m * BM;
         const uint32_t qb = sQ + s * TB, gb = sG + s * TB, sb = sS + (it & 1) * SB;
         mbar_wait(bF + 8 * s, ph);
         mbar_wait(bL + 8 * s, ph);
-        /* this piece's turn in the tile's fixed order (the loading warp waited for it): the sum so far,
-         * staged in shared memory, is the dQ product's starting value */
-        unsigned turn, *sem;
-        int cb;
-        piece(h, m, wg, turn, sem, cb);
-        const bool first = turn == 0, last = n == 0 && (HD == 128 || wg == 0);
-        const int ra = t0 + warp * 16 + g, rb = ra + 8;
-        float* pa0 = a.dqa + ((size_t)b * T + ra) * qs + h * HD + cb;
-        float* pb0 = pa0 + (size_t)8 * qs;
         uint32_t pa[BM / 16][4], da[BM / 16][4];
         /* the previous step's turn handed on under this step's products (a release store waits for the
          * partial sums' stores: not in the warpgroup's path) */
@@ -1407,6 +1640,13 @@ __global__ void __launch_bounds__(384, 1)
         };
         fa_dkv_sp<HD, BN, BM, false>(pa, da, NULL, NULL, sK, sV, qb, gb, Ls + s * BM, Ds + s * BM, t0, kw, wg, g, tig,
                                      a.sl2, release);
+        /* this piece's turn in the tile's fixed order (the loading warp waited for it): the sum so far,
+         * staged in shared memory, is the dQ product's starting value (worked out after the products
+         * above, so that none of it is live through them) */
+        unsigned turn, *sem;
+        int cb;
+        piece(h, m, wg, turn, sem, cb);
+        const bool first = turn == 0;
         float dq[32];
         {
             const uint32_t buf = sP + (wg * 2 + (it & 1)) * 64 * 64 * 4, bar = (wg * 2 + (it & 1)) * 8;
@@ -1460,6 +1700,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < 32; i++) reg_fence(dq[i]);
         mbar_arrive(bE + 8 * s);
+        const bool last = n == 0 && (HD == 128 || wg == 0);
+        const int ra = t0 + warp * 16 + g, rb = ra + 8;
+        float* pa0 = a.dqa + ((size_t)b * T + ra) * qs + h * HD + cb;
+        float* pb0 = pa0 + (size_t)8 * qs;
         OutT* oa = (OutT*)a.dq + ((size_t)b * T + ra) * qs + h * HD + cb;
         OutT* ob = oa + (size_t)8 * qs;
         const float sc = a.scale;
@@ -1500,7 +1744,7 @@ __global__ void k_fa_delta(float* delta, const InT* dout, const InT* out, int B,
     const InT* oo = out + row * HD;
     float s = 0.0f;
 #pragma unroll
-    for (int r = 0; r < HD / 32; r++) s += ld1(go + lane + 32 * r) * ld1(oo + lane + 32 * r);
+    for (int r = 0; r < HD / 32; r++) s = __fmaf_rn(ld1(go + lane + 32 * r), ld1(oo + lane + 32 * r), s);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) delta[((size_t)b * H + h) * T + t] = s;
@@ -1519,7 +1763,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int lr = lane & 7, lm = lane >> 3;
     const int T = a.T, H = a.H, KV = a.KV;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kh = h / (H / KV);
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int qs = H * HD, ks = KV * HD;
     const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
     const bf16* gg = a.dout + (size_t)b * T * qs + h * HD;
@@ -1660,7 +1904,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int lr = lane & 7, lm = lane >> 3;
     const int T = a.T, H = a.H, KV = a.KV, G = H / KV;
-    const int kt = blockIdx.x, bk = blockIdx.y, b = bk / KV, kh = bk % KV;
+    const int kt = fa_tile(), bk = fa_row(), b = bk / KV, kh = bk % KV;
     const int qs = H * HD, ks = KV * HD;
     const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
     const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
@@ -1839,9 +2083,11 @@ void* g_ws[2] = {NULL, NULL}; /* 0: the FP32 wrappers' BF16 copies; 1: the fused
 size_t g_ws_bytes[2] = {0, 0};
 
 int default_cfg(int which, int hd) {
-    /* measured on the H200 (bench/NOTES.md, 2026-12-01): the wgmma kernels at every shape */
-    /* hd 128 since 2026-12-04 (session 18): the warp-specialized forward and dk/dv kernels */
-    static const int d64[6] = {1, 2, 1, 1, 1, 2}, d128[6] = {3, 2, 1, 1, 3, 2};
+    /* measured on the H200 (bench/NOTES.md): 2026-12-05 (session 19), the swapped grid, the dk/dv
+     * producers' registers and the warp-specialized dq kernel (delta made in it): hd 64 the wgmma
+     * forward with the warp-specialized dq (pipelined, Q and dO in registers) and dk/dv kernels; hd 128
+     * the warp-specialized forward, dq (Q and dO in registers) and dk/dv kernels */
+    static const int d64[6] = {1, 2, 3, 4, 3, 2}, d128[6] = {3, 2, 3, 3, 3, 2};
     return hd == 64 ? d64[which] : d128[which];
 }
 
@@ -1861,7 +2107,7 @@ int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
         ready = 1;
     }
     constexpr int BM = 16 * MT * NW;
-    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
+    dim3 grid = fa_grid(a.T, BM, B * a.H);
     k_fa_fwd<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
@@ -1881,20 +2127,20 @@ int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, cudaStream_
 template <int HD, int NWG, int BN, bool PIPE, typename OutT>
 int fwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
+    const dim3 grid = fa_grid(a.T, 64 * NWG, B * a.H);
     return wg_launch(PIPE ? k_fa_fwd_wgp<HD, NWG, BN, OutT> : k_fa_fwd_wg<HD, NWG, BN, OutT>, ready,
                      fwg_smem<HD, NWG, BN>(), grid, NWG * 128, s, a);
 }
 template <int HD, int NWG, int BN, bool RA, typename OutT>
 int dqwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.H));
+    const dim3 grid = fa_grid(a.T, 64 * NWG, B * a.H);
     return wg_launch(k_fa_dq_wg<HD, NWG, BN, RA, OutT>, ready, dqwg_smem<HD, NWG, BN>(), grid, NWG * 128, s, a);
 }
 template <int HD, int NWG, int BM, bool RA, typename OutT>
 int dkvwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    const dim3 grid((unsigned)((a.T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * a.KV));
+    const dim3 grid = fa_grid(a.T, 64 * NWG, B * a.KV);
     return wg_launch(k_fa_dkv_wg<HD, NWG, BM, RA, OutT>, ready, dkvwg_smem<HD, NWG, BM>(), grid, NWG * 128, s, a);
 }
 /* The TMA maps of the warp-specialized forward: q [B][T][H hd / 64][64] (k, v with KV heads), boxes of
@@ -1928,8 +2174,40 @@ int fws_launch(const FaArgs& a, int B, cudaStream_t s) {
     if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, BN);
     if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, BN);
     if (rc) return rc;
-    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.H));
+    const dim3 grid = fa_grid(a.T, 128, B * a.H);
     return wg_launch(k_fa_fwd_ws<HD, BN, NST, OutT>, ready, fws_smem<HD, BN, NST>(), grid, 384, s, tq, tk, tv, a);
+}
+/* The warp-specialized dq kernel: q and dout (and out, when it makes delta) in boxes of 128 rows, k
+ * and v of BN. */
+template <int HD, int BN, int NST, bool PIPE, bool RA, typename OutT>
+int dqws_launch(const FaArgs& a, int B, cudaStream_t s) {
+    static int ready = 0;
+    CUtensorMap tq, tg, tk, tv, to;
+    int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 128);
+    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, 128);
+    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, BN);
+    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, BN);
+    if (!rc && a.delta_out) rc = tma_map(&to, a.out, B, a.T, a.H, HD, 128);
+    if (rc) return rc;
+    if (!a.delta_out) to = tq; /* unread */
+    const dim3 grid = fa_grid(a.T, 128, B * a.H);
+    return wg_launch(k_fa_dq_ws<HD, BN, NST, PIPE, RA, OutT>, ready, dqws_smem<HD, BN, NST>(), grid, 384, s, tq, tg, tk,
+                     tv, to, a);
+}
+/* dq warps 3: the warp-specialized dq kernel over 64-key tiles; mt 1: plain, 2: pipelined, 3 and 4:
+ * the same with Q, dO as register A fragments */
+template <int HD, int NST, typename OutT>
+int dqws_mt(const FaArgs& a, int B, int mt, cudaStream_t s) {
+    switch (mt) {
+    case 1: return dqws_launch<HD, 64, NST, false, false, OutT>(a, B, s);
+    case 2: return dqws_launch<HD, 64, NST, true, false, OutT>(a, B, s);
+    case 3: return dqws_launch<HD, 64, NST, false, true, OutT>(a, B, s);
+    default: return dqws_launch<HD, 64, NST, true, true, OutT>(a, B, s);
+    }
+}
+template <typename OutT>
+int dqws_pick(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+    return hd == 64 ? dqws_mt<64, 6, OutT>(a, B, mt, s) : dqws_mt<128, 4, OutT>(a, B, mt, s);
 }
 /* The maps of the warp-specialized dk/dv kernels: q and dout in boxes of bm rows, k and v of 128. */
 int dkv_maps(const FaArgs& a, int B, int hd, int bm, CUtensorMap (&m)[4]) {
@@ -1945,7 +2223,7 @@ int dkvws_launch(const FaArgs& a, int B, cudaStream_t s) {
     CUtensorMap m[4];
     int rc = dkv_maps(a, B, HD, BM, m);
     if (rc) return rc;
-    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
+    const dim3 grid = fa_grid(a.T, 128, B * a.KV);
     return wg_launch(k_fa_dkv_ws<HD, BM, NST, OutT>, ready, dkvws_smem<HD, BM, NST>(), grid, 384, s, m[0], m[1], m[2],
                      m[3], a);
 }
@@ -1965,7 +2243,7 @@ int bws_launch(FaArgs a, int B, cudaStream_t s) {
     CUtensorMap m[4];
     rc = dkv_maps(a, B, HD, 64, m);
     if (rc) return rc;
-    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV));
+    const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV)); /* row-major: see fa_row */
     return wg_launch(k_fa_bwd_ws<HD, NST, OutT>, ready, bws_smem<HD, NST>(), grid, 384, s, m[0], m[1], m[2], m[3], a);
 }
 /* dk,dv warps 3: the warp-specialized dk/dv kernel; mt 1: 32 queries a tile, 2: 64 */
@@ -2020,7 +2298,7 @@ int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
         ready = 1;
     }
     constexpr int BM = 16 * MT * NW;
-    dim3 grid((unsigned)((a.T + BM - 1) / BM), (unsigned)(B * a.H));
+    dim3 grid = fa_grid(a.T, BM, B * a.H);
     k_fa_dq<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
@@ -2035,7 +2313,7 @@ int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
         ready = 1;
     }
     constexpr int BN = 16 * MT * NW;
-    dim3 grid((unsigned)((a.T + BN - 1) / BN), (unsigned)(B * a.KV));
+    dim3 grid = fa_grid(a.T, BN, B * a.KV);
     k_fa_dkv<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
     CU_LAUNCHED();
     return MX_OK;
@@ -2055,13 +2333,26 @@ int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
     return nw == 8 ? fwd_launch<128, 8, 1, OutT>(a, B, s) : fwd_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
 }
 
+int delta_launch(float* delta, const void* dout, const void* out, int bf, int B, int T, int H, int hd, cudaStream_t s);
+/* The backward's kernels. out16: the BF16 forward output when delta is still to be made from it (the
+ * BF16 entry point): by the warp-specialized dq kernel as it loads its tiles, else by k_fa_delta
+ * first; NULL when the caller made a.delta. */
 template <typename OutT>
-int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
+int run_bwd(FaArgs a, int B, int hd, const bf16* out16, float* delta, cudaStream_t s) {
     const int nq = g_cfg[2] ? g_cfg[2] : default_cfg(2, hd), mq = g_cfg[3] ? g_cfg[3] : default_cfg(3, hd);
     const int nk = g_cfg[4] ? g_cfg[4] : default_cfg(4, hd), mk = g_cfg[5] ? g_cfg[5] : default_cfg(5, hd);
     int rc;
+    if (out16 && nq == 3 && nk != 5) {
+        a.out = (void*)out16;
+        a.delta_out = delta;
+    } else if (out16) {
+        rc = delta_launch(delta, a.dout, out16, 1, B, a.T, a.H, hd, s);
+        if (rc) return rc;
+    }
     if (nk == 5) return hd == 64 ? bws_launch<64, 4, OutT>(a, B, s) : bws_launch<128, 2, OutT>(a, B, s);
-    if (nq == 1 || nq == 2) { /* wgmma: nq warpgroups */
+    if (nq == 3) {
+        rc = dqws_pick<OutT>(a, B, hd, mq, s);
+    } else if (nq == 1 || nq == 2) { /* wgmma: nq warpgroups */
         rc = hd == 64 ? (nq == 1 ? dqwg_pick<64, 1, OutT>(a, B, mq, s) : dqwg_pick<64, 2, OutT>(a, B, mq, s))
                       : (nq == 1 ? dqwg_pick<128, 1, OutT>(a, B, mq, s) : dqwg_pick<128, 2, OutT>(a, B, mq, s));
     } else if (hd == 64) {
@@ -2085,7 +2376,8 @@ int run_bwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
 int check(const char* fn, int B, int T, int H, int KV, int hd) {
     ARG_CHECK(B > 0 && T > 0 && H > 0 && KV > 0 && H % KV == 0, "%s: bad shape B %d T %d H %d KV %d", fn, B, T, H, KV);
     ARG_CHECK(hd == 64 || hd == 128, "%s: head dim %d not supported (64 or 128)", fn, hd);
-    ARG_CHECK((long long)B * H <= 65535, "%s: B*H %d too large for the grid", fn, B * H);
+    ARG_CHECK((T + 31) / 32 <= 65535, "%s: T %d too long for the grid (tiles in blockIdx.y)", fn, T);
+    ARG_CHECK((long long)B * KV <= 65535, "%s: B*KV %d too large for the one-pass backward's grid", fn, B * KV);
     ARG_CHECK((long long)B * T * H * hd < (1ll << 31), "%s: tensor too large (B*T*H*hd >= 2^31)", fn);
     return MX_OK;
 }
@@ -2155,11 +2447,12 @@ extern "C" int mxg_attention_flash_config(int fwd_warps, int fwd_mt, int dq_warp
                                           int dkv_mt) {
     const int c[6] = {fwd_warps, fwd_mt, dq_warps, dq_mt, dkv_warps, dkv_mt};
     for (int i = 0; i < 6; i += 2) {
-        ARG_CHECK(c[i] >= 0 && (c[i] <= 2 || c[i] == 4 || c[i] == 8 || (i != 2 && c[i] == 3) || (i == 4 && c[i] == 5)),
-                  "mxg_attention_flash_config: warps %d (0; 1 or 2 warpgroups; 3 the warp-specialized forward or dk,dv "
-                  "kernel; 5 the fused backward (dk,dv); 4 or 8 mma.sync warps)", c[i]);
-        ARG_CHECK(c[i + 1] >= 0 && c[i + 1] <= (c[i] >= 3 ? 2 : 4),
-                  "mxg_attention_flash_config: m-tiles %d with warps %d (0..2; 0..4 for the wgmma kernels)", c[i + 1],
+        ARG_CHECK(c[i] >= 0 && (c[i] <= 3 || c[i] == 4 || c[i] == 8 || (i == 4 && c[i] == 5)),
+                  "mxg_attention_flash_config: warps %d (0; 1 or 2 warpgroups; 3 the warp-specialized forward, dq or "
+                  "dk,dv kernel; 5 the fused backward (dk,dv); 4 or 8 mma.sync warps)", c[i]);
+        ARG_CHECK(c[i + 1] >= 0 && c[i + 1] <= (c[i] >= 3 && !(i == 2 && c[i] == 3) ? 2 : 4),
+                  "mxg_attention_flash_config: m-tiles %d with warps %d (0..2; 0..4 for the wgmma kernels and the "
+                  "warp-specialized dq)", c[i + 1],
                   c[i]);
     }
     for (int i = 0; i < 6; i++) g_cfg[i] = c[i];
@@ -2186,8 +2479,6 @@ extern "C" int mxg_attention_backward_flash_bf16(uint16_t* dq, uint16_t* dk, uin
     int rc = check("mxg_attention_backward_flash_bf16", B, T, H, KV, hd);
     if (rc) return rc;
     cudaStream_t s = MXG_STREAM(stream);
-    rc = delta_launch(delta, dout, out, 1, B, T, H, hd, s);
-    if (rc) return rc;
     FaArgs a = make_args(T, H, KV, hd);
     a.q = (const bf16*)q;
     a.k = (const bf16*)k;
@@ -2198,7 +2489,7 @@ extern "C" int mxg_attention_backward_flash_bf16(uint16_t* dq, uint16_t* dk, uin
     a.dq = dq;
     a.dk = dk;
     a.dv = dv;
-    return run_bwd<bf16>(a, B, hd, s);
+    return run_bwd<bf16>(a, B, hd, (const bf16*)out, delta, s);
 }
 
 extern "C" int mxg_attention_forward_flash(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -2253,7 +2544,7 @@ extern "C" int mxg_attention_backward_flash(float* dq, float* dk, float* dv, flo
     a.dq = dq;
     a.dk = dk;
     a.dv = dv;
-    return run_bwd<float>(a, B, hd, s);
+    return run_bwd<float>(a, B, hd, NULL, NULL, s);
 }
 
 extern "C" void mxg_attention_flash_shutdown(void) {
