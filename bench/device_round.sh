@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant numerics tests sanitize telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -60,6 +60,15 @@ fi
 if has tests; then
   LOGS=$OUT/t bash tests/gpu/run_all.sh > "$OUT/tests.txt" 2>&1
   echo "tests: $(tail -1 "$OUT/tests.txt") ($(( $(date +%s) - t0 )) s)"
+fi
+if has sanitize; then # issue 15 item 5: compute-sanitizer over training steps with the flash attention (tiny with
+  # --heads 2 / 1: head dim 64 / 128, the flash kernels; tiny's own head dim 32 takes the TF32 path), SAN_RUNS of sanitize.sh
+  for hv in "2 1" "1 1"; do
+    set -- $hv
+    OUT_DIR=$OUT/san-h$1 MXLM=build/cuda/mxlm EXTRA="--heads $1 --kv-heads $2" \
+      RUNS="${SAN_RUNS:-memcheck:bf16:fast racecheck:bf16:fast memcheck:mxfp4-fdw-h16:fast}" sh tests/gpu/sanitize.sh
+  done > "$OUT/sanitize.txt" 2>&1
+  echo "sanitize: $(grep -c 'exit 0' "$OUT/sanitize.txt") runs exit 0 of $(grep -c ' exit ' "$OUT/sanitize.txt") ($(( $(date +%s) - t0 )) s)"
 fi
 if has telseeds; then # the model-telemetry and decode cases of the layers program under other input seeds
   # (MXG_SEED): how often GPU and CPU part (session 12: mxfp4-fdw-sr fast agreed to 3e-8 on one draw and
@@ -223,6 +232,7 @@ cat "$OUT/gpu.txt"
 has quant && cat "$OUT/quant-bench.txt"
 has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
+has sanitize && cat "$OUT/sanitize.txt"
 has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
