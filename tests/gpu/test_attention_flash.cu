@@ -309,8 +309,27 @@ static double median_ms(F f, int reps) {
     return ms[ms.size() / 2];
 }
 
+/* The issue's shapes (B, H, KV, T, hd), and one shape's BF16 tensors (filled) with its two calls:
+ * the benchmark's and `attn --kernels`'s inputs. */
+static const int k_shapes[4][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
+struct BenchShape {
+    const int B, H, KV, T, hd;
+    const size_t nq, nk, nl;
+    Dev q, k, v, go, o, lse, delta, dq, dk, dv;
+    explicit BenchShape(const int* s)
+        : B(s[0]), H(s[1]), KV(s[2]), T(s[3]), hd(s[4]), nq((size_t)B * T * H * hd), nk((size_t)B * T * KV * hd),
+          nl((size_t)B * H * T), q(nq * 2), k(nk * 2), v(nk * 2), go(nq * 2), o(nq * 2), lse(nl * 4), delta(nl * 4),
+          dq(nq * 2), dk(nk * 2), dv(nk * 2) {
+        fill(q, nq, 1, 1.0f); fill(k, nk, 2, 1.0f); fill(v, nk, 3, 1.0f); fill(go, nq, 4, 1.0f);
+    }
+    int fwd() { return mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL); }
+    int bwd() {
+        return mxg_attention_backward_flash_bf16(dq.h(), dk.h(), dv.h(), delta.f(), go.h(), o.h(), lse.f(), q.h(), k.h(),
+                                                 v.h(), B, T, H, KV, hd, NULL);
+    }
+};
+
 static void run_bench(void) {
-    const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
     /* warps x m-tiles of the forward / dq warps / dk,dv warps */
     /* warps 1 or 2: the wgmma kernels (warpgroups), else mma.sync warps; m-tiles as in main() */
     /* m-tiles 3, 4 of the wgmma kernels: the pipelined forward, dq / dk,dv with A from registers */
@@ -328,21 +347,17 @@ static void run_bench(void) {
            "bwd TF/s", "f+b TF/s");
     struct Best { double f, b; int cf, cb; } best[4];
     for (int si = 0; si < 4; si++) {
-        const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
-        const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
-        Dev q(nq * 2), k(nk * 2), v(nk * 2), go(nq * 2), o(nq * 2), lse(nl * 4), delta(nl * 4);
-        Dev dq(nq * 2), dk(nk * 2), dv(nk * 2);
-        fill(q, nq, 1, 1.0f); fill(k, nk, 2, 1.0f); fill(v, nk, 3, 1.0f); fill(go, nq, 4, 1.0f);
+        BenchShape bs(k_shapes[si]);
+        const int B = bs.B, H = bs.H, KV = bs.KV, T = bs.T, hd = bs.hd;
+        const size_t nq = bs.nq, nk = bs.nk;
+        Dev &lse = bs.lse, &delta = bs.delta;
         const double fl = 4.0 * B * H * (double)T * T * hd / 2, flb = 2.5 * fl;
         best[si] = {1e30, 1e30, 0, 0};
         for (int c = 0; c < ncfg; c++) {
             if (mxg_attention_flash_config(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4], cfg[c][5])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
             int rc = 0;
-            const double tf = median_ms([&] { rc |= mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL); }, reps);
-            const double tb = median_ms([&] {
-                rc |= mxg_attention_backward_flash_bf16(dq.h(), dk.h(), dv.h(), delta.f(), go.h(), o.h(), lse.f(), q.h(),
-                                                        k.h(), v.h(), B, T, H, KV, hd, NULL);
-            }, reps);
+            const double tf = median_ms([&] { rc |= bs.fwd(); }, reps);
+            const double tb = median_ms([&] { rc |= bs.bwd(); }, reps);
             if (rc) { fprintf(stderr, "bench: %s\n", mx_last_error()); exit(1); }
             CK(cudaDeviceSynchronize());
             char sh[64], wc[24];
@@ -374,7 +389,7 @@ static void run_bench(void) {
     printf("\nbest per shape (warps x m-tiles of fwd; dq/dkv):\n");
     printf("%-22s %9s %9s %9s %9s\n", "shape", "fwd TF/s", "cfg", "bwd TF/s", "cfg");
     for (int si = 0; si < 4; si++) {
-        const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
+        const int B = k_shapes[si][0], H = k_shapes[si][1], KV = k_shapes[si][2], T = k_shapes[si][3], hd = k_shapes[si][4];
         const double fl = 4.0 * B * H * (double)T * T * hd / 2;
         char sh[64], c1[16], c2[24];
         snprintf(sh, sizeof sh, "(%d, %d/%d, %d, %d)", B, H, KV, T, hd);
@@ -388,21 +403,15 @@ static void run_bench(void) {
  * then the one-pass backward (dk,dv warps 5): a short launch sequence for a profiler to time kernel by
  * kernel (bench/device_round.sh's attnk part: ncu's gpu__time_duration per launch). */
 static void run_kernels(const int* cfg) {
-    const int shapes[][5] = {{8, 12, 4, 1024, 64}, {4, 16, 8, 2048, 64}, {4, 32, 8, 2048, 64}, {2, 32, 8, 4096, 128}};
     for (int pass = 0; pass < 2; pass++)
         for (int si = 0; si < 4; si++) {
-            const int B = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], T = shapes[si][3], hd = shapes[si][4];
-            const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
-            Dev q(nq * 2), k(nk * 2), v(nk * 2), go(nq * 2), o(nq * 2), lse(nl * 4), delta(nl * 4);
-            Dev dq(nq * 2), dk(nk * 2), dv(nk * 2);
-            fill(q, nq, 1, 1.0f); fill(k, nk, 2, 1.0f); fill(v, nk, 3, 1.0f); fill(go, nq, 4, 1.0f);
+            BenchShape bs(k_shapes[si]);
             if (mxg_attention_flash_config(cfg[0], cfg[1], cfg[2], cfg[3], pass ? 5 : cfg[4], pass ? 0 : cfg[5])) { fprintf(stderr, "%s\n", mx_last_error()); exit(1); }
-            int rc = mxg_attention_forward_flash_bf16(o.h(), lse.f(), q.h(), k.h(), v.h(), B, T, H, KV, hd, NULL);
-            rc |= mxg_attention_backward_flash_bf16(dq.h(), dk.h(), dv.h(), delta.f(), go.h(), o.h(), lse.f(), q.h(), k.h(),
-                                                    v.h(), B, T, H, KV, hd, NULL);
+            int rc = bs.fwd();
+            rc |= bs.bwd();
             CK(cudaDeviceSynchronize());
             if (rc) { fprintf(stderr, "kernels: %s\n", mx_last_error()); exit(1); }
-            printf("(%d, %d/%d, %d, %d) %s\n", B, H, KV, T, hd, pass ? "one-pass backward" : "the configuration");
+            printf("(%d, %d/%d, %d, %d) %s\n", bs.B, bs.H, bs.KV, bs.T, bs.hd, pass ? "one-pass backward" : "the configuration");
         }
     mxg_attention_flash_config(0, 0, 0, 0, 0, 0);
 }

@@ -68,6 +68,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "cuda/common.cuh"
 #include "mxlm/gpu_model.h"
 
@@ -1056,25 +1058,35 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
 template <int HD, int BN, int NST>
 constexpr size_t dqws_smem() { return (size_t)(3 * 128 + 2 * NST * BN) * HD * 2 + 1024 + 8 * (1 + 2 * NST); }
 
-/* delta = rowsum(dout * out) of one row: lane l sums the products of elements l, l + 32, .. in that
- * order, then a fixed butterfly (every lane gets the sum). The twin of k_fa_delta's arithmetic (the
- * same bits) for the warp-specialized dq kernel, which reads the row from its swizzled BF16 tiles
- * [HD / 64][128 rows][64] (g, o: shared-memory addresses of dout's and out's tiles). */
-template <int HD>
-__device__ __forceinline__ float fa_delta_row_sw(uint32_t g, uint32_t o, int row, int lane) {
+/* delta = rowsum(dout * out) of one row, the one arithmetic of k_fa_delta and the warp-specialized dq
+ * kernel (so the same bits): lane l adds the products of columns l, l + 32, .. in that order (a fused
+ * multiply-add each), then a fixed butterfly gives every lane the sum. xy(c): column c's (dout, out). */
+template <int HD, typename XY>
+__device__ __forceinline__ float fa_delta_sum(XY xy, int lane) {
     float s = 0.0f;
 #pragma unroll
     for (int r = 0; r < HD / 32; r++) {
-        const int col = lane + 32 * r, c = col & 63;
-        const uint32_t off = (col >> 6) * 128 * 128 + row * 128 + ((((c >> 3) ^ (row & 7))) << 4) + (c & 7) * 2;
-        unsigned short x, y;
-        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(x) : "r"(g + off));
-        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(y) : "r"(o + off));
-        s = __fmaf_rn(__uint_as_float((uint32_t)x << 16), __uint_as_float((uint32_t)y << 16), s);
+        const float2 p = xy(lane + 32 * r);
+        s = __fmaf_rn(p.x, p.y, s);
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
     return s;
+}
+/* The row from the dq kernel's swizzled BF16 tiles [HD / 64][128 rows][64] (g, o: shared-memory
+ * addresses of dout's and out's tiles). */
+template <int HD>
+__device__ __forceinline__ float fa_delta_row_sw(uint32_t g, uint32_t o, int row, int lane) {
+    return fa_delta_sum<HD>(
+        [&](int col) {
+            const int c = col & 63;
+            const uint32_t off = (col >> 6) * 128 * 128 + row * 128 + (((c >> 3) ^ (row & 7)) << 4) + (c & 7) * 2;
+            unsigned short x, y;
+            asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(x) : "r"(g + off));
+            asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(y) : "r"(o + off));
+            return make_float2(__uint_as_float((uint32_t)x << 16), __uint_as_float((uint32_t)y << 16));
+        },
+        lane);
 }
 
 /* The warp-specialized dq kernel: k_fa_dq_wg's step (the same sums in the same order) with
@@ -1742,11 +1754,7 @@ __global__ void k_fa_delta(float* delta, const InT* dout, const InT* out, int B,
     const int t = (int)(bt % T), b = (int)(bt / T);
     const InT* go = dout + row * HD;
     const InT* oo = out + row * HD;
-    float s = 0.0f;
-#pragma unroll
-    for (int r = 0; r < HD / 32; r++) s = __fmaf_rn(ld1(go + lane + 32 * r), ld1(oo + lane + 32 * r), s);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float s = fa_delta_sum<HD>([&](int c) { return make_float2(ld1(go + c), ld1(oo + c)); }, lane);
     if (lane == 0) delta[((size_t)b * H + h) * T + t] = s;
 }
 
@@ -2124,6 +2132,17 @@ int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, cudaStream_
     CU_LAUNCHED();
     return MX_OK;
 }
+/* A tile setting mt (1..4) as two compile-time flags for f: wide (mt 2, 4: the larger tile) and
+ * variant (mt 3, 4); anything else as 4. */
+template <typename F>
+int by_mt(int mt, F f) {
+    switch (mt) {
+    case 1: return f(std::false_type(), std::false_type());
+    case 2: return f(std::true_type(), std::false_type());
+    case 3: return f(std::false_type(), std::true_type());
+    default: return f(std::true_type(), std::true_type());
+    }
+}
 template <int HD, int NWG, int BN, bool PIPE, typename OutT>
 int fwg_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
@@ -2177,51 +2196,42 @@ int fws_launch(const FaArgs& a, int B, cudaStream_t s) {
     const dim3 grid = fa_grid(a.T, 128, B * a.H);
     return wg_launch(k_fa_fwd_ws<HD, BN, NST, OutT>, ready, fws_smem<HD, BN, NST>(), grid, 384, s, tq, tk, tv, a);
 }
-/* The warp-specialized dq kernel: q and dout (and out, when it makes delta) in boxes of 128 rows, k
- * and v of BN. */
+/* The maps of the warp-specialized backward kernels: q and dout in boxes of qrows rows, k and v of
+ * krows. */
+int bwd_maps(const FaArgs& a, int B, int hd, int qrows, int krows, CUtensorMap (&m)[4]) {
+    int rc = tma_map(&m[0], a.q, B, a.T, a.H, hd, qrows);
+    if (!rc) rc = tma_map(&m[1], a.dout, B, a.T, a.H, hd, qrows);
+    if (!rc) rc = tma_map(&m[2], a.k, B, a.T, a.KV, hd, krows);
+    if (!rc) rc = tma_map(&m[3], a.v, B, a.T, a.KV, hd, krows);
+    return rc;
+}
+/* The warp-specialized dq kernel: 128 queries, BN keys a tile, and out's map when it makes delta. */
 template <int HD, int BN, int NST, bool PIPE, bool RA, typename OutT>
 int dqws_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    CUtensorMap tq, tg, tk, tv, to;
-    int rc = tma_map(&tq, a.q, B, a.T, a.H, HD, 128);
-    if (!rc) rc = tma_map(&tg, a.dout, B, a.T, a.H, HD, 128);
-    if (!rc) rc = tma_map(&tk, a.k, B, a.T, a.KV, HD, BN);
-    if (!rc) rc = tma_map(&tv, a.v, B, a.T, a.KV, HD, BN);
+    CUtensorMap m[4], to;
+    int rc = bwd_maps(a, B, HD, 128, BN, m);
     if (!rc && a.delta_out) rc = tma_map(&to, a.out, B, a.T, a.H, HD, 128);
     if (rc) return rc;
-    if (!a.delta_out) to = tq; /* unread */
+    if (!a.delta_out) to = m[0]; /* unread */
     const dim3 grid = fa_grid(a.T, 128, B * a.H);
-    return wg_launch(k_fa_dq_ws<HD, BN, NST, PIPE, RA, OutT>, ready, dqws_smem<HD, BN, NST>(), grid, 384, s, tq, tg, tk,
-                     tv, to, a);
+    return wg_launch(k_fa_dq_ws<HD, BN, NST, PIPE, RA, OutT>, ready, dqws_smem<HD, BN, NST>(), grid, 384, s, m[0], m[1],
+                     m[2], m[3], to, a);
 }
 /* dq warps 3: the warp-specialized dq kernel over 64-key tiles; mt 1: plain, 2: pipelined, 3 and 4:
- * the same with Q, dO as register A fragments */
-template <int HD, int NST, typename OutT>
-int dqws_mt(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    switch (mt) {
-    case 1: return dqws_launch<HD, 64, NST, false, false, OutT>(a, B, s);
-    case 2: return dqws_launch<HD, 64, NST, true, false, OutT>(a, B, s);
-    case 3: return dqws_launch<HD, 64, NST, false, true, OutT>(a, B, s);
-    default: return dqws_launch<HD, 64, NST, true, true, OutT>(a, B, s);
-    }
-}
+ * the same with Q, dO as register A fragments (by_mt: wide = pipelined, variant = RA) */
 template <typename OutT>
 int dqws_pick(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
-    return hd == 64 ? dqws_mt<64, 6, OutT>(a, B, mt, s) : dqws_mt<128, 4, OutT>(a, B, mt, s);
-}
-/* The maps of the warp-specialized dk/dv kernels: q and dout in boxes of bm rows, k and v of 128. */
-int dkv_maps(const FaArgs& a, int B, int hd, int bm, CUtensorMap (&m)[4]) {
-    int rc = tma_map(&m[0], a.q, B, a.T, a.H, hd, bm);
-    if (!rc) rc = tma_map(&m[1], a.dout, B, a.T, a.H, hd, bm);
-    if (!rc) rc = tma_map(&m[2], a.k, B, a.T, a.KV, hd, 128);
-    if (!rc) rc = tma_map(&m[3], a.v, B, a.T, a.KV, hd, 128);
-    return rc;
+    return by_mt(mt, [&](auto pipe, auto ra) {
+        constexpr bool P = decltype(pipe)::value, R = decltype(ra)::value;
+        return hd == 64 ? dqws_launch<64, 64, 6, P, R, OutT>(a, B, s) : dqws_launch<128, 64, 4, P, R, OutT>(a, B, s);
+    });
 }
 template <int HD, int BM, int NST, typename OutT>
 int dkvws_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
     CUtensorMap m[4];
-    int rc = dkv_maps(a, B, HD, BM, m);
+    int rc = bwd_maps(a, B, HD, BM, 128, m);
     if (rc) return rc;
     const dim3 grid = fa_grid(a.T, 128, B * a.KV);
     return wg_launch(k_fa_dkv_ws<HD, BM, NST, OutT>, ready, dkvws_smem<HD, BM, NST>(), grid, 384, s, m[0], m[1], m[2],
@@ -2233,6 +2243,8 @@ int ws_get(int slot, size_t bytes, void** p);
 template <int HD, int NST, typename OutT>
 int bws_launch(FaArgs a, int B, cudaStream_t s) {
     static int ready = 0;
+    ARG_CHECK((long long)B * a.KV <= 65535, "flash attention: B*KV %d too large for the one-pass backward's grid",
+              B * a.KV);
     const size_t nqa = (size_t)B * a.T * a.H * HD, nsem = (size_t)B * a.H * ((a.T + 63) / 64) * 2;
     void* w = NULL;
     int rc = ws_get(1, nqa * 4 + nsem * 4, &w);
@@ -2241,7 +2253,7 @@ int bws_launch(FaArgs a, int B, cudaStream_t s) {
     a.sem = (unsigned*)(a.dqa + nqa);
     CU_TRY(cudaMemsetAsync(a.sem, 0, nsem * 4, s));
     CUtensorMap m[4];
-    rc = dkv_maps(a, B, HD, 64, m);
+    rc = bwd_maps(a, B, HD, 64, 128, m);
     if (rc) return rc;
     const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV)); /* row-major: see fa_row */
     return wg_launch(k_fa_bwd_ws<HD, NST, OutT>, ready, bws_smem<HD, NST>(), grid, 384, s, m[0], m[1], m[2], m[3], a);
@@ -2263,30 +2275,21 @@ int fws_pick(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
  * kernels' fixed operands (Q and dO, K and V) held in registers as A fragments. */
 template <int HD, int NWG, typename OutT>
 int fwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    switch (mt) {
-    case 1: return fwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
-    case 2: return fwg_launch<HD, NWG, 128, false, OutT>(a, B, s);
-    case 3: return fwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
-    default: return fwg_launch<HD, NWG, 128, true, OutT>(a, B, s);
-    }
+    return by_mt(mt, [&](auto wide, auto pipe) {
+        return fwg_launch<HD, NWG, decltype(wide)::value ? 128 : 64, decltype(pipe)::value, OutT>(a, B, s);
+    });
 }
 template <int HD, int NWG, typename OutT>
 int dqwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    switch (mt) {
-    case 1: return dqwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
-    case 2: return dqwg_launch<HD, NWG, 128, false, OutT>(a, B, s);
-    case 3: return dqwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
-    default: return dqwg_launch<HD, NWG, 128, true, OutT>(a, B, s);
-    }
+    return by_mt(mt, [&](auto wide, auto ra) {
+        return dqwg_launch<HD, NWG, decltype(wide)::value ? 128 : 64, decltype(ra)::value, OutT>(a, B, s);
+    });
 }
 template <int HD, int NWG, typename OutT>
 int dkvwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    switch (mt) {
-    case 1: return dkvwg_launch<HD, NWG, 32, false, OutT>(a, B, s);
-    case 2: return dkvwg_launch<HD, NWG, 64, false, OutT>(a, B, s);
-    case 3: return dkvwg_launch<HD, NWG, 32, true, OutT>(a, B, s);
-    default: return dkvwg_launch<HD, NWG, 64, true, OutT>(a, B, s);
-    }
+    return by_mt(mt, [&](auto wide, auto ra) {
+        return dkvwg_launch<HD, NWG, decltype(wide)::value ? 64 : 32, decltype(ra)::value, OutT>(a, B, s);
+    });
 }
 template <int HD, int NW, int MT, typename OutT>
 int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
@@ -2377,7 +2380,6 @@ int check(const char* fn, int B, int T, int H, int KV, int hd) {
     ARG_CHECK(B > 0 && T > 0 && H > 0 && KV > 0 && H % KV == 0, "%s: bad shape B %d T %d H %d KV %d", fn, B, T, H, KV);
     ARG_CHECK(hd == 64 || hd == 128, "%s: head dim %d not supported (64 or 128)", fn, hd);
     ARG_CHECK((T + 31) / 32 <= 65535, "%s: T %d too long for the grid (tiles in blockIdx.y)", fn, T);
-    ARG_CHECK((long long)B * KV <= 65535, "%s: B*KV %d too large for the one-pass backward's grid", fn, B * KV);
     ARG_CHECK((long long)B * T * H * hd < (1ll << 31), "%s: tensor too large (B*T*H*hd >= 2^31)", fn);
     return MX_OK;
 }
