@@ -3,6 +3,7 @@
 device call's benchmark output. Standard library only.
 
   speed_record.py --train DIR [--train DIR ...] [--peer FILE] [--attention FILE]
+                  [--attn-bench FILE --attn-peer FILE [--attn-config HD=CFG,...]]
                   --commit HASH --gpu NAME [--date YYYY-MM-DD] --out FILE
 
 --train: run directories of bench/gpu_train.sh (one sub-directory per preset/recipe/gemm with
@@ -10,7 +11,11 @@ config.txt, metrics.jsonl and the .log beside it holding the MXLM_GPU_PROFILE sp
 directories of the same configuration (repetitions) are pooled: tok_s is the median over all
 their steps 3.. (steps 1-2 build cuBLASLt plans). --peer: the JSON lines of bench/torch_peer.py
 --json (matched to rows by preset, batch and seq; gives peer_tok_s and peer_mem_gib). --attention:
-JSON lines {"shape", "fwd_tflops", "bwd_tflops", "peer_fwd_tflops", "peer_bwd_tflops"}.
+JSON lines {"shape", "fwd_tflops", "bwd_tflops", "peer_fwd_tflops", "peer_bwd_tflops"}; or, instead,
+--attn-bench (the output of `build/cuda/tests/gpu/attn --bench`: one line per shape and tile
+configuration) with --attn-peer (bench/attn_peer.py's table: its "default" rows, SDPA's own
+dispatch): the rows of the trainer's default configuration per head dimension (--attn-config,
+default 64=1x2/3x4/3x2,128=3x2/3x3/3x2: default_cfg in src/cuda/nn/attention_flash.cu).
 
 Record format (the BF16 speed issue): {"date", "commit", "gpu", "rows": [{"preset", "batch",
 "seq", "recipe", "gemm", "gpus", "tok_s", "peer_tok_s", "step_ms", "mfu", "gpu_mem_gib",
@@ -70,11 +75,40 @@ def log_info(run):
     return split, mem_peak if mem_peak is not None else mem_est
 
 
+ROW = re.compile(r"^(\(\d+, \d+/\d+, \d+, (\d+)\))\s+(\S+)\s+(?:([A-Za-z]\S*)\s+)?([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)")
+
+
+def attention_rows(bench, peer, configs):
+    """The attention rows: ours at each shape's default configuration against SDPA's default dispatch."""
+    want = dict(kv.split("=") for kv in configs.split(","))
+    theirs, who = {}, "torch"
+    for line in open(peer):
+        if line.startswith("torch "):  # attn_peer.py's header: torch version, GPU, cuDNN
+            who = line.strip()
+        m = ROW.match(line)
+        if m and m.group(3) == "default":
+            theirs[m.group(1)] = (float(m.group(6)), float(m.group(8)))
+    rows = []
+    for line in open(bench):
+        m = ROW.match(line)
+        if not m or m.group(4) is not None or want.get(m.group(2)) != m.group(3) or m.group(1) not in theirs:
+            continue
+        pf, pb = theirs[m.group(1)]
+        rows.append({"shape": m.group(1), "fwd_tflops": float(m.group(6)), "bwd_tflops": float(m.group(8)),
+                     "peer_fwd_tflops": pf, "peer_bwd_tflops": pb, "config": m.group(3),
+                     "peer": who + ": scaled_dot_product_attention default dispatch, bf16, is_causal, enable_gqa",
+                     "convention": "causal FLOPs halved; backward = 2.5x forward FLOPs"})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", action="append", default=[])
     ap.add_argument("--peer")
     ap.add_argument("--attention")
+    ap.add_argument("--attn-bench")
+    ap.add_argument("--attn-peer")
+    ap.add_argument("--attn-config", default="64=1x2/3x4/3x2,128=3x2/3x3/3x2")
     ap.add_argument("--commit", required=True)
     ap.add_argument("--gpu", required=True)
     ap.add_argument("--date", default=datetime.date.today().isoformat())
@@ -134,6 +168,8 @@ def main():
             line = line.strip()
             if line.startswith("{"):
                 att.append(json.loads(line))
+    if a.attn_bench and a.attn_peer:
+        att.extend(attention_rows(a.attn_bench, a.attn_peer, a.attn_config))
     rec = {"date": a.date, "commit": a.commit, "gpu": a.gpu, "rows": rows, "attention": att}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
@@ -146,6 +182,10 @@ def main():
             r["preset"], r["recipe"], r["gemm"], "%dx%d" % (r["batch"], r["seq"]), r["tok_s"],
             "%.0f" % r["peer_tok_s"] if r["peer_tok_s"] else "-",
             "%.3f" % (r["tok_s"] / r["peer_tok_s"]) if r["peer_tok_s"] else "-", 100 * r["mfu"]))
+    for r in att:
+        print("attention %-22s %-12s fwd %6.1f / %6.1f = %.3fx  bwd %6.1f / %6.1f = %.3fx" % (
+            r["shape"], r.get("config", ""), r["fwd_tflops"], r["peer_fwd_tflops"], r["fwd_tflops"] / r["peer_fwd_tflops"],
+            r["bwd_tflops"], r["peer_bwd_tflops"], r["bwd_tflops"] / r["peer_bwd_tflops"]))
 
 
 if __name__ == "__main__":
