@@ -56,28 +56,29 @@ TEST(e2m1_rne_is_nearest_even) {
     }
 }
 
-/* mx_e2m1_code_arith / mx_e2m1_mag_arith (the GPU fast quantizer's rounding) against mx_e2m1_rne on
- * every float of [0.25, 8) (every threshold and tie lies there) and both signs, and on a sample of the
- * binades below (which all round to 0 or 0.5). The GPU test checks all 2^32 floats. */
-TEST(e2m1_arith_equals_rne) {
+/* mx_e2m1_rint_bits (the GPU fast quantizer's rounding) against mx_e2m1_rne's magnitude on every float of
+ * [0.25, 8) (every threshold and tie lies there) and on a sample of the binades below (which all round to
+ * 0 or 0.5), and the float it returns: 2^23 + code exactly. The GPU test checks all 2^32 floats. */
+TEST(e2m1_rint_equals_rne) {
     long long bad = 0, n = 0;
-    for (uint32_t e = 0; e <= 129; e++) {          /* biased exponents of |v| < 8 */
+    for (uint32_t e = 0; e <= 129; e++) {          /* biased exponents of y < 8 */
         const uint32_t step = e >= 125 ? 1u : 4099u; /* all of [0.25, 8), a sample below */
-        for (uint32_t m = 0; m < (1u << 23); m += step)
-            for (uint32_t s = 0; s < 2; s++) {
-                const float v = mx_u2f(s << 31 | e << 23 | m);
-                const uint8_t c = mx_e2m1_rne(v);
-                const float mag = mx_e2m1_decode((uint8_t)(c & 7));
-                n++;
-                if (mx_e2m1_code_arith(v) != c || mx_f2u(mx_e2m1_mag_arith(v)) != mx_f2u(mag)) {
-                    if (!bad) CHECKF(0, "v = %.9g: arith code %u / magnitude %g, mx_e2m1_rne %u / %g", v,
-                                     mx_e2m1_code_arith(v), mx_e2m1_mag_arith(v), c, mag);
-                    bad++;
-                }
+        for (uint32_t m = 0; m < (1u << 23); m += step) {
+            const float y = mx_u2f(e << 23 | m);
+            const uint32_t want = (uint32_t)(mx_e2m1_rne(y) & 7), got = mx_e2m1_rint_bits(y);
+            n++;
+            if (got != 0x4b000000u + want) {
+                if (!bad) CHECKF(0, "y = %.9g: rint bits 0x%08x, mx_e2m1_rne %u", y, got, want);
+                bad++;
             }
+        }
     }
     CHECKF(bad == 0, "%lld of %lld floats differ", bad, n);
-    CHECK(n > 80000000);
+    CHECK(n > 40000000);
+    /* the ties and the saturation by name */
+    const float ys[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 6.99f, 7.0f, 7.99f, 0.0f};
+    const uint32_t cs[] = {0, 2, 2, 4, 4, 6, 6, 7, 7, 7, 7, 0};
+    for (int i = 0; i < 12; i++) CHECKF(mx_e2m1_rint_bits(ys[i]) == 0x4b000000u + cs[i], "y = %g", ys[i]);
 }
 
 TEST(e8m0_decode) {

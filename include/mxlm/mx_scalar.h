@@ -11,6 +11,7 @@
 #ifndef MXLM_MX_SCALAR_H
 #define MXLM_MX_SCALAR_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -113,37 +114,23 @@ MX_HD uint8_t mx_e2m1_rne(float v) {
     return (uint8_t)(s | c);
 }
 
-/* The same rounding by arithmetic, for |v| < 8 (every element of a finite block once divided by its
- * scale: amax / 2^e < 8 under each rule of mx_e8m0_for_amax). The grid point of |v| is
- * r = (|v| + M) - M with M = 2^(max(e, 0) + 22), e = floor(log2 |v|): the float addition rounds |v|
- * to ulp(M), which is E2M1's step there (0.5 below 2, 1 on [2, 4), 2 on [4, 8)), ties to even
- * exactly as mx_e2m1_rne (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4),
- * and 7 and above saturate to 6. The code counts the ulps above M plus 2 per binade above [0, 2)
- * (mb >> 22 = 298 + 2 * binade). No compare chain: the GPU's fast quantizer runs these. Equal to
- * mx_e2m1_rne (the code) and to its decoded magnitude on every float with |v| < 8: tests/test_mx.c
- * checks every float of [0.25, 8) and a sample below, the GPU test all 2^32 (mxg_selftest_round). */
-MX_HD uint32_t mx_e2m1_magic(float v) { /* the bits of M */
-    const uint32_t e = mx_f2u(v) & 0x7f800000u;
-    return (e > 0x3f800000u ? e : 0x3f800000u) + 0x0b000000u;
-}
-MX_HD float mx_e2m1_mag_arith(float v) { /* |decode(mx_e2m1_rne(v))| for |v| < 8 */
-    const float m = mx_u2f(mx_e2m1_magic(v));
-#ifdef __CUDA_ARCH__
-    return fminf(__fsub_rn(__fadd_rn(fabsf(v), m), m), 6.0f);
-#else
-    const float r = (mx_u2f(mx_f2u(v) & 0x7fffffffu) + m) - m;
-    return r < 6.0f ? r : 6.0f;
-#endif
-}
-MX_HD uint32_t mx_e2m1_code_arith(float v) { /* mx_e2m1_rne(v) for |v| < 8 */
-    const uint32_t mb = mx_e2m1_magic(v);
-#ifdef __CUDA_ARCH__
-    const uint32_t n = mx_f2u(__fadd_rn(fabsf(v), mx_u2f(mb))) - mb; /* ulps above M: 0..4 */
-#else
-    const uint32_t n = mx_f2u(mx_u2f(mx_f2u(v) & 0x7fffffffu) + mx_u2f(mb)) - mb;
-#endif
-    const uint32_t idx = n + (mb >> 22) - 298u;
-    return (idx < 7u ? idx : 7u) | ((mx_f2u(v) >> 28) & 8u);
+/* The same rounding as three rounds to an integer, for 0 <= y < 8 (|v| of a finite block once divided by its
+ * scale: amax / 2^e < 8 under each rule of mx_e8m0_for_amax). E2M1's grid is uniform in the code on each of
+ * [0, 2], [2, 4] and [4, 8): there code = 2y, y + 2, y/2 + 4, and the ties of each line fall where its
+ * integer rounding (ties to even) ties, the even code being the value of even mantissa (0.25 -> 0,
+ * 0.75 -> 2, 1.25 -> 2, 1.75 -> 4, 2.5 -> 4, 3.5 -> 6, 5 -> 6). The three lines' least is the right one on
+ * [0, 8) and rint is monotone, so code = min(rint(2y), rint(y) + 2, rint(y/2) + 4, 7) (7: saturation to 6).
+ * Each rint is one rounding of an exact value: fma(y, k, 2^23 + c) rounds k*y + 2^23 + c to the integer
+ * 2^23 + c + rint(k*y) (the ulp is 1 on [2^23, 2^24), and c is even, so a tie keeps its parity). The code is
+ * the low byte of the least of those floats (its bits are 0x4b000000 + code): no compare chain, no integer
+ * step; the GPU's fast quantizer takes y = |v| * 2^-e inside its fma (exact: a power-of-two scaling).
+ * Equal to mx_e2m1_rne's magnitude on every float of [0, 8): tests/test_mx.c checks every float of [0.25, 8)
+ * and a sample below, the GPU test all 2^32 (mxg_selftest_round). */
+MX_HD uint32_t mx_e2m1_rint_bits(float y) {
+    const float a = fmaf(y, 2.0f, 8388608.0f), b = fmaf(y, 1.0f, 8388610.0f), c = fmaf(y, 0.5f, 8388612.0f);
+    float m = a < b ? a : b;
+    m = m < c ? m : c;
+    return mx_f2u(m < 8388615.0f ? m : 8388615.0f);
 }
 
 /* Stochastic rounding: with lo <= |v| < hi the neighbouring grid points,
@@ -207,18 +194,13 @@ MX_HD float mx_fp4_scaled(float q, float sc, mx_scale_rule rule) {
  * Subnormal amax all land on the -127 clamp, so the biased exponent field is
  * enough (floor(log2) of a subnormal is below -126). */
 MX_HD uint8_t mx_e8m0_for_amax(float amax, mx_scale_rule rule) { /* dither: floor's */
-    uint32_t u = mx_f2u(amax) & 0x7fffffffu;
+    /* written with selects, not branches (the GPU quantizers run it once a block) */
+    const uint32_t u = mx_f2u(amax) & 0x7fffffffu, man = u & 0x7fffffu;
+    const int eb = (int)(u >> 23);           /* floor(log2 amax) + 127; 0 for zero and subnormals */
+    const int up = rule == MX_SCALE_EVEN ? man >= 0x600000u : rule == MX_SCALE_CEIL ? man > 0x400000u : 0;
+    const int b = eb + up - 2;               /* e + 127: e = floor + up - 2, at least -127 (never over 127) */
     if (u >= 0x7f800000u) return MX_E8M0_NAN;
-    int fl = (int)(u >> 23) - 127;           /* -127 for zero and subnormals */
-    uint32_t man = u & 0x7fffffu;
-    int e;
-    if (u < 0x00800000u) e = -127;
-    else if (rule == MX_SCALE_EVEN) e = fl + (man >= 0x600000u ? 1 : 0) - 2;
-    else if (rule == MX_SCALE_CEIL) e = fl + (man > 0x400000u ? 1 : 0) - 2;
-    else e = fl - 2;
-    if (e < -127) e = -127;
-    if (e > 127) e = 127;
-    return (uint8_t)(e + 127);
+    return (uint8_t)(eb == 0 || b < 0 ? 0 : b);
 }
 
 /* ---- FP8: E4M3 (OCP "fn": no Inf, max 448, S.1111.111 = NaN) and E5M2 --- */

@@ -44,6 +44,18 @@ __device__ __forceinline__ void fwht_rt(float (&v)[32], int n) {
     }
 }
 
+/* mx_fwht's butterflies for a compile-time n in {0, 2, 4, ..., 32} (0: none), without the final multiply by
+ * mx_hadamard_norm(n), which the fast quantizer applies itself (qf_quant: folded into the block scale where
+ * the norm is a power of two). The same stages in the same order as fwht_rt. */
+template <int N> __device__ __forceinline__ void fwht_ct(float (&v)[32]) {
+    static_assert(N == 0 || (N >= 2 && N <= 32 && (N & (N - 1)) == 0), "fwht_ct: n in {0, 2, ..., 32}");
+    if constexpr (N > 1) fwht_stage<1>(v);
+    if constexpr (N > 2) fwht_stage<2>(v);
+    if constexpr (N > 4) fwht_stage<4>(v);
+    if constexpr (N > 8) fwht_stage<8>(v);
+    if constexpr (N > 16) fwht_stage<16>(v);
+}
+
 }  // namespace
 
 #endif

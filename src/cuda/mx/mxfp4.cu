@@ -58,21 +58,39 @@ struct QArgs {
 };
 
 /* The fast quantizer's arithmetic against the scalar definitions on all 2^32 floats
- * (mxg_selftest_round): bad[0] mx_e2m1_code_arith vs mx_e2m1_rne and bad[1] mx_e2m1_mag_arith vs the decoded
- * magnitude, over |y| < 8 (their domain); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3] e5m2x4 vs
- * mx_e5m2_encode over the non-NaN floats. */
+ * (mxg_selftest_round), 8 consecutive floats a step, as a block's values: bad[0] the codes that
+ * e2m1_rint_scaled + e2m1_pack8 make (the values times 8 under a scale of 1/8, so the scale inside the fma is
+ * exercised) against mx_e2m1_rne, and bad[1] their folded E4M3 bytes (e4m3_table + e4m3_of_codes8, the
+ * window's 15 exponents in turn) against mx_e4m3_encode(decode(code) * 2^(d+6)), over |y| < 8 (their
+ * domain; other floats stand in as 0 and are not counted); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3]
+ * e5m2x4 vs mx_e5m2_encode over the non-NaN floats. */
 __global__ void k_selftest_round(unsigned long long* bad) {
     unsigned long long nb[4] = {0, 0, 0, 0};
-    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < (1ull << 32); u += (uint64_t)gridDim.x * blockDim.x) {
-        const float y = mx_u2f((uint32_t)u);
-        if (fabsf(y) < 8.0f) {
-            const uint8_t c = mx_e2m1_rne(y);
-            nb[0] += mx_e2m1_code_arith(y) != (uint32_t)c;
-            nb[1] += mx_f2u(mx_e2m1_mag_arith(y)) != mx_f2u(fabsf(mx_e2m1_decode(c)));
+    for (uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; g < (1ull << 29); g += (uint64_t)gridDim.x * blockDim.x) {
+        float y[8], v[8];
+        uint32_t t[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            y[k] = mx_u2f((uint32_t)(8 * g + k));
+            if (y[k] == y[k]) {
+                nb[2] += (e4m3x4(y[k], 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e4m3_encode(y[k]);
+                nb[3] += (e5m2x4(y[k], 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e5m2_encode(y[k]);
+            }
+            v[k] = fabsf(y[k]) < 8.0f ? y[k] * 8.0f : 0.0f;
+            t[k] = e2m1_rint_scaled(v[k], 0.25f, 0.125f, 0.0625f);
         }
-        if (y == y) {
-            nb[2] += (e4m3x4(y, 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e4m3_encode(y);
-            nb[3] += (e5m2x4(y, 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e5m2_encode(y);
+        const uint32_t p = e2m1_pack8(t, v);
+        const int d = -(int)((g >> 3) % 15);
+        const float mf = mx_exp2i(d + 6);
+        uint32_t lo, hi, o[2];
+        e4m3_table(mf, lo, hi);
+        e4m3_of_codes8(p, lo, hi, o[0], o[1]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            if (!(fabsf(y[k]) < 8.0f)) continue;
+            const uint8_t c = mx_e2m1_rne(y[k]), got = (uint8_t)((p >> (4 * k)) & 15u);
+            nb[0] += got != c;
+            nb[1] += ((o[k >> 2] >> (8 * (k & 3))) & 0xffu) != mx_e4m3_encode(mx_e2m1_decode(c) * mf);
         }
     }
     for (int k = 0; k < 4; k++)
@@ -150,8 +168,7 @@ template <int TR, int TC> struct Smem {
     static constexpr size_t scl_c = scl_r + TR * (TC / 32);
     static constexpr size_t sg_r = scl_c + TC * (TR / 32);
     static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
-    static constexpr size_t lut = sg_c + sizeof(float) * TR;
-    static constexpr size_t cnt = lut + 256;
+    static constexpr size_t cnt = sg_c + sizeof(float) * TR;
     static constexpr size_t total = cnt + 16;
 };
 
@@ -166,7 +183,7 @@ template <int TR, int TC> struct Smem {
  * their counters (cnt[0..1] or cnt[2..3]). */
 template <int DIR, int TR, int TC, bool ST>
 __device__ __forceinline__ void quant_pass(const Slot& s, float* xs, uint8_t* scl, const float* sgn,
-                                           const uint8_t* lut, unsigned* cnt, int r0, int c0, int rows, int cols) {
+                                           unsigned* cnt, int r0, int c0, int rows, int cols) {
     constexpr int S = Smem<TR, TC>::S;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     /* lane axis: rows (DIR 0) or columns (DIR 1); block axis: the other */
@@ -260,7 +277,7 @@ __device__ __forceinline__ void quant_pass(const Slot& s, float* xs, uint8_t* sc
             if (gl < LN && gb < BN) {
                 int eref = eref_of(&scl[li * NB + (bi & ~3)], 4);
                 uint32_t o[8];
-                if (fold32(pk[k], sbk[k], eref, lut, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
+                if (fold32(pk[k], sbk[k], eref, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
                 uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * BN + gb);
                 dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
                 dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
@@ -283,7 +300,6 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);  // [TC][TR/32]
     float* sg_r = (float*)(sm + L::sg_r);        // [TC]
     float* sg_c = (float*)(sm + L::sg_c);        // [TR]
-    uint8_t* lut = (uint8_t*)(sm + L::lut);      // [15][16]
     unsigned* cnt = (unsigned*)(sm + L::cnt);    // [4]
 
     const int rows = a.rows, cols = a.cols;
@@ -292,7 +308,6 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     const T* x = (const T*)a.x;
 
     if (tid < 4) cnt[tid] = 0;
-    if (tid < 240) lut[tid] = fold_lut_entry(tid);
     if (a.s[0].active)
         for (int j = tid; j < TC; j += NT)
             sg_r[j] = (a.s[0].rnd && c0 + j < cols) ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
@@ -345,8 +360,8 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
     }
     __syncthreads();
 
-    if (a.s[0].active) quant_pass<0, TR, TC, ST>(a.s[0], xs, scl_r, sg_r, lut, cnt, r0, c0, rows, cols);
-    if (a.s[1].active) quant_pass<1, TR, TC, ST>(a.s[1], xs, scl_c, sg_c, lut, cnt, r0, c0, rows, cols);
+    if (a.s[0].active) quant_pass<0, TR, TC, ST>(a.s[0], xs, scl_r, sg_r, cnt, r0, c0, rows, cols);
+    if (a.s[1].active) quant_pass<1, TR, TC, ST>(a.s[1], xs, scl_c, sg_c, cnt, r0, c0, rows, cols);
     __syncthreads();
     flush_counters(a, cnt);
 }
@@ -358,7 +373,6 @@ __global__ void __launch_bounds__(NT, 2) k_quant(QArgs a) {
  * pass: the codes stay in registers until the row's maximum is known. */
 template <typename T, int NB, bool ST>
 __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
-    __shared__ uint8_t lut[240];
     __shared__ int red[4];
     __shared__ unsigned cnt[2];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -371,7 +385,6 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
     uint8_t* e4m3 = a.s[0].e4m3;
     float* fscale = a.s[0].fscale;
     mxg_opstats* stats = a.s[0].stats;
-    for (int i = tid; i < 240; i += 128) lut[i] = fold_lut_entry(i);
     if (tid < 2) cnt[tid] = 0;
     __syncthreads();
     const T* xr = (const T*)a.x + (size_t)r * cols;
@@ -450,7 +463,7 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
             }
             if (b < nb) {
                 uint32_t o[8];
-                oow += fold32(pk[j], sbk[j], eref, lut, o);
+                oow += fold32(pk[j], sbk[j], eref, o);
                 uint4* dst = (uint4*)(e4m3 + (size_t)r * cols + (size_t)b * 32);
                 dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
                 dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
@@ -469,10 +482,14 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
 /* ---- the fast staged quantizer: RNE, rotation <= 32, 1x32 / 32x1, no telemetry ----
  * The outputs of k_quant for the recipes the trainer runs most (every RNE recipe's operands),
  * in fewer instructions a value and with the loads of the next tile in flight while one is
- * computed: the arithmetic E2M1 rounding (mx_scalar.h's mx_e2m1_code_arith / mx_e2m1_mag_arith: no compare chain),
- * a NaN-propagating amax (one max a value), the fold written directly by the hardware E4M3
- * conversion (fold32_direct: exact inside the fold window; the rare block outside it takes
- * fold32's table). One thread owns one 32-block per direction of a TR x TC tile: NT = TR*TC/32
+ * computed. A value's work (qf_quant): the butterflies of its rotation, its share of a tree amax,
+ * three fma and three min for its code (mx_e2m1_rint_bits: the block scale, and the rotation's norm
+ * where that is a power of two, inside the fma), about two prmt-steps to pack it with its sign, and
+ * one more to look up its folded E4M3 byte in the block's register table (e4m3_of_codes8). The
+ * rotation size is a template argument (one instantiation each of none, 16, 32: with a run-time
+ * size the compiler copied the 32 values between the butterfly stages, 2 instructions a value; the
+ * other sizes share one run-time instantiation, QF_RT).
+ * One thread owns one 32-block per direction of a TR x TC tile: NT = TR*TC/32
  * threads, each making one row-direction and/or one column-direction block.
  *   persistent  a grid of resident CTAs, each looping over tiles; the tile after the current
  *            one is copied by cp.async into the other of two shared buffers meanwhile
@@ -497,8 +514,7 @@ template <typename T, int TR, int TC> struct QfSmem {
     static constexpr size_t sg_r = 2 * tile;                /* [TC] float */
     static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
     static constexpr size_t scl_c = sg_c + sizeof(float) * TR;  /* [TR/32][TC] column blocks' scales */
-    static constexpr size_t lut = scl_c + TC * (TR / 32);
-    static constexpr size_t cnt = (lut + 240 + 15) / 16 * 16;
+    static constexpr size_t cnt = (scl_c + TC * (TR / 32) + 15) / 16 * 16;
     static constexpr size_t total = cnt + 16;
 };
 
@@ -508,35 +524,64 @@ template <typename T, int TR, int TC> __device__ __forceinline__ int qf_at(int r
     return r * L::SB + (c >> 5) * L::BSB + (c & 31) * (int)sizeof(T);
 }
 
-/* One block's scale byte from its rotated values: NaN scale for a block holding NaN or Inf. */
-__device__ __forceinline__ uint8_t qf_scale(const float (&v)[32], int rule, float& amax) {
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 32; i++) m = fmax_nan(m, fabsf(v[i]));
-    amax = m;
-    return !(m <= 3.4028235e38f) ? (uint8_t)MX_E8M0_NAN : mx_e8m0_for_amax(m, (mx_scale_rule)rule);
-}
+/* The rotation sizes the fast kernels instantiate (the trainer's: none, h16, h32); QF_RT: any size up to 32
+ * known at run time (fwht_rt, the norm multiplied in), for the others. */
+constexpr int QF_RT = -1;
+constexpr bool qf_rot(int n) { return n == 0 || n == 16 || n == 32; }
 
-/* The E4M3 bytes of one block given its e_ref (fold32's result; returns 1 for a block outside the
- * window with a nonzero code). */
-__device__ __forceinline__ int qf_fold(const float (&v)[32], uint8_t sb, float inv, int eref, const uint8_t* lut,
-                                       uint32_t (&o)[8]) {
-    const int d = (int)sb - 127 - eref;
-    if (sb != MX_E8M0_NAN && d >= -14) {
-        fold32_direct(v, inv, mx_exp2i(d + 6), o);
-        return 0;
+/* One block quantized in registers: v its 32 values after hN's butterflies (fwht_ct<N>, not yet times
+ * nrm = mx_hadamard_norm(N); 1 without rotation). Returns the scale byte (NaN for a block holding NaN or
+ * Inf, whose codes are 0) and the packed codes pk of src/mx/mxfp4.c's quantizer applied to fl(v * nrm);
+ * clip: amax * inv > 6 (some value saturates). The reference's amax is the max of fl(|v| * nrm), which
+ * is fl(max |v| * nrm) (rounding is monotone). Its values y = fl(v * nrm) * inv enter the rounding's fma
+ * as |v| * s: with nrm a power of two (N 0, 16) s = nrm * inv, else v is multiplied by nrm first, as the
+ * reference, and s = inv. Exact while inv <= 2^100 (scale byte >= 27): a power-of-two scaling then keeps
+ * a value normal or leaves it below 2^-26, where the reference's rounded y and the fma's exact one both
+ * give code 0 (its sign kept). A tinier block (all zero included) takes the reference's two roundings. */
+template <int N>
+__device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (&pk)[4], bool& clip) {
+    constexpr bool POW2 = N <= 0 || N == 4 || N == 16;   /* QF_RT: v is already normalized (nrm 1) */
+    const float nrm = N > 0 ? mx_hadamard_norm(N) : 1.0f;
+    if constexpr (!POW2)
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] *= nrm;
+    const float amax = POW2 && N > 0 ? amax32(v) * nrm : amax32(v);
+    clip = false;
+    pk[0] = pk[1] = pk[2] = pk[3] = 0;
+    if (!(amax <= 3.4028235e38f)) return (uint8_t)MX_E8M0_NAN;
+    const uint8_t sb = mx_e8m0_for_amax(amax, (mx_scale_rule)rule);
+    const float inv = mx_exp2i(127 - (int)sb);
+    clip = amax * inv > 6.0f;
+    if (sb >= 27) {
+        const float sc = POW2 ? nrm * inv : inv, s2 = 2.0f * sc, sh = 0.5f * sc;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            uint32_t t[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) t[k] = e2m1_rint_scaled(v[8 * w + k], s2, sc, sh);
+            pk[w] = e2m1_pack8(t, &v[8 * w]);
+        }
+    } else {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            uint32_t t[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float x = POW2 ? v[8 * w + k] * nrm : v[8 * w + k];
+                t[k] = mx_e2m1_rint_bits(fabsf(x * inv));
+            }
+            pk[w] = e2m1_pack8(t, &v[8 * w]);
+        }
     }
-    uint32_t pk[4] = {0, 0, 0, 0};
-    if (sb != MX_E8M0_NAN) codes32(v, inv, pk);
-    return fold32(pk, sb, eref, lut, o);
+    return sb;
 }
 
 /* One direction's block of the staged tile xt (at r0, c0 in x): DIR 0 a 32-block of a row, DIR 1
- * of a column, owned by this thread. Every thread of the CTA calls it (the column pass's e_ref
- * exchange has a barrier). */
-template <int DIR, typename T, int TR, int TC>
-__device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c,
-                                        const uint8_t* lut, unsigned* cnt, int r0, int c0, int rows, int cols) {
+ * of a column, owned by this thread; N its rotation. Every thread of the CTA calls it (the column
+ * pass's e_ref exchange has a barrier). */
+template <int DIR, int N, typename T, int TR, int TC>
+__device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c, unsigned* cnt,
+                                        int r0, int c0, int rows, int cols) {
     const int tid = threadIdx.x, lane = tid & 31;
     const int NB = DIR ? TR / 32 : TC / 32, NL = DIR ? TC : TR;
     const int li = DIR ? tid % NL : tid / NB, bi = DIR ? tid / NL : tid % NB;
@@ -545,14 +590,17 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     const bool valid = gl < LN && gb < BN;
     float v[32];
     if (DIR == 0) {
-        constexpr int V = 16 / sizeof(T);
 #pragma unroll
-        for (int i = 0; i < 32; i += V) {
-            T tmp[V];
+        for (int i = 0; i < 32; i += 16 / (int)sizeof(T)) {
             const uint4 u = *(const uint4*)(xt + qf_at<T, TR, TC>(li, bi * 32 + i));
-            memcpy(tmp, &u, 16);
-#pragma unroll
-            for (int k = 0; k < V; k++) v[i + k] = to_f<T>(tmp[k]);
+            if constexpr (sizeof(T) == 2) {
+                bf16x2_f32(u.x, v[i], v[i + 1]);
+                bf16x2_f32(u.y, v[i + 2], v[i + 3]);
+                bf16x2_f32(u.z, v[i + 4], v[i + 5]);
+                bf16x2_f32(u.w, v[i + 6], v[i + 7]);
+            } else {
+                v[i] = mx_u2f(u.x); v[i + 1] = mx_u2f(u.y); v[i + 2] = mx_u2f(u.z); v[i + 3] = mx_u2f(u.w);
+            }
         }
     } else {
 #pragma unroll
@@ -561,18 +609,14 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     if (s.rnd)
 #pragma unroll
         for (int i = 0; i < 32; i++) v[i] *= sgn[bi * 32 + i];
-    fwht_rt(v, s.had_n);
-    float amax;
-    const uint8_t sb = qf_scale(v, s.rule, amax);
-    const float inv = mx_exp2i(127 - (int)sb);
-    const bool clip = valid && sb != MX_E8M0_NAN && amax * inv > 6.0f;
-    const unsigned nclip = __popc(__ballot_sync(0xffffffffu, clip));
+    if constexpr (N == QF_RT) fwht_rt(v, s.had_n);
+    else fwht_ct<N>(v);
+    uint32_t pk[4];
+    bool clip;
+    const uint8_t sb = qf_quant<N>(v, s.rule, pk, clip);
+    const unsigned nclip = __popc(__ballot_sync(0xffffffffu, valid && clip));
     if (lane == 0 && nclip) atomicAdd(&cnt[2 * DIR], nclip);
-    if (s.codes && valid) {
-        uint32_t pk[4] = {0, 0, 0, 0};
-        if (sb != MX_E8M0_NAN) codes32(v, inv, pk);
-        *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
-    }
+    if (s.codes && valid) *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
     if (s.scales && valid) s.scales[(size_t)gl * (BN / 32) + gb / 32] = sb;
     if (!s.e4m3) return;
     /* e_ref: the largest non-NaN block exponent of the 128-group (4 blocks along the block axis) */
@@ -593,19 +637,30 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     const int eref = m < 0 ? 0 : m - 127;
     if (!valid) return;
     uint32_t o[8];
-    if (qf_fold(v, sb, inv, eref, lut, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
+    if (fold32(pk, sb, eref, o)) atomicAdd(&cnt[2 * DIR + 1], 1u);
     uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * BN + gb);
     dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
     dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
     if ((bi & 3) == 0 && s.fscale) s.fscale[(size_t)(gb / 128) * LN + gl] = mx_exp2i(eref - 6);
 }
 
-/* Issue the cp.async copies of tile t into the staged buffer xt (chunks outside x are zero-filled),
- * one commit group. */
+/* A persistent CTA's walk over the tiles: tile t = tr * ntc + tc, then t + gridDim.x, ...; the tile's
+ * row and column advanced by the grid's quotient and remainder (worked out once), not divided anew. */
+struct TileWalk {
+    int tr, tc, ntc, gr, gc;
+    __device__ TileWalk(int t, int ntc_) : tr(t / ntc_), tc(t % ntc_), ntc(ntc_), gr(gridDim.x / ntc_), gc(gridDim.x % ntc_) {}
+    __device__ void next() {
+        tc += gc;
+        tr += gr;
+        if (tc >= ntc) { tc -= ntc; tr++; }
+    }
+};
+
+/* Issue the cp.async copies of the tile at (r0, c0) into the staged buffer xt (chunks outside x are
+ * zero-filled), one commit group. */
 template <typename T, int TR, int TC>
-__device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int ntc, int t, char* xt) {
+__device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int r0, int c0, char* xt) {
     constexpr int V = 16 / sizeof(T), NT = TR * TC / 32, NL = TR * TC / V / NT;
-    const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
 #pragma unroll
     for (int j = 0; j < NL; j++) {
         const int e = j * NT + threadIdx.x, r = e / (TC / V), c = (e % (TC / V)) * V;
@@ -617,8 +672,8 @@ __device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int 
     asm volatile("cp.async.commit_group;\n" ::);
 }
 
-template <typename T, int TR, int TC>
-__global__ void __launch_bounds__(TR * TC / 32, (TR * TC / 32) > 256 ? 1 : 3) k_qfast(QArgs a) {
+template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3)>
+__global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
     constexpr int NT = TR * TC / 32;
     using L = QfSmem<T, TR, TC>;
     extern __shared__ float4 smem_raw[];
@@ -626,25 +681,23 @@ __global__ void __launch_bounds__(TR * TC / 32, (TR * TC / 32) > 256 ? 1 : 3) k_
     float* sg_r = (float*)(sm + L::sg_r);
     float* sg_c = (float*)(sm + L::sg_c);
     uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);
-    uint8_t* lut = (uint8_t*)(sm + L::lut);
     unsigned* cnt = (unsigned*)(sm + L::cnt);
     const int rows = a.rows, cols = a.cols, tid = threadIdx.x;
     const int ntc = (cols + TC - 1) / TC, ntiles = ((rows + TR - 1) / TR) * ntc;
     const T* x = (const T*)a.x;
     if (tid < 4) cnt[tid] = 0;
-    if ((a.s[0].active && a.s[0].e4m3) || (a.s[1].active && a.s[1].e4m3))
-        for (int i = tid; i < 240; i += NT) lut[i] = fold_lut_entry(i);
+    TileWalk cur(blockIdx.x, ntc), nxt = cur;
+    nxt.next();
     int t = blockIdx.x;
-    if (t < ntiles) qf_prefetch<T, TR, TC>(x, rows, cols, ntc, t, sm + L::xs);
+    if (t < ntiles) qf_prefetch<T, TR, TC>(x, rows, cols, cur.tr * TR, cur.tc * TC, sm + L::xs);
     for (int k = 0; t < ntiles; t += gridDim.x, k++) {
-        const int next = t + gridDim.x;
-        if (next < ntiles) {
-            qf_prefetch<T, TR, TC>(x, rows, cols, ntc, next, sm + L::xs + ((k + 1) & 1) * L::tile);
+        if (t + (int)gridDim.x < ntiles) {
+            qf_prefetch<T, TR, TC>(x, rows, cols, nxt.tr * TR, nxt.tc * TC, sm + L::xs + ((k + 1) & 1) * L::tile);
             asm volatile("cp.async.wait_group 1;\n" ::);
         } else {
             asm volatile("cp.async.wait_group 0;\n" ::);
         }
-        const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
+        const int r0 = cur.tr * TR, c0 = cur.tc * TC;
         if (a.s[0].active && a.s[0].rnd)
             for (int j = tid; j < TC; j += NT)
                 sg_r[j] = c0 + j < cols ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
@@ -655,13 +708,27 @@ __global__ void __launch_bounds__(TR * TC / 32, (TR * TC / 32) > 256 ? 1 : 3) k_
         const char* xt = sm + L::xs + (k & 1) * L::tile;
         /* the row pass needs the 4 blocks of a 128-group across the tile (TC 128), the column pass likewise (TR 128) */
         if constexpr (TC == 128)
-            if (a.s[0].active) qf_pass<0, T, TR, TC>(a.s[0], xt, sg_r, scl_c, lut, cnt, r0, c0, rows, cols);
+            if (a.s[0].active) qf_pass<0, N, T, TR, TC>(a.s[0], xt, sg_r, scl_c, cnt, r0, c0, rows, cols);
         if constexpr (TR == 128)
-            if (a.s[1].active) qf_pass<1, T, TR, TC>(a.s[1], xt, sg_c, scl_c, lut, cnt, r0, c0, rows, cols);
+            if (a.s[1].active) qf_pass<1, N, T, TR, TC>(a.s[1], xt, sg_c, scl_c, cnt, r0, c0, rows, cols);
+        cur = nxt;
+        nxt.next();
         __syncthreads(); /* buffer k & 1 is the next prefetch's target */
     }
     __syncthreads();
     flush_counters(a, cnt);
+}
+
+/* The fast kernel's instantiation for a's active directions: their rotation size where they share one of
+ * qf_rot's, QF_RT for other sizes up to 32 (or two different ones), -2 where one is larger. */
+int qf_rot_of(const QArgs& a) {
+    int n = -3;
+    for (int d = 0; d < 2; d++) {
+        if (!a.s[d].active) continue;
+        if (a.s[d].had_n > 32) return -2;
+        n = (n == -3 || n == a.s[d].had_n) && qf_rot(a.s[d].had_n) ? a.s[d].had_n : QF_RT;
+    }
+    return n;
 }
 
 /* The fast kernel takes a's outputs: RNE, no 32x32, rotation <= 32, no telemetry, VEC128 fold, and
@@ -669,8 +736,9 @@ __global__ void __launch_bounds__(TR * TC / 32, (TR * TC / 32) > 256 ? 1 : 3) k_
 bool qfast_ok(const QArgs& a, mxg_dtype dt) {
     for (int d = 0; d < 2; d++) {
         const Slot& s = a.s[d];
-        if (s.active && (s.sr || s.l32 || s.had_n > 32 || s.stats || s.outer)) return false;
+        if (s.active && (s.sr || s.l32 || s.stats || s.outer)) return false;
     }
+    if (qf_rot_of(a) < QF_RT) return false;
     const int V = dt == MXG_BF16 ? 8 : 4;
     return (a.s[0].active || a.s[1].active) && a.cols % V == 0 && ((uintptr_t)a.x & 15) == 0;
 }
@@ -690,23 +758,39 @@ template <typename K> int persistent_grid(K kern, int nt, size_t smem, int ntile
     return MX_OK;
 }
 
-template <typename T, int TR, int TC> int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
+template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3)>
+int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
     using L = QfSmem<T, TR, TC>;
     constexpr int NT = TR * TC / 32;
     static int resident = 0; /* CTAs of this kernel that fit the device at once */
     int grid = 0;
-    const int rc = persistent_grid(k_qfast<T, TR, TC>, NT, L::total, ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC),
-                                   &resident, &grid);
+    const int rc = persistent_grid(k_qfast<T, TR, TC, N, MINB>, NT, L::total,
+                                   ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC), &resident, &grid);
     if (rc) return rc;
-    k_qfast<T, TR, TC><<<grid, NT, L::total, st>>>(a);
+    k_qfast<T, TR, TC, N, MINB><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
 }
 
+/* The two-direction h16 kernel on BF16 without random signs (the trainer's X and dY operands) held to 64
+ * registers, two CTAs an SM (its two 40-KB tile buffers allow it; FP32's 72-KB ones do not): 0.187 -> 0.166 ms
+ * for both directions' E4M3 of [16384, 4096] on the H200, 0.162 -> 0.150 ms for the codes; with rh16's sign
+ * multiplies 0.169 -> 0.180, so those keep one CTA (bench/NOTES.md, 2026-12-04). */
+template <typename T, int N> int launch_qfast_n(const QArgs& a, cudaStream_t st) {
+    if constexpr (N == 16 && sizeof(T) == 2)
+        if (a.s[0].active && a.s[1].active && !a.s[0].rnd && !a.s[1].rnd) return launch_qfast_cfg<T, 128, 128, N, 2>(a, st);
+    if (a.s[0].active && a.s[1].active) return launch_qfast_cfg<T, 128, 128, N>(a, st);
+    if (a.s[0].active) return launch_qfast_cfg<T, 64, 128, N>(a, st);
+    return launch_qfast_cfg<T, 128, 64, N>(a, st);
+}
+
 template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
-    if (a.s[0].active && a.s[1].active) return launch_qfast_cfg<T, 128, 128>(a, st);
-    if (a.s[0].active) return launch_qfast_cfg<T, 64, 128>(a, st);
-    return launch_qfast_cfg<T, 128, 64>(a, st);
+    switch (qf_rot_of(a)) {
+    case 0: return launch_qfast_n<T, 0>(a, st);
+    case 16: return launch_qfast_n<T, 16>(a, st);
+    case 32: return launch_qfast_n<T, 32>(a, st);
+    default: return launch_qfast_n<T, QF_RT>(a, st);
+    }
 }
 
 /* ---- quantize-on-produce: the SwiGLU backward's outputs (mxg_quantize_swiglu_bwd) ---- */
@@ -737,15 +821,14 @@ template <int TR, int TC> struct QsSmem {
     static constexpr size_t xs = 0;                             /* [2][tile]: dgate, dup */
     static constexpr size_t sg = 2 * tile;                      /* [4][128] float: signs of the four outputs */
     static constexpr size_t scl_c = sg + sizeof(float) * 4 * 128;
-    static constexpr size_t lut = scl_c + TC * (TR / 32);
-    static constexpr size_t cnt = (lut + 240 + 15) / 16 * 16;   /* [8]: dgate's four counters, dup's */
+    static constexpr size_t cnt = (scl_c + TC * (TR / 32) + 15) / 16 * 16;   /* [8]: dgate's four counters, dup's */
     static constexpr size_t total = cnt + 32;
 };
 
 /* Ask the 128-byte line holding p into L2 (no register, no wait). */
 __device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-template <typename T, int TR, int TC>
+template <typename T, int TR, int TC, int N>
 __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
     const T *gate = (const T*)a.gate, *up = (const T*)a.up, *dh = (const T*)a.dh;
@@ -755,14 +838,13 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     char* sm = (char*)smem_raw;
     float* sg = (float*)(sm + L::sg);
     uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);
-    uint8_t* lut = (uint8_t*)(sm + L::lut);
     unsigned* cnt = (unsigned*)(sm + L::cnt);
     const int rows = a.rows, cols = a.cols, tid = threadIdx.x;
     const int ntc = (cols + TC - 1) / TC, ntiles = ((rows + TR - 1) / TR) * ntc;
     if (tid < 8) cnt[tid] = 0;
-    for (int i = tid; i < 240; i += NT) lut[i] = fold_lut_entry(i);
-    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const int r0 = (t / ntc) * TR, c0 = (t % ntc) * TC;
+    TileWalk cur(blockIdx.x, ntc);
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x, cur.next()) {
+        const int r0 = cur.tr * TR, c0 = cur.tc * TC;
         for (int k = 0; k < 4; k++) { /* output k: tensor k / 2, direction k % 2 */
             const Slot& s = a.q[k / 2].s[k % 2];
             if (!(s.active && s.rnd)) continue;
@@ -812,7 +894,9 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
         /* and the next tile's inputs asked into L2 while the four passes below run (one CTA an SM: its loads
          * would otherwise wait for the passes and the passes for the loads) */
         if (t + (int)gridDim.x < ntiles) {
-            const int tn = t + gridDim.x, rn = (tn / ntc) * TR, cn = (tn % ntc) * TC;
+            TileWalk nw = cur;
+            nw.next();
+            const int rn = nw.tr * TR, cn = nw.tc * TC;
             for (int l = tid; l < TR * (TC / 32); l += NT) { /* 128-byte lines of 32 floats */
                 const int r = rn + l / (TC / 32), c = cn + (l % (TC / 32)) * 32;
                 if (r < rows && c < cols) {
@@ -825,15 +909,15 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
         }
         __syncthreads();
         /* a barrier between passes: a column pass exchanges e_ref through scl_c */
-        if (a.q[0].s[0].active) qf_pass<0, float, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, lut, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[0].active) qf_pass<0, N, float, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
-        if (a.q[0].s[1].active) qf_pass<1, float, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, lut, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[1].active) qf_pass<1, N, float, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[0].active)
-            qf_pass<0, float, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, lut, cnt + 4, r0, c0, rows, cols);
+            qf_pass<0, N, float, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[1].active)
-            qf_pass<1, float, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, lut, cnt + 4, r0, c0, rows, cols);
+            qf_pass<1, N, float, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads(); /* the tiles and signs are the next tile's */
     }
     __syncthreads();
@@ -841,17 +925,28 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     flush_counters(a.q[1], cnt + 4);
 }
 
-template <typename T> int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
+template <typename T, int N> int launch_qswiglu_n(const QsArgs& a, cudaStream_t st) {
     using L = QsSmem<128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
     int grid = 0;
-    const int rc = persistent_grid(k_qswiglu<T, 128, 128>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
+    const int rc = persistent_grid(k_qswiglu<T, 128, 128, N>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
                                    &resident, &grid);
     if (rc) return rc;
-    k_qswiglu<T, 128, 128><<<grid, NT, L::total, st>>>(a);
+    k_qswiglu<T, 128, 128, N><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
+}
+
+/* The four outputs share one rotation (mxg_quantize_swiglu_ok: each tensor's pair through qfast_ok, and
+ * the two tensors' rotations alike) */
+template <typename T> int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
+    switch (qf_rot_of(a.q[0])) {
+    case 0: return launch_qswiglu_n<T, 0>(a, st);
+    case 16: return launch_qswiglu_n<T, 16>(a, st);
+    case 32: return launch_qswiglu_n<T, 32>(a, st);
+    default: return launch_qswiglu_n<T, QF_RT>(a, st);
+    }
 }
 
 template <typename T, bool ST> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
@@ -972,9 +1067,6 @@ __device__ __forceinline__ void load_block(const View& v, int i, int kb, uint32_
 
 /* One warp per stored row. */
 __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned long long* counters) {
-    __shared__ uint8_t lut[240];
-    if (threadIdx.x < 240) lut[threadIdx.x] = fold_lut_entry((int)threadIdx.x);
-    __syncthreads();
     int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (i >= v.R) return;
     int nb = v.K / 32;
@@ -1003,7 +1095,7 @@ __global__ void k_fold(View v, int outer, uint8_t* e4m3, float* fscale, unsigned
             if ((kb & 3) == 0) fscale[(size_t)(kb / 4) * v.R + i] = mx_exp2i(eref - 6);
         }
         uint32_t o[8];
-        oow += fold32(pk, sb, eref, lut, o);
+        oow += fold32(pk, sb, eref, o);
         uint4* dst = (uint4*)(e4m3 + (size_t)i * v.K + (size_t)kb * 32);
         dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
         dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
@@ -1196,6 +1288,7 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
 extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const s[2][2], const mxg_qout* const o[2][2]) {
     if (rows <= 0 || cols <= 0 || rows % 128 || cols % 128) return 0;
     QArgs a;
+    int n0 = -1;
     for (int t = 0; t < 2; t++) {
         memset(&a, 0, sizeof a);
         a.x = (const void*)16; /* qfast_ok's alignment check: the inputs are read as float4 here */
@@ -1206,6 +1299,8 @@ extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const
             if (make_slot(s[t][d], o[t][d], d, rows, cols, &a.s[d]) != MX_OK) return 0;
         }
         if (!qfast_ok(a, MXG_F32)) return 0;
+        if (t == 0) n0 = qf_rot_of(a);
+        else if (qf_rot_of(a) != n0) return 0;
     }
     return 1;
 }

@@ -61,31 +61,73 @@ __device__ __forceinline__ uint32_t e5m2x4(float a, float b, float c, float d) {
     return (uint32_t)lo | ((uint32_t)hi << 16);
 }
 
-/* The 32 packed codes of a finite block: mx_e2m1_code_arith(v[i] * inv). */
-__device__ __forceinline__ void codes32(const float (&v)[32], float inv, uint32_t (&pk)[4]) {
-#pragma unroll
-    for (int w = 0; w < 4; w++) {
-        uint32_t p = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) p |= mx_e2m1_code_arith(v[8 * w + i] * inv) << (4 * i);
-        pk[w] = p;
-    }
+/* PTX prmt in its generic mode: byte i of the result is byte (s >> 4i) & 7 of the pair {b, a} (a's bytes
+ * 0-3, b's 4-7), or with bit 3 of that nibble set the selected byte's sign bit over all 8 bits. Only the
+ * low 16 bits of s are read. */
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+    return r;
 }
 
-/* The folded E4M3 bytes of a finite block inside the fold window (its exponent d = e - e_ref in
- * [-14, 0], mf = 2^(d+6)): E4M3(RNE(v*inv) * mf), which is exact there, so it is fold32's table
- * entry for every code (-0 included: copysign keeps the sign of a value that rounds to zero). */
-__device__ __forceinline__ void fold32_direct(const float (&v)[32], float inv, float mf, uint32_t (&o)[8]) {
+/* The two BF16 values of a 32-bit word as floats (the first in the low half): exact. */
+__device__ __forceinline__ void bf16x2_f32(uint32_t w, float& lo, float& hi) {
+    lo = mx_u2f(w << 16);
+    hi = mx_u2f(w & 0xffff0000u);
+}
+
+/* mx_e2m1_rint_bits(|v| * s) for a block scale s under which |v| * s is exact (a power of two that keeps
+ * the block's values normal, or sends them below 2^-26 where every line rounds to 0): the three lines'
+ * fma take |v| and the line's slope times s (s2 = 2s, sh = s/2), so no multiply of its own. */
+__device__ __forceinline__ uint32_t e2m1_rint_scaled(float v, float s2, float s, float sh) {
+    const float a = __fmaf_rn(fabsf(v), s2, 8388608.0f), b = __fmaf_rn(fabsf(v), s, 8388610.0f),
+                c = __fmaf_rn(fabsf(v), sh, 8388612.0f);
+    return mx_f2u(fminf(fminf(a, b), fminf(c, 8388615.0f)));
+}
+
+/* Eight E2M1 codes packed into a word as src/mx/mxfp4.c packs them (value k in bits 4k..4k+3): magnitude
+ * k the low byte of t[k] (mx_e2m1_rint_bits' float: 0x4b000000 + code), its sign bit (bit 3 of the
+ * nibble) the sign bit of v[k], as mx_e2m1_rne takes it (-0 and a negative value that rounds to 0 give
+ * 8). By bytes: the even values' and the odd values' magnitudes gathered by prmt, their signs by prmt's
+ * sign replication, the odd ones shifted up a nibble. */
+__device__ __forceinline__ uint32_t e2m1_pack8(const uint32_t* t, const float* v) {
+    const uint32_t ev = prmt(prmt(t[0], t[2], 0x0040u), prmt(t[4], t[6], 0x4000u), 0x7610u);
+    const uint32_t od = prmt(prmt(t[1], t[3], 0x0040u), prmt(t[5], t[7], 0x4000u), 0x7610u);
+    const uint32_t se = prmt(prmt(mx_f2u(v[0]), mx_f2u(v[2]), 0x00fbu), prmt(mx_f2u(v[4]), mx_f2u(v[6]), 0xfb00u), 0x7610u);
+    const uint32_t so = prmt(prmt(mx_f2u(v[1]), mx_f2u(v[3]), 0x00fbu), prmt(mx_f2u(v[5]), mx_f2u(v[7]), 0xfb00u), 0x7610u);
+    return ((od | (so & 0x08080808u)) << 4) | ev | (se & 0x08080808u);
+}
+
+/* The fold's table for one block: byte c of {hi, lo} = E4M3(decode(c) * mf) for the magnitudes c = 0..7
+ * (mf = 2^(d+6) inside the window d in [-14, 0]: every product exact and an E4M3 value). */
+__device__ __forceinline__ void e4m3_table(float mf, uint32_t& lo, uint32_t& hi) {
+    lo = e4m3x4(0.0f, 0.5f * mf, mf, 1.5f * mf);
+    hi = e4m3x4(2.0f * mf, 3.0f * mf, 4.0f * mf, 6.0f * mf);
+}
+
+/* The E4M3 bytes of eight packed codes p under a block's table (e4m3_table): o0 values 0-3, o1 values 4-7
+ * (value k in byte k % 4). The magnitudes pick their bytes by prmt (the sign bits masked off: prmt reads a
+ * set bit 3 as "replicate"); the sign of nibble k is bit 7 of byte k / 2 of p for k odd, of p << 4 for k
+ * even, which prmt's sign replication spreads into byte k % 4; E4M3 is sign-magnitude, so the sign bit
+ * ORs in (-0 included: 0x80). Equal to mx_e4m3_encode(mx_e2m1_decode(code) * mf): mxg_selftest_round. */
+__device__ __forceinline__ void e4m3_of_codes8(uint32_t p, uint32_t lo, uint32_t hi, uint32_t& o0, uint32_t& o1) {
+    const uint32_t m = p & 0x77777777u, q = p << 4;
+    o0 = prmt(lo, hi, m) | (prmt(p, q, 0x9d8cu) & 0x80808080u);
+    o1 = prmt(lo, hi, m >> 16) | (prmt(p, q, 0xbfaeu) & 0x80808080u);
+}
+
+/* The NaN-propagating amax of 32 values as a tree (5 dependent steps, not 32). */
+__device__ __forceinline__ float amax32(const float (&v)[32]) {
+    float m[16];
 #pragma unroll
-    for (int w = 0; w < 8; w++) {
-        float f[4];
+    for (int i = 0; i < 16; i++) m[i] = fmax_nan(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float y = v[4 * w + k] * inv;
-            f[k] = copysignf(mx_e2m1_mag_arith(y) * mf, y);
-        }
-        o[w] = e4m3x4(f[0], f[1], f[2], f[3]);
-    }
+    for (int i = 0; i < 8; i++) m[i] = fmax_nan(m[i], m[i + 8]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) m[i] = fmax_nan(m[i], m[i + 4]);
+    m[0] = fmax_nan(m[0], m[2]);
+    m[1] = fmax_nan(m[1], m[3]);
+    return fmax_nan(m[0], m[1]);
 }
 
 /* Quantize 32 values (already rotated) into packed codes; returns the scale
@@ -190,10 +232,10 @@ __device__ __forceinline__ void stats_group(mxg_opstats* st, bool valid, int l32
 }
 
 /* Fold one block: codes pk with scale byte sb under reference exponent eref
- * into 32 E4M3 bytes. Returns 1 if the block lies outside the window (and has
- * a nonzero code). lut[(d+14)*16 + nib] = E4M3(decode(nib) * 2^(d+6)). */
-__device__ __forceinline__ int fold32(const uint32_t (&pk)[4], uint8_t sb, int eref, const uint8_t* lut,
-                                      uint32_t (&o)[8]) {
+ * into 32 E4M3 bytes, E4M3(decode(nib) * 2^(d+6)) with d = sb - 127 - eref
+ * (inside the window d >= -14 from the block's register table, e4m3_of_codes8).
+ * Returns 1 if the block lies outside the window (and has a nonzero code). */
+__device__ __forceinline__ int fold32(const uint32_t (&pk)[4], uint8_t sb, int eref, uint32_t (&o)[8]) {
     if (sb == MX_E8M0_NAN) {
 #pragma unroll
         for (int i = 0; i < 8; i++) o[i] = 0x7f7f7f7fu;
@@ -201,13 +243,10 @@ __device__ __forceinline__ int fold32(const uint32_t (&pk)[4], uint8_t sb, int e
     }
     int d = (int)sb - 127 - eref;
     if (d >= -14) {
-        const uint8_t* t = lut + (d + 14) * 16;
+        uint32_t lo, hi;
+        e4m3_table(mx_exp2i(d + 6), lo, hi);
 #pragma unroll
-        for (int w = 0; w < 8; w++) {
-            uint32_t src = pk[w >> 1] >> (16 * (w & 1));
-            o[w] = (uint32_t)t[src & 15] | ((uint32_t)t[(src >> 4) & 15] << 8) | ((uint32_t)t[(src >> 8) & 15] << 16) |
-                   ((uint32_t)t[(src >> 12) & 15] << 24);
-        }
+        for (int w = 0; w < 4; w++) e4m3_of_codes8(pk[w], lo, hi, o[2 * w], o[2 * w + 1]);
         return 0;
     }
     int e = d + 6 < -149 ? -149 : d + 6;
@@ -233,11 +272,6 @@ __device__ __forceinline__ int eref_of(const uint8_t* sc, int n) {
     for (int i = 0; i < n; i++)
         if (sc[i] != MX_E8M0_NAN && (int)sc[i] > m) m = sc[i];
     return m < 0 ? 0 : m - 127;
-}
-
-/* Entry i of the fold's table (i < 240): lut[(d+14)*16 + nib] = E4M3(decode(nib) * 2^(d+6)). */
-__device__ __forceinline__ uint8_t fold_lut_entry(int i) {
-    return mx_e4m3_encode(mx_e2m1_decode((uint8_t)(i & 15)) * mx_exp2i((i >> 4) - 14 + 6));
 }
 
 }  // namespace
