@@ -1,5 +1,5 @@
 /* fold.c: the folded form of MXFP4 operands (mx.h "the folded form"; docs/gpu.md), the CPU reference of
- * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_fold / fold32 with VEC128 and OUTER scales) and of
+ * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_pass / fold32 with VEC128 and OUTER scales) and of
  * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; bench/NOTES.md session 11), and the
  * re-expression of a VEC128-folded operand under OUTER scales (mx_fold_outer_from_vec128; mxfp4.cu's
  * k_fold_outer is its twin).
