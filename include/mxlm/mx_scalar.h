@@ -123,15 +123,15 @@ MX_HD uint8_t mx_e2m1_rne(float v) {
  * Each rint is one rounding of an exact value: fma(y, k, 2^23 + c) rounds k*y + 2^23 + c to the integer
  * 2^23 + c + rint(k*y) (the ulp is 1 on [2^23, 2^24), and c is even, so a tie keeps its parity). The code is
  * the low byte of the least of those floats (its bits are 0x4b000000 + code): no compare chain, no integer
- * step; the GPU's fast quantizer takes y = |v| * 2^-e inside its fma (exact: a power-of-two scaling).
+ * step; the GPU's fast quantizer takes y = |v| * 2^-e inside the fma (mx_e2m1_rint_scaled: exact while
+ * that power-of-two scaling keeps y normal, and below 2^-26, where every line rounds to 0, it does not matter).
  * Equal to mx_e2m1_rne's magnitude on every float of [0, 8): tests/test_mx.c checks every float of [0.25, 8)
  * and a sample below, the GPU test all 2^32 (mxg_selftest_round). */
-MX_HD uint32_t mx_e2m1_rint_bits(float y) {
-    const float a = fmaf(y, 2.0f, 8388608.0f), b = fmaf(y, 1.0f, 8388610.0f), c = fmaf(y, 0.5f, 8388612.0f);
-    float m = a < b ? a : b;
-    m = m < c ? m : c;
-    return mx_f2u(m < 8388615.0f ? m : 8388615.0f);
+MX_HD uint32_t mx_e2m1_rint_scaled(float a, float s) { /* y = a * s, exact: a power-of-two scaling */
+    const float l0 = fmaf(a, 2.0f * s, 8388608.0f), l1 = fmaf(a, s, 8388610.0f), l2 = fmaf(a, 0.5f * s, 8388612.0f);
+    return mx_f2u(fminf(fminf(l0, l1), fminf(l2, 8388615.0f))); /* no NaN here: fminf is the plain minimum */
 }
+MX_HD uint32_t mx_e2m1_rint_bits(float y) { return mx_e2m1_rint_scaled(y, 1.0f); }
 
 /* Stochastic rounding: with lo <= |v| < hi the neighbouring grid points,
  * round up with probability (|v|-lo)/(hi-lo). The fraction is exact in

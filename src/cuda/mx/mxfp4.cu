@@ -59,7 +59,7 @@ struct QArgs {
 
 /* The fast quantizer's arithmetic against the scalar definitions on all 2^32 floats
  * (mxg_selftest_round), 8 consecutive floats a step, as a block's values: bad[0] the codes that
- * e2m1_rint_scaled + e2m1_pack8 make (the values times 8 under a scale of 1/8, so the scale inside the fma is
+ * mx_e2m1_rint_scaled + e2m1_pack8 make (the values times 8 under a scale of 1/8, so the scale inside the fma is
  * exercised) against mx_e2m1_rne, and bad[1] their folded E4M3 bytes (e4m3_table + e4m3_of_codes8, the
  * window's 15 exponents in turn) against mx_e4m3_encode(decode(code) * 2^(d+6)), over |y| < 8 (their
  * domain; other floats stand in as 0 and are not counted); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3]
@@ -77,7 +77,7 @@ __global__ void k_selftest_round(unsigned long long* bad) {
                 nb[3] += (e5m2x4(y[k], 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e5m2_encode(y[k]);
             }
             v[k] = fabsf(y[k]) < 8.0f ? y[k] * 8.0f : 0.0f;
-            t[k] = e2m1_rint_scaled(v[k], 0.25f, 0.125f, 0.0625f);
+            t[k] = mx_e2m1_rint_scaled(fabsf(v[k]), 0.125f);
         }
         const uint32_t p = e2m1_pack8(t, v);
         const int d = -(int)((g >> 3) % 15);
@@ -552,26 +552,21 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
     const uint8_t sb = mx_e8m0_for_amax(amax, (mx_scale_rule)rule);
     const float inv = mx_exp2i(127 - (int)sb);
     clip = amax * inv > 6.0f;
+    /* the codes of the 32 values, 8 at a time, by the rounding `code` (its float's bits) */
+    auto pack = [&](auto code) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            uint32_t t[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) t[k] = code(v[8 * w + k]);
+            pk[w] = e2m1_pack8(t, &v[8 * w]);
+        }
+    };
     if (sb >= 27) {
-        const float sc = POW2 ? nrm * inv : inv, s2 = 2.0f * sc, sh = 0.5f * sc;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            uint32_t t[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) t[k] = e2m1_rint_scaled(v[8 * w + k], s2, sc, sh);
-            pk[w] = e2m1_pack8(t, &v[8 * w]);
-        }
+        const float sc = POW2 ? nrm * inv : inv;
+        pack([&](float x) { return mx_e2m1_rint_scaled(fabsf(x), sc); });
     } else {
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            uint32_t t[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const float x = POW2 ? v[8 * w + k] * nrm : v[8 * w + k];
-                t[k] = mx_e2m1_rint_bits(fabsf(x * inv));
-            }
-            pk[w] = e2m1_pack8(t, &v[8 * w]);
-        }
+        pack([&](float x) { return mx_e2m1_rint_bits(fabsf((POW2 ? x * nrm : x) * inv)); });
     }
     return sb;
 }

@@ -76,17 +76,8 @@ __device__ __forceinline__ void bf16x2_f32(uint32_t w, float& lo, float& hi) {
     hi = mx_u2f(w & 0xffff0000u);
 }
 
-/* mx_e2m1_rint_bits(|v| * s) for a block scale s under which |v| * s is exact (a power of two that keeps
- * the block's values normal, or sends them below 2^-26 where every line rounds to 0): the three lines'
- * fma take |v| and the line's slope times s (s2 = 2s, sh = s/2), so no multiply of its own. */
-__device__ __forceinline__ uint32_t e2m1_rint_scaled(float v, float s2, float s, float sh) {
-    const float a = __fmaf_rn(fabsf(v), s2, 8388608.0f), b = __fmaf_rn(fabsf(v), s, 8388610.0f),
-                c = __fmaf_rn(fabsf(v), sh, 8388612.0f);
-    return mx_f2u(fminf(fminf(a, b), fminf(c, 8388615.0f)));
-}
-
 /* Eight E2M1 codes packed into a word as src/mx/mxfp4.c packs them (value k in bits 4k..4k+3): magnitude
- * k the low byte of t[k] (mx_e2m1_rint_bits' float: 0x4b000000 + code), its sign bit (bit 3 of the
+ * k the low byte of t[k] (mx_e2m1_rint_bits / _scaled's float: 0x4b000000 + code), its sign bit (bit 3 of the
  * nibble) the sign bit of v[k], as mx_e2m1_rne takes it (-0 and a negative value that rounds to 0 give
  * 8). By bytes: the even values' and the odd values' magnitudes gathered by prmt, their signs by prmt's
  * sign replication, the odd ones shifted up a nibble. */
