@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant numerics tests sanitize telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -52,6 +52,11 @@ t0=$(date +%s)
 if has quant; then # the quantizer benchmark (issue 16's bar: >= 60% of the copy measured in the same run)
   timeout 240 build/cuda/mxlm bench quant > "$OUT/quant-bench.txt" 2>&1
   echo "quant bench done ($(( $(date +%s) - t0 )) s)"
+fi
+if has gemmodes; then # issue 16: which cuBLASLt FP8 scale-mode pairs (OUTER, VEC128, 128x128 blocks) run, and how fast,
+  # at the trainer's linear shapes (bench/gemm_modes.cu, carried in bins.tar.xz)
+  timeout 200 /tmp/bins/gemm_modes > "$OUT/gemm-modes.txt" 2>&1 || echo "gemm_modes: exit $?" >> "$OUT/gemm-modes.txt"
+  echo "gemm modes done ($(( $(date +%s) - t0 )) s)"
 fi
 if has numerics; then # the numerics program alone (quantizers, GEMMs against the CPU / FP64)
   timeout 300 build/cuda/tests/gpu/run > "$OUT/numerics.txt" 2>&1
@@ -111,12 +116,16 @@ if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's a
   done
   echo "fuse done ($(( $(date +%s) - t0 )) s)"
 fi
-if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MXFP4 fast path with one scale per stored
-  # row) against the default VEC128 scales: the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30
-  # steps of mxfp4-fdw-h16 at 1b and 350m), the 20-step tiny losses side by side (not identical: cuBLASLt accumulates
-  # in another order; an MXFP4 block 14+ binades under its row's largest rounds), then the speed of both
+if has outer; then # issue 16: MXLM_GPU_OUTER=$OU_B (1, the default: the FP8 GEMMs of fp8 and the MXFP4 fast path with
+  # one scale per stored row; fprop: MXFP4's Fprop alone, folded OUTER in the quantizer's one pass) against the model's
+  # default (MXLM_GPU_OUTER empty): the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30 steps of
+  # mxfp4-fdw-h16 at 1b and 350m; OU_PROBE=none skips it), the 20-step tiny losses side by side (not identical:
+  # cuBLASLt accumulates in another order; an MXFP4 block 14+ binades under its row's largest rounds), then the speed
+  # of both
   mkdir -p "$OUT/ou"
+  OUV=("" "${OU_B:-1}")
   for cfg in ${OU_PROBE:-1b:4:2048 350m:8:2048}; do
+    [ "$cfg" = none ] && break
     IFS=: read -r p b t <<< "$cfg"
     MXLM_GPU_OOW_PROBE=1 timeout 200 build/cuda/mxlm train --device cuda --preset "$p" --recipe mxfp4-fdw-h16 --batch "$b" \
       --seq "$t" --steps 30 --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 10 --out "$OUT/ou/probe-$p" \
@@ -125,15 +134,15 @@ if has outer; then # issue 16: MXLM_GPU_OUTER=1 (the FP8 GEMMs of fp8 and the MX
   done > "$OUT/outer.txt"
   for r in ${OU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw mxfp4-fdw-sr fp8}; do
     for v in 0 1; do
-      MXLM_GPU_OUTER=$v build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 --eval-every 10 \
-        --final-ckpt 0 --out "$OUT/ou/$r-$v" --log-every 10 > "$OUT/ou/$r-$v.log" 2>&1 || echo "tiny $r $v: exit $?"
+      MXLM_GPU_OUTER=${OUV[$v]} build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 \
+        --eval-every 10 --final-ckpt 0 --out "$OUT/ou/$r-$v" --log-every 10 > "$OUT/ou/$r-$v.log" 2>&1 || echo "tiny $r $v: exit $?"
     done
-    printf 'outer (a vec128, b outer) %-16s tiny 20 steps: ' "$r"
+    printf 'outer (a default, b MXLM_GPU_OUTER=%s) %-16s tiny 20 steps: ' "${OUV[1]}" "$r"
     python3 tools/compare_runs.py "$OUT/ou/$r-0" "$OUT/ou/$r-1" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
   done >> "$OUT/outer.txt"
   for v in 0 1; do
-    MXLM_GPU_OUTER=$v MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou$v" "$CONFIGS" "${OU_SPEED:-mxfp4-fdw-h16 fp8}" \
-      "$STEPS" > "$OUT/speed-ou$v.txt" 2>&1
+    MXLM_GPU_OUTER=${OUV[$v]} MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou$v" "$CONFIGS" \
+      "${OU_SPEED:-mxfp4-fdw-h16 fp8}" "$STEPS" > "$OUT/speed-ou$v.txt" 2>&1
   done
   echo "outer done ($(( $(date +%s) - t0 )) s)"
 fi
@@ -233,13 +242,14 @@ has quant && cat "$OUT/quant-bench.txt"
 has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has sanitize && cat "$OUT/sanitize.txt"
+has gemmodes && cat "$OUT/gemm-modes.txt"
 has ab && cat "$OUT/ab.txt"
 has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
-has outer && cat "$OUT/outer.txt" && echo "vec128, then outer:" && grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" &&
-  grep -h "by GEMM" "$OUT"/sp-ou[01]/1b-*.log 2>/dev/null
+has outer && cat "$OUT/outer.txt" && echo "default, then MXLM_GPU_OUTER=${OU_B:-1}:" &&
+  grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" && grep -h "by GEMM" "$OUT"/sp-ou[01]/*.prof.log 2>/dev/null
 has attn && sed -n '/^best per shape/,$p' "$OUT/attn-bench.txt" && grep -E "^\(.*default" "$OUT/attn-peer.txt"
 has attnk && cat "$OUT/attn-kernels.txt"
 has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof.txt"

@@ -3,7 +3,7 @@
 # (.device-carry/, named in the device tool's `carry`), from a fresh checkout. Not a test. Run from the
 # repository root:
 #   bash bench/make_carry.sh [bins] [study20m] [study60m] [mxlm@REV]      (default: the first three)
-# bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a), stripped:
+# bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a) and bench/gemm_modes.cu, stripped:
 #           .device-carry/bins.tar.xz (bench/device_round.sh), .device-carry/mxlm.xz (bench/study_round.sh),
 #           .device-carry/data/ (the tiny shards: saves a fresh device machine building the CPU tree)
 # mxlm@REV  .device-carry/mxlm-REV.xz: the trainer of commit REV, built in a git worktree (/tmp/mxlm-wt-REV): a
@@ -32,6 +32,8 @@ if has bins; then
     build/data/tiny_train.bin > /tmp/make_carry_build.log 2>&1 || { tail -20 /tmp/make_carry_build.log; exit 1; }
   rm -rf /tmp/make_carry_bins && mkdir -p /tmp/make_carry_bins
   cp build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn} /tmp/make_carry_bins/
+  # the cuBLASLt scale-mode probe (device_round.sh PARTS=gemmodes)
+  "${NVCC:-nvcc}" -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o /tmp/make_carry_bins/gemm_modes
   strip --strip-debug /tmp/make_carry_bins/*
   # -9: its 64-MiB window sees the four binaries' shared (already compressed) device code once: 11 MB, where -6
   # gave 43 (over a device call's 64 MiB with the tree; session 18)

@@ -329,10 +329,15 @@ typedef struct {
                              fp8: the per-tensor multiplier broadcast to every row (the same products); MXFP4: the
                              VEC128 operands re-expressed (mxg_fold_outer_from_vec128) and the blocks that rounded
                              fixed up after the GEMM (mxg_fold_outer_fixup: as exact as VEC128). Without a bit:
-                             VEC128 scales. The model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise
-                             (gpu.md: =1 both, =0 neither; MXFP4's re-expression is slower than what it saves) */
+                             VEC128 scales. MXG_OUTER_MXFP4_FPROP (without MXG_OUTER_MXFP4): the MXFP4 fast
+                             path's Fprop alone on OUTER scales, both operands folded so by the quantizer in one pass
+                             (e_ref the row's largest block exponent; a block more than 14 binades below it rounds
+                             in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128. The
+                             model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both, =0
+                             neither, =fprop fp8 and MXFP4's Fprop; MXFP4's re-expression is slower than what it
+                             saves) */
 } mxg_linear_ctx;
-enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2 }; /* mxg_linear_ctx.outer_scales */
+enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
 /* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever
  * produced dY (the MLP's SwiGLU backward: mxg_quantize_swiglu_bwd): [0] Dgrad's, the row-direction output

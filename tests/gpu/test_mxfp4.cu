@@ -306,7 +306,34 @@ void test_quant(const char* filter) {
             if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
         }
     }
-    printf("  quantizer cases run: %d (+ edge shapes)\n", ncase);
+    /* the one-pass OUTER row fold at the trainer's row lengths (k_qouter: tiles of 512 / nbr whole rows, rows not a
+     * multiple of that, nbr 112 and 20 not dividing 512; cols / 32 > 512 takes k_qrow), RNE, h0 / h16 / h32 */
+    const int outer_sh[][2] = {{45, 1024}, {13, 3584}, {7, 8192}, {33, 640}, {3, 20480}};
+    const int outer_h[] = {0, 16, 32};
+    for (int e = 0; e < 5; e++)
+        for (int bf = 0; bf < 2; bf++)
+            for (int hi = 0; hi < 3; hi++) {
+                QCase qc;
+                memset(&qc, 0, sizeof qc);
+                qc.rows = outer_sh[e][0]; qc.cols = outer_sh[e][1]; qc.bf16 = bf;
+                qc.use[0] = qc.fold[0] = qc.outer = 1;
+                mxg_qspec& s = qc.s[0];
+                s.layout = MX_LAYOUT_1x32;
+                s.scale = (mx_scale_rule)((e + hi) % 3);
+                s.round = MX_ROUND_RNE;
+                s.seed = rnd64();
+                s.tensor_id = 11;
+                s.had_n = outer_h[hi];
+                s.had_axis = 1;
+                char name[96];
+                snprintf(name, sizeof name, "quant-outer %dx%d %s h%d %s", qc.rows, qc.cols, bf ? "bf16" : "f32", s.had_n,
+                         mx_scale_name(s.scale));
+                if (!wanted(name, "quant")) continue;
+                g_fail_case = 0;
+                run_qcase(qc, name);
+                if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
+            }
+    printf("  quantizer cases run: %d (+ edge shapes, + the OUTER row folds)\n", ncase);
     if (g_refold_blocks) { /* the VEC128 -> OUTER checks inside them: rounding must have been exercised */
         printf("  VEC128 -> OUTER: %zu of %zu blocks rounded over the cases, each the CPU's bytes\n", g_refold_rounded,
                g_refold_blocks);

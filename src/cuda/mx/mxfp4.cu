@@ -23,6 +23,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/common.cuh"
 #include "cuda/mx/hadamard.cuh"
@@ -788,30 +790,172 @@ template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
     }
 }
 
+/* ---- the fast one-pass OUTER row quantizer (issue 16: the MXFP4 GEMMs on OUTER scales) ----
+ * A lone 1x32 output folded with OUTER scales (e_ref the row's largest non-NaN block exponent, as
+ * fold.c's MX_FOLD_OUTER): the fast kernel's staging and block work over tiles of whole rows. A tile is
+ * tr = QO_NT / nbr rows (nbr = cols / 32 blocks a row, at most QO_NT), a contiguous run of x, copied by
+ * cp.async into one of two shared buffers while the other is computed; thread t owns block t of the tile
+ * (row t / nbr): it rotates and quantizes its block (qf_quant; codes in registers), the row's maximum
+ * meets in shared memory (one shared atomicMax a warp where the warp lies in one row, one a lane where
+ * it spans two), and after a barrier the thread folds its block under the row's e_ref (fold32). Two
+ * barriers a tile. Same outputs as k_qrow's OUTER pass (the GPU quantizer tests run both against the
+ * CPU). RNE, no telemetry, no random signs (those take k_qrow). */
+constexpr int QO_NT = 512;
+
+template <typename T> struct QoSmem {
+    static constexpr int BSB = 32 * (int)sizeof(T) + 16; /* bytes a staged 32-block takes (conflict-free rows) */
+    static constexpr size_t tile = (size_t)QO_NT * BSB;  /* a tile: at most QO_NT blocks */
+    static constexpr size_t xs = 0;                      /* [2][tile] */
+    static constexpr size_t rmax = 2 * tile;             /* [2][QO_NT / 4] int: the rows' largest scale byte */
+    static constexpr size_t cnt = rmax + 2 * sizeof(int) * (QO_NT / 4);
+    static constexpr size_t total = cnt + 16;
+};
+
+/* The cp.async copies of the tile starting at element e0 (nblk blocks, contiguous in x; chunks past n
+ * zero-filled) into xt, the 16-byte chunks of consecutive threads consecutive; one commit group. */
+template <typename T>
+__device__ __forceinline__ void qo_prefetch(const T* x, size_t n, size_t e0, int nblk, char* xt) {
+    constexpr int V = 16 / sizeof(T), CPB = 32 / V; /* chunks a block */
+    using L = QoSmem<T>;
+#pragma unroll
+    for (int j = 0; j < CPB; j++) {
+        const int e = j * QO_NT + threadIdx.x; /* chunk e of the tile: block e / CPB, values (e % CPB) * V.. */
+        if (e >= nblk * CPB) break;
+        const size_t g = e0 + (size_t)e * V;
+        const bool in = g < n;
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xt + (e / CPB) * L::BSB + (e % CPB) * 16);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(in ? x + g : x), "r"(in ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <typename T, int N, int MINB>
+__global__ void __launch_bounds__(QO_NT, MINB) k_qouter(QArgs a) {
+    using L = QoSmem<T>;
+    extern __shared__ float4 smem_raw[];
+    char* sm = (char*)smem_raw;
+    int* rmax = (int*)(sm + L::rmax);
+    unsigned* cnt = (unsigned*)(sm + L::cnt);
+    const Slot& s = a.s[0];
+    const int rows = a.rows, cols = a.cols, tid = threadIdx.x, lane = tid & 31;
+    const int nbr = cols / 32, tr = QO_NT / nbr, nblk = tr * nbr, ntiles = (rows + tr - 1) / tr;
+    const size_t n = (size_t)rows * cols;
+    const T* x = (const T*)a.x;
+    const int rl = tid / nbr, bi = tid % nbr; /* this thread's block in every tile: row rl, block bi */
+    if (tid < 4) cnt[tid] = 0;
+    if (tid < QO_NT / 4) rmax[tid] = -1;
+    int t = blockIdx.x;
+    if (t < ntiles) qo_prefetch<T>(x, n, (size_t)t * tr * cols, nblk, sm + L::xs);
+    for (int k = 0; t < ntiles; t += gridDim.x, k++) {
+        if (t + (int)gridDim.x < ntiles) {
+            qo_prefetch<T>(x, n, (size_t)(t + gridDim.x) * tr * cols, nblk, sm + L::xs + ((k + 1) & 1) * L::tile);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads(); /* the tile's copies (every thread's) and rmax[k & 1]'s reset are in */
+        int* rm = rmax + (k & 1) * (QO_NT / 4);
+        if (tid < QO_NT / 4) rmax[((k + 1) & 1) * (QO_NT / 4) + tid] = -1; /* the next tile's (last read a tile ago) */
+        const int gl = t * tr + rl; /* this block's row in x */
+        const bool valid = tid < nblk && gl < rows;
+        uint32_t pk[4] = {0, 0, 0, 0};
+        uint8_t sb = MX_E8M0_NAN;
+        bool clip = false;
+        if (tid < nblk) {
+            const char* xb = sm + L::xs + (k & 1) * L::tile + tid * L::BSB;
+            float v[32];
+#pragma unroll
+            for (int i = 0; i < 32; i += 16 / (int)sizeof(T)) {
+                const uint4 u = *(const uint4*)(xb + i * (int)sizeof(T));
+                if constexpr (sizeof(T) == 2) {
+                    bf16x2_f32(u.x, v[i], v[i + 1]);
+                    bf16x2_f32(u.y, v[i + 2], v[i + 3]);
+                    bf16x2_f32(u.z, v[i + 4], v[i + 5]);
+                    bf16x2_f32(u.w, v[i + 6], v[i + 7]);
+                } else {
+                    v[i] = mx_u2f(u.x); v[i + 1] = mx_u2f(u.y); v[i + 2] = mx_u2f(u.z); v[i + 3] = mx_u2f(u.w);
+                }
+            }
+            if constexpr (N == QF_RT) fwht_rt(v, s.had_n);
+            else fwht_ct<N>(v);
+            sb = qf_quant<N>(v, s.rule, pk, clip);
+        }
+        const unsigned nclip = __popc(__ballot_sync(0xffffffffu, valid && clip));
+        if (lane == 0 && nclip) atomicAdd(&cnt[0], nclip);
+        if (valid && s.codes) *(uint4*)(s.codes + ((size_t)gl * cols + bi * 32) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+        if (valid && s.scales) s.scales[(size_t)gl * nbr + bi] = sb;
+        /* the row's largest non-NaN scale byte (-1: none) */
+        int m = (valid && sb != MX_E8M0_NAN) ? (int)sb : -1;
+        /* (rl < QO_NT / 4 as nbr >= 4; an idle thread's rl names no row of the tile and is never read) */
+        if (__shfl_sync(0xffffffffu, rl, 0) == __shfl_sync(0xffffffffu, rl, 31)) {
+            m = __reduce_max_sync(0xffffffffu, m);
+            if (lane == 0) atomicMax(&rm[rl], m);
+        } else if (m >= 0) {
+            atomicMax(&rm[rl], m);
+        }
+        __syncthreads(); /* the rows' maxima are in; the buffer's values were all read */
+        if (!valid) continue;
+        const int mr = rm[rl];
+        const int eref = mr < 0 ? 0 : mr - 127;
+        uint32_t o[8];
+        if (fold32(pk, sb, eref, o)) atomicAdd(&cnt[1], 1u);
+        uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * cols + bi * 32);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        if (bi == 0 && s.fscale) s.fscale[gl] = mx_exp2i(eref - 6);
+    }
+    __syncthreads();
+    flush_counters(a, cnt);
+}
+
+/* k_qouter takes a's output: a lone row-direction 1x32 output folded OUTER, RNE, rotation <= 32 without
+ * random signs, no telemetry, at most QO_NT blocks a row, a 16-byte aligned input. */
+bool qouter_ok(const QArgs& a) {
+    const Slot& s = a.s[0];
+    return s.active && !a.s[1].active && s.outer && !s.l32 && !s.sr && !s.stats && !s.rnd && s.had_n <= 32 &&
+           a.cols % 128 == 0 && a.cols / 32 <= QO_NT && ((uintptr_t)a.x & 15) == 0;
+}
+
+template <typename T, int N> int launch_qouter_n(const QArgs& a, cudaStream_t st) {
+    /* BF16's two 40-KB buffers allow two CTAs an SM (at 64 registers), FP32's 72-KB ones one */
+    constexpr int MINB = sizeof(T) == 2 ? 2 : 1;
+    using L = QoSmem<T>;
+    static int resident = 0;
+    int grid = 0;
+    const int tr = QO_NT / (a.cols / 32);
+    const int rc = persistent_grid(k_qouter<T, N, MINB>, QO_NT, L::total, (a.rows + tr - 1) / tr, &resident, &grid);
+    if (rc) return rc;
+    k_qouter<T, N, MINB><<<grid, QO_NT, L::total, st>>>(a);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
+template <typename T> int launch_qouter(const QArgs& a, cudaStream_t st) {
+    switch (qf_rot_of(a)) {
+    case 0: return launch_qouter_n<T, 0>(a, st);
+    case 16: return launch_qouter_n<T, 16>(a, st);
+    case 32: return launch_qouter_n<T, 32>(a, st);
+    default: return launch_qouter_n<T, QF_RT>(a, st);
+    }
+}
+
 /* ---- quantize-on-produce: the SwiGLU backward's outputs (mxg_quantize_swiglu_bwd) ---- */
 
 /* Two tensors (dgate, dup) made tile by tile in shared memory from gate, up and dh, then each quantized
  * in both directions there by the fast kernel's passes (qf_pass): the bytes that k_qfast makes from the
  * FP32 tensors swiglu.cu's backward writes, which are never written. With BF16 inputs (T = uint16_t: the GPU
- * model's act16) dgate and dup are rounded to BF16 in the tile first, as the BF16 backward stores them
- * (k_swiglu_bwd16), so the bytes are those k_qfast makes from its BF16 outputs. */
+ * model's act16) dgate and dup are rounded to BF16 as the BF16 backward stores them (k_swiglu_bwd16) and
+ * staged as BF16, so the passes are k_qfast's BF16 ones on the bytes it would read: its bytes. The tiles are
+ * staged as the inputs are typed (BF16: two 40-KB tiles, two CTAs an SM under h16, as k_qfast's BF16
+ * two-direction kernel; FP32: two 72-KB tiles, one CTA). */
 struct QsArgs {
     const void *dh, *gate, *up; /* T [rows, cols] */
     int rows, cols;
     QArgs q[2]; /* [0] dgate, [1] dup: their slots (q[t].x unused) */
 };
 
-/* Four consecutive values as floats: one 16-byte load of FP32, one 8-byte load of BF16 (the first value in the
- * low half). */
-__device__ __forceinline__ float4 qs_ld4(const float* p) { return __ldg((const float4*)p); }
-__device__ __forceinline__ float4 qs_ld4(const uint16_t* p) {
-    const uint2 v = __ldg((const uint2*)p);
-    return make_float4(to_f<uint16_t>((uint16_t)v.x), to_f<uint16_t>((uint16_t)(v.x >> 16)),
-                       to_f<uint16_t>((uint16_t)v.y), to_f<uint16_t>((uint16_t)(v.y >> 16)));
-}
-
-template <int TR, int TC> struct QsSmem {
-    using F = QfSmem<float, TR, TC>;
+template <typename T, int TR, int TC> struct QsSmem {
+    using F = QfSmem<T, TR, TC>;
     static constexpr size_t tile = F::tile;
     static constexpr size_t xs = 0;                             /* [2][tile]: dgate, dup */
     static constexpr size_t sg = 2 * tile;                      /* [4][128] float: signs of the four outputs */
@@ -823,12 +967,80 @@ template <int TR, int TC> struct QsSmem {
 /* Ask the 128-byte line holding p into L2 (no register, no wait). */
 __device__ __forceinline__ void l2_prefetch(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-template <typename T, int TR, int TC, int N>
-__global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
+/* dgate and dup of 16 bytes of gate, up and dh (4 FP32 values, or 8 BF16 ones rounded to BF16 as k_swiglu_bwd16
+ * stores them), as the 16 bytes of each that the staged tile holds. */
+__device__ __forceinline__ void qs_values(const float*, const uint4& g, const uint4& u, const uint4& d, uint4& og, uint4& ou) {
+    const uint32_t gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w}, dw[4] = {d.x, d.y, d.z, d.w};
+    uint32_t a[4], b[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        float dg, du;
+        swiglu_d(mx_u2f(gw[q]), mx_u2f(uw[q]), mx_u2f(dw[q]), &dg, &du);
+        a[q] = mx_f2u(dg);
+        b[q] = mx_f2u(du);
+    }
+    og = make_uint4(a[0], a[1], a[2], a[3]);
+    ou = make_uint4(b[0], b[1], b[2], b[3]);
+}
+__device__ __forceinline__ void qs_values(const uint16_t*, const uint4& g, const uint4& u, const uint4& d, uint4& og,
+                                          uint4& ou) {
+    const uint32_t gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w}, dw[4] = {d.x, d.y, d.z, d.w};
+    uint32_t a[4], b[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) { /* values 2q (the low half) and 2q + 1 */
+        float g0, g1, u0, u1, d0, d1, dg0, dg1, du0, du1;
+        bf16x2_f32(gw[q], g0, g1);
+        bf16x2_f32(uw[q], u0, u1);
+        bf16x2_f32(dw[q], d0, d1);
+        swiglu_d(g0, u0, d0, &dg0, &du0);
+        swiglu_d(g1, u1, d1, &dg1, &du1);
+        a[q] = (uint32_t)mx_bf16_from_f32(dg0) | (uint32_t)mx_bf16_from_f32(dg1) << 16;
+        b[q] = (uint32_t)mx_bf16_from_f32(du0) | (uint32_t)mx_bf16_from_f32(du1) << 16;
+    }
+    og = make_uint4(a[0], a[1], a[2], a[3]);
+    ou = make_uint4(b[0], b[1], b[2], b[3]);
+}
+
+/* dgate and dup of the tile at (r0, c0) into the staged tiles xg, xu (zero outside x), 16 bytes of each input a
+ * thread and step, the loads of H steps' worth issued before any is used: FP32 two halves of 4 (registers are free
+ * until the passes, one CTA an SM), BF16 one at a time (two CTAs an SM at 64 registers: three 16-byte loads a
+ * thread in flight are enough, and more spill). */
+template <typename T>
+__device__ __forceinline__ void qs_make(const T* gate, const T* up, const T* dh, int rows, int cols, int r0, int c0,
+                                        char* xg, char* xu) {
+    constexpr int TR = 128, TC = 128, NT = TR * TC / 32, V = 16 / (int)sizeof(T), LD = TR * TC / V / NT;
+    constexpr int H = sizeof(T) == 2 ? LD : 2, PH = LD / H; /* steps, loads a step */
+#pragma unroll
+    for (int h = 0; h < H; h++) {
+        uint4 gv[PH], uv[PH], dv[PH];
+#pragma unroll
+        for (int j = 0; j < PH; j++) {
+            const int e = threadIdx.x + (h * PH + j) * NT, r = e / (TC / V), c = (e % (TC / V)) * V;
+            gv[j] = uv[j] = dv[j] = make_uint4(0, 0, 0, 0);
+            if (r0 + r < rows && c0 + c < cols) {
+                const size_t i = (size_t)(r0 + r) * cols + c0 + c;
+                gv[j] = __ldg((const uint4*)(gate + i));
+                uv[j] = __ldg((const uint4*)(up + i));
+                dv[j] = __ldg((const uint4*)(dh + i));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < PH; j++) {
+            const int e = threadIdx.x + (h * PH + j) * NT, r = e / (TC / V), c = (e % (TC / V)) * V;
+            uint4 og = make_uint4(0, 0, 0, 0), ou = og;
+            if (r0 + r < rows && c0 + c < cols) qs_values(gate, gv[j], uv[j], dv[j], og, ou);
+            *(uint4*)(xg + qf_at<T, TR, TC>(r, c)) = og;
+            *(uint4*)(xu + qf_at<T, TR, TC>(r, c)) = ou;
+        }
+    }
+}
+
+template <typename T, int TR, int TC, int N, int MINB>
+__global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
     static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
     const T *gate = (const T*)a.gate, *up = (const T*)a.up, *dh = (const T*)a.dh;
     constexpr int NT = TR * TC / 32;
-    using L = QsSmem<TR, TC>;
+    using L = QsSmem<T, TR, TC>;
     extern __shared__ float4 smem_raw[];
     char* sm = (char*)smem_raw;
     float* sg = (float*)(sm + L::sg);
@@ -847,53 +1059,16 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
             for (int j = tid; j < n; j += NT)
                 sg[k * 128 + j] = o + j < lim ? mx_rh_sign(s.hseed, s.rot, (uint64_t)(o + j)) : 1.0f;
         }
-        /* dgate and dup of the tile, 4 along a row per thread and step (zero outside x), the thread's QS_LD steps
-         * in two halves, each half's loads all issued before any is used (12 float4 in flight a thread; the
-         * registers are free until the passes) */
-        constexpr int QS_LD = TR * TC / 4 / NT;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float4 gv[QS_LD / 2], uv[QS_LD / 2], dv[QS_LD / 2];
-#pragma unroll
-            for (int j = 0; j < QS_LD / 2; j++) {
-                const int e = tid + (h * (QS_LD / 2) + j) * NT, r = e / (TC / 4), c = (e % (TC / 4)) * 4;
-                gv[j] = uv[j] = dv[j] = make_float4(0, 0, 0, 0);
-                if (r0 + r < rows && c0 + c < cols) {
-                    const size_t i = (size_t)(r0 + r) * cols + c0 + c;
-                    gv[j] = qs_ld4(gate + i);
-                    uv[j] = qs_ld4(up + i);
-                    dv[j] = qs_ld4(dh + i);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < QS_LD / 2; j++) {
-                const int e = tid + (h * (QS_LD / 2) + j) * NT, r = e / (TC / 4), c = (e % (TC / 4)) * 4;
-                float dg[4] = {0, 0, 0, 0}, du[4] = {0, 0, 0, 0};
-                if (r0 + r < rows && c0 + c < cols) {
-                    swiglu_d(gv[j].x, uv[j].x, dv[j].x, &dg[0], &du[0]);
-                    swiglu_d(gv[j].y, uv[j].y, dv[j].y, &dg[1], &du[1]);
-                    swiglu_d(gv[j].z, uv[j].z, dv[j].z, &dg[2], &du[2]);
-                    swiglu_d(gv[j].w, uv[j].w, dv[j].w, &dg[3], &du[3]);
-                    if (sizeof(T) == 2) { /* the BF16 backward's stored values */
-#pragma unroll
-                        for (int k = 0; k < 4; k++) {
-                            dg[k] = mx_round_bf16(dg[k]);
-                            du[k] = mx_round_bf16(du[k]);
-                        }
-                    }
-                }
-                *(float4*)(sm + L::xs + qf_at<float, TR, TC>(r, c)) = make_float4(dg[0], dg[1], dg[2], dg[3]);
-                *(float4*)(sm + L::xs + L::tile + qf_at<float, TR, TC>(r, c)) = make_float4(du[0], du[1], du[2], du[3]);
-            }
-        }
-        /* and the next tile's inputs asked into L2 while the four passes below run (one CTA an SM: its loads
-         * would otherwise wait for the passes and the passes for the loads) */
+        qs_make(gate, up, dh, rows, cols, r0, c0, sm + L::xs, sm + L::xs + L::tile);
+        /* and the next tile's inputs asked into L2 while the four passes below run (its loads would otherwise
+         * wait for the passes and the passes for the loads, where one CTA holds an SM) */
         if (t + (int)gridDim.x < ntiles) {
             TileWalk nw = cur;
             nw.next();
             const int rn = nw.tr * TR, cn = nw.tc * TC;
-            for (int l = tid; l < TR * (TC / 32); l += NT) { /* 128-byte lines of 32 floats */
-                const int r = rn + l / (TC / 32), c = cn + (l % (TC / 32)) * 32;
+            constexpr int LE = 128 / (int)sizeof(T); /* values a 128-byte line holds */
+            for (int l = tid; l < TR * (TC / LE); l += NT) {
+                const int r = rn + l / (TC / LE), c = cn + (l % (TC / LE)) * LE;
                 if (r < rows && c < cols) {
                     const size_t i = (size_t)r * cols + c;
                     l2_prefetch(gate + i);
@@ -904,15 +1079,15 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
         }
         __syncthreads();
         /* a barrier between passes: a column pass exchanges e_ref through scl_c */
-        if (a.q[0].s[0].active) qf_pass<0, N, float, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
-        if (a.q[0].s[1].active) qf_pass<1, N, float, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[0].active)
-            qf_pass<0, N, float, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
+            qf_pass<0, N, T, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[1].active)
-            qf_pass<1, N, float, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
+            qf_pass<1, N, T, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads(); /* the tiles and signs are the next tile's */
     }
     __syncthreads();
@@ -920,17 +1095,32 @@ __global__ void __launch_bounds__(TR * TC / 32, 1) k_qswiglu(QsArgs a) {
     flush_counters(a.q[1], cnt + 4);
 }
 
-template <typename T, int N> int launch_qswiglu_n(const QsArgs& a, cudaStream_t st) {
-    using L = QsSmem<128, 128>;
+template <typename T, int N, int MINB> int launch_qswiglu_cfg(const QsArgs& a, cudaStream_t st) {
+    using L = QsSmem<T, 128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
     int grid = 0;
-    const int rc = persistent_grid(k_qswiglu<T, 128, 128, N>, NT, L::total, ((a.rows + 127) / 128) * ((a.cols + 127) / 128),
-                                   &resident, &grid);
+    const int rc = persistent_grid(k_qswiglu<T, 128, 128, N, MINB>, NT, L::total,
+                                   ((a.rows + 127) / 128) * ((a.cols + 127) / 128), &resident, &grid);
     if (rc) return rc;
-    k_qswiglu<T, 128, 128, N><<<grid, NT, L::total, st>>>(a);
+    k_qswiglu<T, 128, 128, N, MINB><<<grid, NT, L::total, st>>>(a);
     CU_LAUNCHED();
     return MX_OK;
+}
+
+/* BF16 h16 without random signs: two CTAs an SM at 64 registers (as k_qfast's BF16 two-direction kernel; ptxas
+ * spills 12 bytes there, k_qfast none), unless MXLM_GPU_QSWIGLU_1CTA=1 (a measurement switch: one CTA, 128
+ * registers; issue 16, not yet timed on the H200) */
+template <typename T, int N> int launch_qswiglu_n(const QsArgs& a, cudaStream_t st) {
+    static int one = -1;
+    if (one < 0) {
+        const char* e = getenv("MXLM_GPU_QSWIGLU_1CTA");
+        one = e && !strcmp(e, "1");
+    }
+    if constexpr (sizeof(T) == 2 && N == 16)
+        if (!one && !a.q[0].s[0].rnd && !a.q[0].s[1].rnd && !a.q[1].s[0].rnd && !a.q[1].s[1].rnd)
+            return launch_qswiglu_cfg<T, N, 2>(a, st);
+    return launch_qswiglu_cfg<T, N, 1>(a, st);
 }
 
 /* The four outputs share one rotation (mxg_quantize_swiglu_ok: each tensor's pair through qfast_ok, and
@@ -1266,6 +1456,7 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
         return mx_fail(MX_EINVAL, "mxg_quantize: the OUTER fold is made in one pass only for a lone 1x32 output with "
                                   "rotation <= 32 and cols <= 32768; use MXG_FOLD_VEC128 or mxg_fold");
     if (g_qfast && qfast_ok(a, dt)) return dt == MXG_BF16 ? launch_qfast<uint16_t>(a, st) : launch_qfast<float>(a, st);
+    if (g_qfast && qouter_ok(a)) return dt == MXG_BF16 ? launch_qouter<uint16_t>(a, st) : launch_qouter<float>(a, st);
     if (row_kernel)
         return dt == MXG_BF16 ? launch_qrow<uint16_t, false>(a, a.s[0].outer, st)
                : has_stats(a) ? launch_qrow<float, true>(a, a.s[0].outer, st)
@@ -1300,7 +1491,7 @@ extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const
     return 1;
 }
 
-/* mxg_quantize_swiglu_bwd(_bf16): inputs of T, aligned for qs_ld4 (16 bytes: a row of a multiple of 128 values keeps
+/* mxg_quantize_swiglu_bwd(_bf16): inputs of T, aligned for qs_make's 16-byte loads (a row of a multiple of 128 values keeps
  * every tile's loads aligned) */
 template <typename T>
 int quantize_swiglu(const T* dh, const T* gate, const T* up, int rows, int cols, const mxg_qspec* const s[2][2],

@@ -25,7 +25,9 @@
  *          (VEC128_32F); falls back to exact when R is not a multiple of 128;
  *          with outer_scales & MXG_OUTER_MXFP4 (MXLM_GPU_OUTER=1) the two operands re-expressed
  *          with one scale per row, the GEMM on OUTER_VEC_32F scales, then the
- *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup)
+ *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup); with
+ *          MXG_OUTER_MXFP4_FPROP alone (MXLM_GPU_OUTER=fprop) Fprop's two operands
+ *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales
  * The products equal the CPU's (FP32 products of the same quantized values);
  * only the accumulation order differs (cuBLASLt's), and on the fast path a
  * block more than 14 binades below its 128-group's largest rounds in E4M3.
@@ -59,7 +61,7 @@ struct mxg_linws {
     uint8_t* q8x;          // [cap], made on the first use of x_same (not counted by mxg_linws_bytes)
     float* fsx;            // [cap/128 + 4]
     float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
-    struct { int valid, fmt; const void* x; int xr, xc; mxg_qspec s; } xk[2]; // x: the tensor (FP32 or BF16)
+    struct { int valid, fmt, fold; const void* x; int xr, xc; mxg_qspec s; } xk[2]; // x: the tensor (FP32 or BF16); fold: OUTER (1) or not
     /* mxg_linear_ctx.gout: the product made again and its FP32 reference ([gcap] each, grown at telemetry
      * steps), and the counters that second quantization adds to (not counters: nothing counted twice) */
     float *gq, *gr;
@@ -292,16 +294,17 @@ namespace {
 
 /* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
  * rotation the seed, stream and rotation ids change no byte). */
-bool xkept(const mxg_linws* w, int role, int fmt, const void* x, int xr, int xc, const mxg_qspec* s) {
+bool xkept(const mxg_linws* w, int role, int fmt, int fold, const void* x, int xr, int xc, const mxg_qspec* s) {
     const mxg_qspec* k = &w->xk[role].s;
-    return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].x == x && w->xk[role].xr == xr &&
+    return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].fold == fold && w->xk[role].x == x && w->xk[role].xr == xr &&
            w->xk[role].xc == xc && k->layout == s->layout && k->scale == s->scale && k->round == s->round &&
            k->had_n == s->had_n && k->had_random == s->had_random && k->had_axis == s->had_axis;
 }
 
-void xrecord(mxg_linws* w, int role, int fmt, const void* x, int xr, int xc, const mxg_qspec* s) {
+void xrecord(mxg_linws* w, int role, int fmt, int fold, const void* x, int xr, int xc, const mxg_qspec* s) {
     w->xk[role].valid = 1;
     w->xk[role].fmt = fmt;
+    w->xk[role].fold = fold;
     w->xk[role].x = x;
     w->xk[role].xr = xr;
     w->xk[role].xc = xc;
@@ -552,7 +555,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (keep && role == 1) fsv[1] = w->fsx;
             mxg_qspec key; /* no spec beyond the format: X's kind (E4M3) follows from its role */
             memset(&key, 0, sizeof key);
-            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key)) {
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_FP8, 0, src16[o], rows[o], R, &key)) {
                 tn[o] = role == 1 ? w->q8x : w->q8[0]; /* the same bytes are there, and its scale vector */
                 bc[o] = 1;
                 continue;
@@ -578,7 +581,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     tn[o] = d;
                 }
             }
-            if (!rc && keep) xrecord(w, role, MX_FMT_FP8, src16[o], rows[o], R, &key);
+            if (!rc && keep) xrecord(w, role, MX_FMT_FP8, 0, src16[o], rows[o], R, &key);
         }
         if (rc) return rc;
         if (vecs) {
@@ -604,6 +607,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
     }
     case MX_SCALE_E8M0: { /* MXFP4 blocks (MXFP8's, and MXFP4's under dither: block_gemm, above) */
         const int fast = !c->exact && R % 128 == 0;
+        /* MXG_OUTER_MXFP4_FPROP: Fprop's two row-direction operands folded OUTER by the quantizer in one pass
+         * (mxg_quantize: e_ref the row's largest block exponent, one float scale per row), the GEMM on OUTER
+         * scales; a block outside that window rounds and is counted, as under VEC128 (no fix-up) */
+        const int outer1 = fast && g == MX_FPROP && (c->outer_scales & MXG_OUTER_MXFP4_FPROP) &&
+                           !(c->outer_scales & MXG_OUTER_MXFP4) && !a_t && !b_t;
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
@@ -643,7 +651,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             const int keep = xkeep(w, c, g, o, tele[o] != NULL,
                                    fast && s.round == MX_ROUND_RNE && !s.had_random && s.layout != MX_LAYOUT_32x32);
             if (keep && role == 1) { e4[1] = w->q8x; fsc[1] = w->fsx; }
-            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, x, xr, xc, &s)) continue; /* the same bytes */
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, outer1, x, xr, xc, &s)) continue; /* the same bytes */
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
@@ -651,7 +659,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (fast) {
                 qo.e4m3 = e4[o];
                 qo.fscale = fsc[o];
-                qo.fold = MXG_FOLD_VEC128;
+                qo.fold = outer1 ? MXG_FOLD_OUTER : MXG_FOLD_VEC128;
             } else {
                 qo.codes = w->codes[o];
                 qo.scales = w->scales[o];
@@ -663,7 +671,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && fast && oow_probe_on())
                 rc = xdt == MXG_F32 ? oow_probe_run(w, g, o, (const float*)x, xr, xc, col, &s, rows[o], R, st)
                                     : mx_fail(MX_EINVAL, "linear: the OUTER probe needs FP32 operands");
-            if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, x, xr, xc, &s);
+            if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, outer1, x, xr, xc, &s);
         }
         if (rc) return rc;
         if (fast) {
@@ -671,6 +679,11 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
              * exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on
              * the VEC128 path) */
             const int outer = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
+            if (outer1) {
+                PROF_E(PROF_QUANT, st);
+                return gemm_timed(MXG_SCALE_OUTER, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], cout, cdt, Ma,
+                                  Nb, R, accumulate, res, stream);
+            }
             for (int o = 0; o < 2 && outer && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
                                    cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||

@@ -290,10 +290,12 @@ size_t max_operand(const mx_model_config* c, int N) {
 }
 
 /* mxg_linear_ctx.outer_scales: the fp8 recipe's GEMMs on OUTER scales (+7% tokens/s for fp8 at 1b, H200,
- * 2026-12-03: docs/gpu.md), the MXFP4 fast path on VEC128; MXLM_GPU_OUTER=1 both on OUTER, =0 neither */
+ * 2026-12-03: docs/gpu.md), the MXFP4 fast path on VEC128; MXLM_GPU_OUTER=1 both on OUTER, =0 neither,
+ * =fprop fp8's and MXFP4's Fprop (one-pass OUTER folds, no fix-up) */
 int outer_on(void) {
     const char* e = getenv("MXLM_GPU_OUTER");
     if (e && !strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
+    if (e && !strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
     if (e && !strcmp(e, "0")) return 0;
     return MXG_OUTER_FP8;
 }
