@@ -526,6 +526,18 @@ template <typename T, int TR, int TC> __device__ __forceinline__ int qf_at(int r
     return r * L::SB + (c >> 5) * L::BSB + (c & 31) * (int)sizeof(T);
 }
 
+/* The floats of 16 staged bytes (8 BF16 values or 4 FP32 ones) into v[0..]. */
+template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u, float* v) {
+    if constexpr (sizeof(T) == 2) {
+        bf16x2_f32(u.x, v[0], v[1]);
+        bf16x2_f32(u.y, v[2], v[3]);
+        bf16x2_f32(u.z, v[4], v[5]);
+        bf16x2_f32(u.w, v[6], v[7]);
+    } else {
+        v[0] = mx_u2f(u.x); v[1] = mx_u2f(u.y); v[2] = mx_u2f(u.z); v[3] = mx_u2f(u.w);
+    }
+}
+
 /* The rotation sizes the fast kernels instantiate (the trainer's: none, h16, h32); QF_RT: any size up to 32
  * known at run time (fwht_rt, the norm multiplied in), for the others. */
 constexpr int QF_RT = -1;
@@ -588,17 +600,8 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     float v[32];
     if (DIR == 0) {
 #pragma unroll
-        for (int i = 0; i < 32; i += 16 / (int)sizeof(T)) {
-            const uint4 u = *(const uint4*)(xt + qf_at<T, TR, TC>(li, bi * 32 + i));
-            if constexpr (sizeof(T) == 2) {
-                bf16x2_f32(u.x, v[i], v[i + 1]);
-                bf16x2_f32(u.y, v[i + 2], v[i + 3]);
-                bf16x2_f32(u.z, v[i + 4], v[i + 5]);
-                bf16x2_f32(u.w, v[i + 6], v[i + 7]);
-            } else {
-                v[i] = mx_u2f(u.x); v[i + 1] = mx_u2f(u.y); v[i + 2] = mx_u2f(u.z); v[i + 3] = mx_u2f(u.w);
-            }
-        }
+        for (int i = 0; i < 32; i += 16 / (int)sizeof(T))
+            qf_unpack16<T>(*(const uint4*)(xt + qf_at<T, TR, TC>(li, bi * 32 + i)), &v[i]);
     } else {
 #pragma unroll
         for (int i = 0; i < 32; i++) v[i] = to_f<T>(*(const T*)(xt + qf_at<T, TR, TC>(bi * 32 + i, li)));
@@ -865,17 +868,7 @@ __global__ void __launch_bounds__(QO_NT, MINB) k_qouter(QArgs a) {
             const char* xb = sm + L::xs + (k & 1) * L::tile + tid * L::BSB;
             float v[32];
 #pragma unroll
-            for (int i = 0; i < 32; i += 16 / (int)sizeof(T)) {
-                const uint4 u = *(const uint4*)(xb + i * (int)sizeof(T));
-                if constexpr (sizeof(T) == 2) {
-                    bf16x2_f32(u.x, v[i], v[i + 1]);
-                    bf16x2_f32(u.y, v[i + 2], v[i + 3]);
-                    bf16x2_f32(u.z, v[i + 4], v[i + 5]);
-                    bf16x2_f32(u.w, v[i + 6], v[i + 7]);
-                } else {
-                    v[i] = mx_u2f(u.x); v[i + 1] = mx_u2f(u.y); v[i + 2] = mx_u2f(u.z); v[i + 3] = mx_u2f(u.w);
-                }
-            }
+            for (int i = 0; i < 32; i += 16 / (int)sizeof(T)) qf_unpack16<T>(*(const uint4*)(xb + i * (int)sizeof(T)), &v[i]);
             if constexpr (N == QF_RT) fwht_rt(v, s.had_n);
             else fwht_ct<N>(v);
             sb = qf_quant<N>(v, s.rule, pk, clip);
