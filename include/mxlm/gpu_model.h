@@ -336,6 +336,9 @@ typedef struct {
                              model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both, =0
                              neither, =fprop fp8 and MXFP4's Fprop; MXFP4's re-expression is slower than what it
                              saves) */
+    const struct mxg_wq* wq; /* NULL, or W's Fprop and Dgrad operands made once after the last update
+                             (mxg_linear_weight_operands): operand b of those GEMMs is taken from it where its
+                             spec, fold and W are this call's (and there is no telemetry), instead of quantizing W */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
@@ -353,6 +356,34 @@ typedef struct mxg_dyq {
  * itself (MXFP4 both, RNE, rotation <= 32, no telemetry, not --gemm exact, N and M multiples of 128), so
  * that a given mxg_dyq can stand in; 0 otherwise. */
 int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qspec spec[2]);
+
+/* A weight's GEMM operands made once per update (issue 16: "weights quantized once per optimizer step"):
+ * [0] Fprop's operand b (W [N, K] as stored), [1] Dgrad's (W^T, [K, N] in the TN layout), on the fast MXFP4
+ * path (folded E4M3 and float scales, the specs and folds they were made with) or fp8's (E4M3 codes under the
+ * per-tensor scale of amax(W), the OUTER scale vector: one float a row, for both). The caller owns the
+ * buffers: q8[k] [N * K] bytes, fs[k] floats (mxg_linear_weight_fs), sc [16] floats. valid[k] 0: that GEMM
+ * quantizes W itself. Device pointers; w the W they were made from. */
+typedef struct mxg_wq {
+    int valid[2];
+    int fmt;                  /* MX_FMT_MXFP4 or MX_FMT_FP8 */
+    int fold[2];              /* MXFP4: 1 OUTER, 0 VEC128 */
+    int outer8;               /* fp8: the OUTER scale vector (the only form kept) */
+    const float* w;
+    int n, k;
+    mxg_qspec spec[2];
+    uint8_t* q8[2];
+    float* fs[2];
+    float* sc;                /* fp8: amax, scale, -, -, inv_scale (mxg_fp8_quantize's slots) */
+} mxg_wq;
+/* Floats fs[k] of an mxg_wq of W [n, k_] needs (the larger of every form either GEMM may keep). */
+size_t mxg_linear_weight_fs(int n, int k_);
+/* W's operands into q (its buffers set by the caller) for the linear c (its recipe, step, layer): from one read
+ * of W where both GEMMs take MXFP4 on the fast path with VEC128 folds (the two-direction quantizer), else one
+ * quantize each; fp8: the amax and cast once, then the codes transposed. Sets q->valid[k] where GEMM k's path
+ * would quantize W this way (the same bytes); neither where the recipe takes none (MX_OK, nothing made). */
+int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
+/* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
+long long mxg_linear_wq_hits(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

@@ -204,6 +204,8 @@ int main(int argc, char** argv) {
     test_model_shared_grads("bf16", 1);          /* BF16 gate / up: half the room */
     test_model_shared_grads("mxfp4-fdw-h16", 0); /* the fused SwiGLU backward reads gate / up */
     test_model_shared_grads("fp8", 0);
+    test_model_wcache("mxfp4-fdw-h16");          /* the weights' operands once per update: the same bytes */
+    test_model_wcache("fp8");
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

@@ -274,5 +274,6 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
                           double tol_db_bwd);                                   /* test_llama.cu */
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 void test_model_shared_grads(const char* recipe, int act16);                  /* test_llama.cu */
+void test_model_wcache(const char* recipe);                                   /* test_llama.cu */
 
 #endif

@@ -38,7 +38,7 @@ void test_linear_operands(const char* recipe) {
     for (int pass = 0; pass < 3; pass++) {
         const int exact = pass == 0;
         const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : "fast outer";
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
         gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : 0;
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
@@ -135,7 +135,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         std::fill(dWc.begin(), dWc.end(), 0.0f);
         for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
             mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL, NULL, NULL, NULL, 0, 0,
-                                 (mxg_opstats*)dgo.p, NULL, 0};
+                                 (mxg_opstats*)dgo.p, NULL, 0, NULL};
             mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
@@ -173,7 +173,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         CK(cudaMemset(tX.p, 0, X.size() * 4));
         CK(cudaMemset(tW.p, 0, W.size() * 4));
         for (int rep = 0; rep < 2; rep++) {
-            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), tY.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), tX.f(), tW.f(), M, K, N, NULL));
         }
@@ -207,7 +207,7 @@ void test_linear_epilogues(const char* recipe) {
     up(dX, X); up(dW, W); up(dR, R); up(dYd, dY);
     mxg_linws* ws = NULL;
     MXC(mxg_linws_create(&ws, nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny), mx_act16_applies(&rec)));
-    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0};
+    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
     MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY1.f(), M, K, N, NULL));
     vecf Y = downf(dY1, ny), Yr(ny);
     for (size_t i = 0; i < ny; i++) Yr[i] = R[i] + Y[i];

@@ -609,3 +609,69 @@ void test_model_shared_grads(const char* recipe, int act16) {
     mx_llama_free(&m);
     end();
 }
+
+/* MXLM_GPU_WCACHE=1 (the weights' Fprop and Dgrad operands made once per update, mxg_linear_weight_operands)
+ * against the default: two steps with AdamW and an evaluation between them, the losses, gradients and weights
+ * bit for bit, and the operands taken from the cache counted: every forward's Fprop (7 linears a layer), every
+ * backward's Dgrad where the recipe's path takes them (fp8: all 7; MXFP4's fast path: where the reduction dim N
+ * is a multiple of 128, in tiny all but k and v's 64). */
+void test_model_wcache(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model weight operands once per update tiny %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    const int B = 8, T = 128, N = B * T, L = cfg.n_layers;
+    std::vector<int32_t> tok(2 * N), tgt(2 * N);
+    for (int n = 0; n < 2 * N; n++) {
+        tok[n] = (int32_t)(rnd64() % cfg.vocab);
+        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
+    }
+    const mx_adamw_config ac = {0.9, 0.95, 1e-5, 0.1};
+    vecf grads[2][2], params[2];
+    float loss[2][2] = {{0, 0}, {0, 0}}, ev[2] = {0, 0};
+    long long hits[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        if (r) setenv("MXLM_GPU_WCACHE", "1", 1); /* read when the model is made */
+        else unsetenv("MXLM_GPU_WCACHE");
+        mxg_llama* g = NULL;
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, B, T, 0, 0, 0, 0, 1, NULL));
+        unsetenv("MXLM_GPU_WCACHE");
+        if (!g) break;
+        const long long h0 = mxg_linear_wq_hits();
+        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
+        MXC(mxg_llama_set_head_bf16(g, 1));
+        for (int s = 0; s < 2; s++) {
+            MXC(mxg_llama_zero_grad(g));
+            MXC(mxg_llama_forward_backward(g, tok.data() + s * N, tgt.data() + s * N, 5 + s, 1.0f / N, &loss[r][s]));
+            grads[r][s].resize(m.n_params);
+            MXC(mxg_llama_download_grads(g, grads[r][s].data()));
+            if (s == 0) {
+                MXC(mxg_llama_adamw(g, &ac, 1e-3, 0.5f, 1));
+                MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 6, &ev[r], NULL)); /* an evaluation between the steps */
+            }
+        }
+        params[r].resize(m.n_params);
+        MXC(mxg_llama_download(g, params[r].data(), NULL, NULL));
+        hits[r] = mxg_linear_wq_hits() - h0;
+        mxg_llama_free(g);
+    }
+    const int fp8 = !strcmp(recipe, "fp8");
+    const long long want = 3LL * 7 * L + 2LL * (fp8 ? 7 : 5) * L; /* 3 forwards' Fprop, 2 backwards' Dgrad */
+    printf("    operands from the cache %lld without, %lld with (want 0, %lld)\n", hits[0], hits[1], want);
+    if (hits[0] != 0 || hits[1] != want) fail("weight operands taken %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
+    for (int s = 0; s < 2; s++) {
+        char what[64];
+        snprintf(what, sizeof what, "loss, step %d", s + 1);
+        same_bytes(what, &loss[0][s], &loss[1][s], 4);
+        snprintf(what, sizeof what, "gradients, step %d", s + 1);
+        same_bytes(what, grads[0][s].data(), grads[1][s].data(), m.n_params * 4);
+    }
+    same_bytes("evaluation loss", &ev[0], &ev[1], 4);
+    same_bytes("weights after AdamW", params[0].data(), params[1].data(), m.n_params * 4);
+    mx_llama_free(&m);
+    end();
+}

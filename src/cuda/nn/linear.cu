@@ -452,6 +452,42 @@ int mxfp4_spec(const mxg_linear_ctx* c, mx_gemm_id g, int o, int tr, mxg_qspec* 
     return 1;
 }
 
+/* MXG_OUTER_MXFP4_FPROP's condition (recipe_gemm_core's outer1) for GEMM g of c on the fast path. */
+int mxfp4_outer1(const mxg_linear_ctx* c, mx_gemm_id g, int fast, int a_t, int b_t) {
+    return fast && g == MX_FPROP && (c->outer_scales & MXG_OUTER_MXFP4_FPROP) && !(c->outer_scales & MXG_OUTER_MXFP4) &&
+           !a_t && !b_t;
+}
+
+/* Two quantizer specs give the same bytes of the same input: the fields the outputs depend on equal, and the SR
+ * stream's and the random signs' seeds where they are used (an RNE spec's seed, a fixed rotation's seed do not
+ * enter: they change with the step while the bytes do not). */
+bool spec_bytes_same(const mxg_qspec* a, const mxg_qspec* b) {
+    if (a->layout != b->layout || a->scale != b->scale || a->round != b->round || a->had_n != b->had_n ||
+        a->had_axis != b->had_axis || a->had_random != b->had_random || a->sr_tn != b->sr_tn)
+        return false;
+    if (a->round == MX_ROUND_SR && (a->seed != b->seed || a->tensor_id != b->tensor_id)) return false;
+    return !(a->had_n && a->had_random && (a->had_seed != b->had_seed || a->rot_id != b->rot_id));
+}
+
+/* The ready operand b of GEMM g (Fprop's W, Dgrad's W^T) in c->wq, made as this call would make it: W the same
+ * tensor ([n, k] as stored: Fprop Nb x R, Dgrad R x Nb), the format, spec and fold this call's; NULL otherwise
+ * (and under telemetry or the OUTER probe, which look at the operand as it is made). */
+long long g_wq_hits = 0; /* the operands taken from an mxg_wq (mxg_linear_wq_hits: a test's count) */
+
+const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const float* B, int Nb, int R, const mxg_qspec* s,
+                      int fold, int telemetry) {
+    const mxg_wq* q = c->wq;
+    const int k = g == MX_DGRAD;
+    if (!q || (g != MX_FPROP && g != MX_DGRAD) || !q->valid[k] || q->fmt != fmt || q->w != B || !B || telemetry ||
+        oow_probe_on())
+        return NULL;
+    if (k ? (q->n != R || q->k != Nb) : (q->n != Nb || q->k != R)) return NULL;
+    if (fmt == MX_FMT_MXFP4 && (q->fold[k] != fold || !spec_bytes_same(&q->spec[k], s))) return NULL;
+    if (fmt == MX_FMT_FP8 && !(q->outer8 && (c->outer_scales & MXG_OUTER_FP8))) return NULL;
+    g_wq_hits++;
+    return q;
+}
+
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
  * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
  * made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
@@ -547,6 +583,15 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             nv[o] = outer8 ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
+            const mxg_wq* wq = o == 1 && k == MX_FP8_E4M3 ? wq_take(c, g, MX_FMT_FP8, B, Nb, R, NULL, 0, tele[1] != NULL)
+                                                          : NULL;
+            if (wq) { /* W's codes made after the update (mxg_linear_weight_operands): the same bytes and scale */
+                tn[1] = wq->q8[g == MX_DGRAD];
+                inv[1] = wq->sc + 4;
+                fsv[1] = wq->fs[0];
+                bc[1] = 1;
+                continue;
+            }
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
              * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
             const int role = xrole(g, o), keep = xkeep(w, c, g, o, tele[o] != NULL, 1);
@@ -610,8 +655,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         /* MXG_OUTER_MXFP4_FPROP: Fprop's two row-direction operands folded OUTER by the quantizer in one pass
          * (mxg_quantize: e_ref the row's largest block exponent, one float scale per row), the GEMM on OUTER
          * scales; a block outside that window rounds and is counted, as under VEC128 (no fix-up) */
-        const int outer1 = fast && g == MX_FPROP && (c->outer_scales & MXG_OUTER_MXFP4_FPROP) &&
-                           !(c->outer_scales & MXG_OUTER_MXFP4) && !a_t && !b_t;
+        const int outer1 = mxfp4_outer1(c, g, fast, a_t, b_t);
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
@@ -630,6 +674,12 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 e4[0] = (uint8_t*)c->dyq->e4m3[k];
                 fsc[0] = (float*)c->dyq->fscale[k];
                 w->xk[0].valid = 0; /* as xkeep leaves it for an operand a that is not X's */
+                continue;
+            }
+            const mxg_wq* wq = o == 1 && fast ? wq_take(c, g, MX_FMT_MXFP4, B, Nb, R, &s, outer1, tele[1] != NULL) : NULL;
+            if (wq) { /* W's operand made after the update (mxg_linear_weight_operands), with this very spec */
+                e4[1] = wq->q8[g == MX_DGRAD];
+                fsc[1] = wq->fs[g == MX_DGRAD];
                 continue;
             }
             if (col) {
@@ -794,6 +844,77 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
             return 0;
     }
     return 1;
+}
+
+extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
+
+extern "C" size_t mxg_linear_weight_fs(int n, int k) {
+    const size_t v = (size_t)n * k / 128, r = (size_t)(n > k ? n : k);
+    return (v > r ? v : r) + 4;
+}
+
+extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream) {
+    q->valid[0] = q->valid[1] = 0;
+    q->w = W;
+    q->n = N;
+    q->k = K;
+    q->fold[0] = q->fold[1] = 0;
+    q->outer8 = 0;
+    memset(q->spec, 0, sizeof q->spec);
+    if (!W || c->tele || c->gout || oow_probe_on() || N <= 0 || K <= 0) return MX_OK;
+    const mx_recipe* r = c->recipe;
+    int take[2] = {0, 0};
+    const mx_gemm_id gs[2] = {MX_FPROP, MX_DGRAD};
+    /* fp8: both GEMMs FP8 per-tensor with W in E4M3 and the OUTER scale vector (the model's default) */
+    for (int k = 0; k < 2; k++) {
+        const mx_format_info* f = mx_format_get(r->g[gs[k]].fmt);
+        take[k] = f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8 && !mx_gemm_gpu_refusal(r, gs[k]) &&
+                  mx_operand_fp8_kind(gs[k], 1) == MX_FP8_E4M3 && (c->outer_scales & MXG_OUTER_FP8);
+    }
+    if (take[0] || take[1]) {
+        q->fmt = MX_FMT_FP8;
+        q->outer8 = 1;
+        float* s = q->sc;
+        const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
+        int rc = mxg_fp8_quantize(W, MXG_F32, (size_t)N * K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr, q->q8[0],
+                                  stream);
+        if (!rc && take[1]) rc = mxg_fp8_transpose(q->q8[0], N, K, q->q8[1], stream);
+        if (rc) return rc;
+        q->fs[1] = q->fs[0];
+        q->valid[0] = take[0];
+        q->valid[1] = take[1];
+        return MX_OK;
+    }
+    /* MXFP4 on the fast path: Fprop's operand b the row-direction output of W (VEC128, or OUTER under
+     * MXG_OUTER_MXFP4_FPROP), Dgrad's the column-direction one (W^T's 1x32 blocks; not 32x32 tiles, which the
+     * GEMM transposes in FP32 first) */
+    mxg_qout qo[2];
+    memset(qo, 0, sizeof qo);
+    for (int k = 0; k < 2; k++) {
+        const int R = k ? N : K, fast = !c->exact && R % 128 == 0;
+        if (!mx_gemm_gpu_mxfp4(r, gs[k]) || !fast || mx_gemm_gpu_refusal(r, gs[k])) continue;
+        if (mx_gemm_check_dims(gs[k], &r->g[gs[k]], k ? K : N, k ? K : N, R)) continue;
+        if (mxfp4_spec(c, gs[k], 1, k, &q->spec[k]) != k) continue; /* Dgrad: the column direction, or none */
+        q->fold[k] = mxfp4_outer1(c, gs[k], fast, 0, k);
+        qo[k].e4m3 = q->q8[k];
+        qo[k].fscale = q->fs[k];
+        qo[k].fold = q->fold[k] ? MXG_FOLD_OUTER : MXG_FOLD_VEC128;
+        qo[k].counters = c->ws ? c->ws->counters : NULL;
+        take[k] = 1;
+    }
+    if (!take[0] && !take[1]) return MX_OK;
+    q->fmt = MX_FMT_MXFP4;
+    int rc;
+    if (take[0] && take[1] && !q->fold[0]) /* both from one read of W */
+        rc = mxg_quantize(W, MXG_F32, N, K, &q->spec[0], &qo[0], &q->spec[1], &qo[1], stream);
+    else {
+        rc = take[0] ? mxg_quantize(W, MXG_F32, N, K, &q->spec[0], &qo[0], NULL, NULL, stream) : MX_OK;
+        if (!rc && take[1]) rc = mxg_quantize(W, MXG_F32, N, K, NULL, NULL, &q->spec[1], &qo[1], stream);
+    }
+    if (rc) return rc;
+    q->valid[0] = take[0];
+    q->valid[1] = take[1];
+    return MX_OK;
 }
 
 extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,

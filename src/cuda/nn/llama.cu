@@ -87,6 +87,11 @@ struct mxg_llama {
     uint16_t* w16;                  // act16 with BF16 GEMMs: the block linears' weights in BF16 (NULL otherwise), per kind at
     size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
     int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
+    /* MXLM_GPU_WCACHE=1 (wcache_on): the block linears' Fprop and Dgrad weight operands made once per update
+     * (mxg_linear_weight_operands) into wq_buf, one mxg_wq a layer and linear (wq[l * MX_LIN_PER_BLOCK + j]) */
+    uint8_t* wq_buf;
+    mxg_wq* wq;
+    int wq_fresh;                   /* wq holds the current weights' operands (cleared when they change) */
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
                                        the next backward's Wgrad GEMMs overwrite them */
     /* Where the gradients are: gl[k * L + l] is slice l of kind k (slice 0 of a kind not per layer), in g->grads
@@ -260,6 +265,47 @@ int fuse_swiglu(const mx_recipe* r) {
     const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
     return !(e && !strcmp(e, "0")) && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) &&
            mx_gemm_gpu_mxfp4(r, MX_WGRAD);
+}
+
+/* MXLM_GPU_WCACHE=1: the weights' GEMM operands made once per update and reused by every forward and
+ * backward until the next (issue 16 item 4; off by default until timed on the H200), for the recipes whose
+ * linears quantize W (fp8, MXFP4: mxg_linear_weight_operands says which GEMMs take them) and not under
+ * the OUTER probe. */
+int wcache_on(const mx_recipe* r) {
+    const char* e = getenv("MXLM_GPU_WCACHE");
+    return e && !strcmp(e, "1") && !mx_act16_applies(r) && !mxg_linear_oow_probe();
+}
+
+/* Linear j's weight [N, K] per layer (its in- and out-features) in model c. */
+void lin_dims(const mx_model_config* c, int j, int* N, int* K) {
+    const int D = c->dim, QD = c->n_heads * (D / c->n_heads), KD = c->n_kv_heads * (D / c->n_heads), F = c->ffn;
+    static const int out_of[MX_LIN_PER_BLOCK] = {0, 1, 1, 2, 3, 3, 2}; /* q: QD, k/v: KD, o/down: D, gate/up: F */
+    const int o = out_of[j];
+    *N = o == 0 ? QD : o == 1 ? KD : o == 2 ? D : F;
+    *K = j == MX_LIN_O ? QD : j == MX_LIN_DOWN ? F : D;
+}
+
+/* wq_buf's bytes for model c (each entry's buffers 256-byte aligned), and with q the entries' buffers set
+ * from base. */
+size_t wq_layout(const mx_model_config* c, mxg_wq* q, uint8_t* base) {
+    size_t b = 0;
+    auto al = [](size_t x) { return (x + 255) / 256 * 256; };
+    for (int l = 0; l < c->n_layers; l++)
+        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+            int N, K;
+            lin_dims(c, j, &N, &K);
+            const size_t n = (size_t)N * K, fs = mxg_linear_weight_fs(N, K) * 4;
+            mxg_wq* e = q ? &q[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
+            for (int k = 0; k < 2; k++) {
+                if (e) e->q8[k] = base + b;
+                b = al(b + n);
+                if (e) e->fs[k] = (float*)(base + b);
+                b = al(b + fs);
+            }
+            if (e) e->sc = (float*)(base + b);
+            b = al(b + 16 * 4);
+        }
+    return b;
 }
 
 int choose_nc(const mx_model_config* c, int N) {
@@ -464,6 +510,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
     }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
+    if (wcache_on(recipe)) e->params += (int64_t)wq_layout(cfg, NULL, NULL); /* the weights' operands */
     const int N = B * T;
     e->scratch = linws_bytes(recipe, cfg, N) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
@@ -625,6 +672,15 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
     if (w16_on(g->act16, recipe))
         DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
+    if (wcache_on(recipe)) {
+        DALLOC(g->wq_buf, wq_layout(cfg, NULL, NULL), "the linears' weight operands (MXLM_GPU_WCACHE=1)");
+        g->wq = (mxg_wq*)calloc((size_t)cfg->n_layers * MX_LIN_PER_BLOCK, sizeof *g->wq);
+        if (!g->wq) {
+            mxg_llama_free(g);
+            return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+        }
+        wq_layout(cfg, g->wq, g->wq_buf);
+    }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -664,6 +720,8 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->params); cudaFree(g->grads); cudaFree(g->m); cudaFree(g->v); cudaFree(g->acts);
     cudaFree(g->emb_ws); cudaFree(g->ss_ws); cudaFree(g->tok); cudaFree(g->tgt);
     cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->x16); cudaFree(g->w16);
+    cudaFree(g->wq_buf);
+    free(g->wq);
     cudaFree(g->tele);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
@@ -682,6 +740,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
 static void weights_changed(mxg_llama* g) {
     g->head16_fresh = 0;
     g->w16_fresh = 0;
+    g->wq_fresh = 0;
 }
 
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
@@ -829,7 +888,32 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.x_same = 0;
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
+    c.wq = NULL;
+    if (g->wq && g->wq_fresh) {
+        const mxg_wq* q = &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j];
+        if (q->valid[0] || q->valid[1]) c.wq = q;
+    }
     return c;
+}
+
+/* MXLM_GPU_WCACHE: the linears' weight operands made after an update, before the next forward reads them
+ * (with the specs of `step`'s linears; a later step's spec that differs in a byte-relevant field, an SR seed or
+ * a random rotation's, finds them unusable and quantizes W itself). */
+static int refresh_wq(mxg_llama* g, uint64_t step) {
+    if (!g->wq || g->wq_fresh) return MX_OK;
+    PROF_B(PROF_QUANT, g->st);
+    for (int l = 0; l < g->cfg.n_layers; l++)
+        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+            int N, K;
+            lin_dims(&g->cfg, j, &N, &K);
+            mxg_linear_ctx c = lin_ctx(g, l, j, step);
+            c.wq = NULL;
+            const float* W = g->params + g->info[k_lin_kind[j]].offset + (size_t)l * N * K;
+            CHK(mxg_linear_weight_operands(&c, W, N, K, &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j], g->st));
+        }
+    PROF_E(PROF_QUANT, g->st);
+    g->wq_fresh = 1;
+    return MX_OK;
 }
 
 /* act16: the linears' weights rounded to BF16 once per update (Fprop and Dgrad read them). */
@@ -1009,6 +1093,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     cudaStream_t st = g->st;
     if (g->gshare && !g->gz_lazy) g->glost = 1; /* the gradients written since zero_grad: overwritten from here */
     CHK(refresh_w16(g));
+    CHK(refresh_wq(g, step));
     PROF_B(PROF_ELEM, st);
     CHK(mxg_embedding_forward(g->x, g->tok, P(MX_P_EMBED), N, D, st));
     PROF_E(PROF_ELEM, st);
