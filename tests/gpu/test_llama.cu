@@ -532,15 +532,12 @@ void test_gpu_decode(const char* recipe, int head16, double tol) {
  * linear's weight gradient but the last block's down and the embedding's in the activations (B x T large
  * enough for that); and the model refuses what sharing cannot give: gradients read after a forward, and a
  * second backward without zero_grad. */
-void test_model_shared_grads(const char* recipe, int act16) {
-    char name[128];
-    snprintf(name, sizeof name, "gpu model shared gradients tiny %s%s", recipe, act16 ? " act16" : "");
-    if (!wanted(name)) return;
-    begin(name);
-    mx_model_config cfg;
-    mx_recipe rec;
-    mx_llama m;
-    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+/* Two configurations of the tiny model (r 0 and 1: make(r) makes the model, after(r, g) checks it after the
+ * steps), each run for two steps (zero_grad, forward_backward, the gradients; after the first their norm, AdamW
+ * and an evaluation) on the same tokens, then their losses, gradients, evaluation losses and weights compared
+ * byte for byte; the norms' relative difference into *ss_rel. */
+template <class Make, class After>
+static void two_runs(const mx_model_config& cfg, const mx_llama& m, Make make, After after, double* ss_rel) {
     const int B = 8, T = 128, N = B * T;
     std::vector<int32_t> tok(2 * N), tgt(2 * N);
     for (int n = 0; n < 2 * N; n++) {
@@ -549,12 +546,11 @@ void test_model_shared_grads(const char* recipe, int act16) {
     }
     const mx_adamw_config ac = {0.9, 0.95, 1e-5, 0.1};
     vecf grads[2][2], params[2];
-    float loss[2][2] = {{0, 0}, {0, 0}};
+    float loss[2][2] = {{0, 0}, {0, 0}}, ev[2] = {0, 0};
     double ss[2] = {0, 0};
     for (int r = 0; r < 2; r++) {
-        mxg_llama* g = NULL;
-        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, B, T, 0, 0, act16, 0, r, NULL));
-        if (!g) break;
+        mxg_llama* g = make(r);
+        if (!g) return;
         MXC(mxg_llama_upload(g, m.params, NULL, NULL));
         MXC(mxg_llama_set_head_bf16(g, 1));
         for (int s = 0; s < 2; s++) {
@@ -565,104 +561,14 @@ void test_model_shared_grads(const char* recipe, int act16) {
             if (s == 0) {
                 MXC(mxg_llama_grad_sumsq(g, &ss[r]));
                 MXC(mxg_llama_adamw(g, &ac, 1e-3, 0.5f, 1));
-                float lo = 0;
-                MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 6, &lo, NULL)); /* an evaluation between the steps */
-            }
-        }
-        params[r].resize(m.n_params);
-        MXC(mxg_llama_download(g, params[r].data(), NULL, NULL));
-        if (r == 1) {
-            /* the plan: all of the linears' and the embedding's gradients in activations, but the last down's */
-            size_t want = m.info[MX_P_EMBED].numel * 4;
-            for (int k = MX_P_WQ; k <= MX_P_WDOWN; k++)
-                if (k != MX_P_FFN_NORM) want += m.info[k].numel * 4;
-            want -= m.info[MX_P_WDOWN].numel / cfg.n_layers * 4;
-            const long long got = (long long)mxg_llama_shared_grad_bytes(g);
-            printf("    in activation memory   %lld bytes of gradients (want %zu)\n", got, want);
-            if (got != (long long)want) fail("shared gradient bytes %lld, want %zu", got, want);
-            /* what it refuses: the gradients after a forward, a second backward without zero_grad */
-            float lo = 0;
-            MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 7, &lo, NULL));
-            vecf tmp(m.n_params);
-            double d = 0;
-            if (mxg_llama_download_grads(g, tmp.data()) == MX_OK) fail("gradients read after a forward");
-            if (mxg_llama_grad_sumsq(g, &d) == MX_OK) fail("gradient norm after a forward");
-            MXC(mxg_llama_zero_grad(g));
-            MXC(mxg_llama_forward_backward(g, tok.data(), tgt.data(), 7, 1.0f / N, &lo));
-            if (mxg_llama_forward_backward(g, tok.data(), tgt.data(), 8, 1.0f / N, &lo) == MX_OK)
-                fail("a second backward without zero_grad");
-            else printf("    refused                %s\n", mx_last_error());
-        }
-        mxg_llama_free(g);
-    }
-    for (int s = 0; s < 2; s++) {
-        char what[64];
-        snprintf(what, sizeof what, "loss, step %d", s + 1);
-        same_bytes(what, &loss[0][s], &loss[1][s], 4);
-        snprintf(what, sizeof what, "gradients, step %d", s + 1);
-        same_bytes(what, grads[0][s].data(), grads[1][s].data(), m.n_params * 4);
-    }
-    same_bytes("weights after AdamW", params[0].data(), params[1].data(), m.n_params * 4);
-    const double rel = fabs(ss[1] - ss[0]) / ss[0];
-    printf("    gradient norm^2        %.17g vs %.17g (rel %.3g, tol 1e-12)\n", ss[1], ss[0], rel);
-    if (!(rel <= 1e-12)) fail("gradient norm differs by %.3g", rel);
-    mx_llama_free(&m);
-    end();
-}
-
-/* MXLM_GPU_WCACHE=1 (the weights' Fprop and Dgrad operands made once per update, mxg_linear_weight_operands)
- * against the default: two steps with AdamW and an evaluation between them, the losses, gradients and weights
- * bit for bit, and the operands taken from the cache counted: every forward's Fprop (7 linears a layer), every
- * backward's Dgrad where the recipe's path takes them (fp8: all 7; MXFP4's fast path: where the reduction dim N
- * is a multiple of 128, in tiny all but k and v's 64). */
-void test_model_wcache(const char* recipe) {
-    char name[128];
-    snprintf(name, sizeof name, "gpu model weight operands once per update tiny %s", recipe);
-    if (!wanted(name)) return;
-    begin(name);
-    mx_model_config cfg;
-    mx_recipe rec;
-    mx_llama m;
-    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
-    const int B = 8, T = 128, N = B * T, L = cfg.n_layers;
-    std::vector<int32_t> tok(2 * N), tgt(2 * N);
-    for (int n = 0; n < 2 * N; n++) {
-        tok[n] = (int32_t)(rnd64() % cfg.vocab);
-        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
-    }
-    const mx_adamw_config ac = {0.9, 0.95, 1e-5, 0.1};
-    vecf grads[2][2], params[2];
-    float loss[2][2] = {{0, 0}, {0, 0}}, ev[2] = {0, 0};
-    long long hits[2] = {0, 0};
-    for (int r = 0; r < 2; r++) {
-        if (r) setenv("MXLM_GPU_WCACHE", "1", 1); /* read when the model is made */
-        else unsetenv("MXLM_GPU_WCACHE");
-        mxg_llama* g = NULL;
-        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, B, T, 0, 0, 0, 0, 1, NULL));
-        unsetenv("MXLM_GPU_WCACHE");
-        if (!g) break;
-        const long long h0 = mxg_linear_wq_hits();
-        MXC(mxg_llama_upload(g, m.params, NULL, NULL));
-        MXC(mxg_llama_set_head_bf16(g, 1));
-        for (int s = 0; s < 2; s++) {
-            MXC(mxg_llama_zero_grad(g));
-            MXC(mxg_llama_forward_backward(g, tok.data() + s * N, tgt.data() + s * N, 5 + s, 1.0f / N, &loss[r][s]));
-            grads[r][s].resize(m.n_params);
-            MXC(mxg_llama_download_grads(g, grads[r][s].data()));
-            if (s == 0) {
-                MXC(mxg_llama_adamw(g, &ac, 1e-3, 0.5f, 1));
                 MXC(mxg_llama_loss(g, tok.data(), tgt.data(), 6, &ev[r], NULL)); /* an evaluation between the steps */
             }
         }
         params[r].resize(m.n_params);
         MXC(mxg_llama_download(g, params[r].data(), NULL, NULL));
-        hits[r] = mxg_linear_wq_hits() - h0;
+        after(r, g, tok.data(), tgt.data());
         mxg_llama_free(g);
     }
-    const int fp8 = !strcmp(recipe, "fp8");
-    const long long want = 3LL * 7 * L + 2LL * (fp8 ? 7 : 5) * L; /* 3 forwards' Fprop, 2 backwards' Dgrad */
-    printf("    operands from the cache %lld without, %lld with (want 0, %lld)\n", hits[0], hits[1], want);
-    if (hits[0] != 0 || hits[1] != want) fail("weight operands taken %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
     for (int s = 0; s < 2; s++) {
         char what[64];
         snprintf(what, sizeof what, "loss, step %d", s + 1);
@@ -672,6 +578,87 @@ void test_model_wcache(const char* recipe) {
     }
     same_bytes("evaluation loss", &ev[0], &ev[1], 4);
     same_bytes("weights after AdamW", params[0].data(), params[1].data(), m.n_params * 4);
+    *ss_rel = ss[0] > 0 ? fabs(ss[1] - ss[0]) / ss[0] : 1.0;
+}
+
+void test_model_shared_grads(const char* recipe, int act16) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model shared gradients tiny %s%s", recipe, act16 ? " act16" : "");
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    const int B = 8, T = 128, N = B * T;
+    auto make = [&](int r) {
+        mxg_llama* g = NULL;
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, B, T, 0, 0, act16, 0, r, NULL));
+        return g;
+    };
+    auto after = [&](int r, mxg_llama* g, const int32_t* tok, const int32_t* tgt) {
+        if (r != 1) return;
+        /* the plan: all of the linears' and the embedding's gradients in activations, but the last down's */
+        size_t want = m.info[MX_P_EMBED].numel * 4;
+        for (int k = MX_P_WQ; k <= MX_P_WDOWN; k++)
+            if (k != MX_P_FFN_NORM) want += m.info[k].numel * 4;
+        want -= m.info[MX_P_WDOWN].numel / cfg.n_layers * 4;
+        const long long got = (long long)mxg_llama_shared_grad_bytes(g);
+        printf("    in activation memory   %lld bytes of gradients (want %zu)\n", got, want);
+        if (got != (long long)want) fail("shared gradient bytes %lld, want %zu", got, want);
+        /* what it refuses: the gradients after a forward, a second backward without zero_grad */
+        float lo = 0;
+        MXC(mxg_llama_loss(g, tok, tgt, 7, &lo, NULL));
+        vecf tmp(m.n_params);
+        double d = 0;
+        if (mxg_llama_download_grads(g, tmp.data()) == MX_OK) fail("gradients read after a forward");
+        if (mxg_llama_grad_sumsq(g, &d) == MX_OK) fail("gradient norm after a forward");
+        MXC(mxg_llama_zero_grad(g));
+        MXC(mxg_llama_forward_backward(g, tok, tgt, 7, 1.0f / N, &lo));
+        if (mxg_llama_forward_backward(g, tok, tgt, 8, 1.0f / N, &lo) == MX_OK) fail("a second backward without zero_grad");
+        else printf("    refused                %s\n", mx_last_error());
+    };
+    double rel = 1;
+    two_runs(cfg, m, make, after, &rel);
+    printf("    gradient norm^2        rel difference %.3g (tol 1e-12)\n", rel);
+    if (!(rel <= 1e-12)) fail("gradient norm differs by %.3g", rel);
+    mx_llama_free(&m);
+    end();
+}
+
+/* MXLM_GPU_WCACHE=1 (the weights' Fprop and Dgrad operands made once per update, mxg_linear_weight_operands)
+ * against the default: two_runs' losses, gradients, evaluation and weights bit for bit, and the operands taken
+ * from the cache counted: every forward's Fprop (7 linears a layer), every backward's Dgrad where the recipe's
+ * path takes them (fp8: all 7; MXFP4's fast path: where the reduction dim N is a multiple of 128, in tiny all
+ * but k and v's 64). */
+void test_model_wcache(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "gpu model weight operands once per update tiny %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_model_config cfg;
+    mx_recipe rec;
+    mx_llama m;
+    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    long long hits[2] = {0, 0}, h0 = 0;
+    auto make = [&](int r) {
+        if (r) setenv("MXLM_GPU_WCACHE", "1", 1); /* read when the model is made */
+        else unsetenv("MXLM_GPU_WCACHE");
+        mxg_llama* g = NULL;
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, 0, 0, 0, 1, NULL));
+        unsetenv("MXLM_GPU_WCACHE");
+        h0 = mxg_linear_wq_hits();
+        return g;
+    };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_wq_hits() - h0; };
+    double rel = 1;
+    two_runs(cfg, m, make, after, &rel);
+    const int L = cfg.n_layers, fp8 = !strcmp(recipe, "fp8");
+    const long long want = 3LL * 7 * L + 2LL * (fp8 ? 7 : 5) * L; /* 3 forwards' Fprop, 2 backwards' Dgrad */
+    printf("    operands from the cache %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
+           hits[1], want, rel);
+    if (hits[0] != 0 || hits[1] != want) fail("weight operands taken %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
+    if (rel != 0) fail("gradient norm differs by %.3g", rel);
     mx_llama_free(&m);
     end();
 }
