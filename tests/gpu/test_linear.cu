@@ -34,20 +34,33 @@ void test_linear_operands(const char* recipe) {
     const uint32_t lid = 5;
     /* pass 0 exact, 1 fast (VEC128 scales), 2 fast with one scale per stored row (mxg_linear_ctx.outer_scales; fp8:
      * the same products; MXFP4: these inputs keep every block within 14 binades of its row's largest, the same
-     * products too) */
-    for (int pass = 0; pass < 3; pass++) {
+     * products too), 3 MXFP4's Fprop alone on OUTER scales (MXG_OUTER_MXFP4_FPROP: the one-pass fold), 4 the
+     * default with W's operands made beforehand (mxg_linear_weight_operands, mxg_linear_ctx.wq: taken by Fprop,
+     * and by Dgrad where its path takes them) */
+    const size_t nfs = mxg_linear_weight_fs(N, K);
+    Dev wq8a((size_t)N * K), wq8b((size_t)N * K), wfsa(nfs * 4), wfsb(nfs * 4), wsc(16 * 4);
+    for (int pass = 0; pass < 5; pass++) {
         const int exact = pass == 0;
-        const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : "fast outer";
+        const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : pass == 2 ? "fast outer" : pass == 3 ? "fast outer fprop"
+                                                                                                         : "fast, W made before";
         mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
-        gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : 0;
+        gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : pass == 3 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP
+                        : pass == 4 ? MXG_OUTER_FP8 : 0;
+        mxg_wq wq;
+        memset(&wq, 0, sizeof wq);
+        if (pass == 4) {
+            wq.q8[0] = (uint8_t*)wq8a.p; wq.q8[1] = (uint8_t*)wq8b.p;
+            wq.fs[0] = wfsa.f(); wq.fs[1] = wfsb.f(); wq.sc = wsc.f();
+            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, &wq, NULL));
+            gc.wq = &wq;
+        }
+        const long long hits0 = mxg_linear_wq_hits();
         mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
         for (int g = 0; g < 3; g++) {
             /* TN operands on the host, and the GPU call on the stored tensors */
-            vecf A, Bm;
-            int Ma, Nb, R;
-            if (g == MX_FPROP) { A = X; Bm = W; Ma = M; Nb = N; R = K; }
-            else if (g == MX_DGRAD) { A = dY; Bm = host_t(W, N, K); Ma = M; Nb = K; R = N; }
-            else { A = host_t(dY, M, N); Bm = host_t(X, M, K); Ma = N; Nb = K; R = M; }
+            const vecf A = g == MX_FPROP ? X : g == MX_DGRAD ? dY : host_t(dY, M, N);
+            const vecf Bm = g == MX_FPROP ? W : g == MX_DGRAD ? host_t(W, N, K) : host_t(X, M, K);
+            const int Ma = g == MX_WGRAD ? N : M, Nb = g == MX_FPROP ? N : K, R = g == MX_FPROP ? K : g == MX_DGRAD ? N : M;
             auto gpu = [&](int acc) { /* the GPU call on the stored tensors */
                 if (g == MX_FPROP) MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), Ma, Nb, R, acc, NULL));
                 else if (g == MX_DGRAD) MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), Ma, Nb, R, acc, NULL));
@@ -94,6 +107,13 @@ void test_linear_operands(const char* recipe) {
                 if (!same) fail("%s operand %d: quantized operand differs from the CPU's", what, o);
                 mx_fp4_free(&t);
             }
+        }
+        if (pass == 4) { /* W's operands taken: Fprop's (twice: plain and accumulated) wherever they were made */
+            const long long hits = mxg_linear_wq_hits() - hits0, want = 2LL * (wq.valid[0] + wq.valid[1]);
+            const int quantized = rec.g[MX_FPROP].fmt == MX_FMT_FP8 || mx_gemm_gpu_mxfp4(&rec, MX_FPROP);
+            printf("    W's operands made before: Fprop %d, Dgrad %d; taken %lld (want %lld)\n", wq.valid[0], wq.valid[1],
+                   hits, want);
+            if (hits != want || (quantized && !wq.valid[0])) fail("W's operands taken %lld, want %lld", hits, want);
         }
     }
     mxg_linws_free(ws);

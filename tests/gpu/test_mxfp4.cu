@@ -308,11 +308,12 @@ void test_quant(const char* filter) {
     }
     /* the one-pass OUTER row fold at the trainer's row lengths (k_qouter: tiles of 512 / nbr whole rows, rows not a
      * multiple of that, nbr 112 and 20 not dividing 512; cols / 32 > 512 takes k_qrow), RNE, h0 / h16 / h32 */
-    const int outer_sh[][2] = {{45, 1024}, {13, 3584}, {7, 8192}, {33, 640}, {3, 20480}};
+    /* (the last two shapes, h16 only: more tiles than the grid's CTAs, so the persistent loop swaps its buffers) */
+    const int outer_sh[][2] = {{45, 1024}, {13, 3584}, {7, 8192}, {33, 640}, {3, 20480}, {9000, 1024}, {20000, 640}};
     const int outer_h[] = {0, 16, 32};
-    for (int e = 0; e < 5; e++)
+    for (int e = 0; e < 7; e++)
         for (int bf = 0; bf < 2; bf++)
-            for (int hi = 0; hi < 3; hi++) {
+            for (int hi = e < 5 ? 0 : 1; hi < (e < 5 ? 3 : 2); hi++) {
                 QCase qc;
                 memset(&qc, 0, sizeof qc);
                 qc.rows = outer_sh[e][0]; qc.cols = outer_sh[e][1]; qc.bf16 = bf;

@@ -452,10 +452,13 @@ int mxfp4_spec(const mxg_linear_ctx* c, mx_gemm_id g, int o, int tr, mxg_qspec* 
     return 1;
 }
 
-/* MXG_OUTER_MXFP4_FPROP's condition (recipe_gemm_core's outer1) for GEMM g of c on the fast path. */
-int mxfp4_outer1(const mxg_linear_ctx* c, mx_gemm_id g, int fast, int a_t, int b_t) {
+/* MXG_OUTER_MXFP4_FPROP's condition (recipe_gemm_core's outer1) for GEMM g of c on the fast path over the
+ * reduction dim R: both operands row-direction 1x32 outputs that mxg_quantize folds OUTER in one pass (no 32x32
+ * weight tiles, a rotation <= 32, at most 1024 blocks a row); otherwise VEC128 as without it. */
+int mxfp4_outer1(const mxg_linear_ctx* c, mx_gemm_id g, int fast, int a_t, int b_t, int R) {
+    const mx_gemm_recipe* q = &c->recipe->g[g];
     return fast && g == MX_FPROP && (c->outer_scales & MXG_OUTER_MXFP4_FPROP) && !(c->outer_scales & MXG_OUTER_MXFP4) &&
-           !a_t && !b_t;
+           !a_t && !b_t && !q->w2d && q->had_n <= 32 && R / 32 <= 1024;
 }
 
 /* Two quantizer specs give the same bytes of the same input: the fields the outputs depend on equal, and the SR
@@ -470,16 +473,17 @@ bool spec_bytes_same(const mxg_qspec* a, const mxg_qspec* b) {
 }
 
 /* The ready operand b of GEMM g (Fprop's W, Dgrad's W^T) in c->wq, made as this call would make it: W the same
- * tensor ([n, k] as stored: Fprop Nb x R, Dgrad R x Nb), the format, spec and fold this call's; NULL otherwise
- * (and under telemetry or the OUTER probe, which look at the operand as it is made). */
+ * tensor stored the same way ([n, k]: Fprop's B untransposed, Nb x R; Dgrad's transposed, R x Nb), the format,
+ * spec and fold this call's; NULL otherwise (and under telemetry or the OUTER probe, which look at the operand
+ * as it is made). */
 long long g_wq_hits = 0; /* the operands taken from an mxg_wq (mxg_linear_wq_hits: a test's count) */
 
-const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const float* B, int Nb, int R, const mxg_qspec* s,
-                      int fold, int telemetry) {
+const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const float* B, int b_t, int Nb, int R,
+                      const mxg_qspec* s, int fold, int telemetry) {
     const mxg_wq* q = c->wq;
     const int k = g == MX_DGRAD;
-    if (!q || (g != MX_FPROP && g != MX_DGRAD) || !q->valid[k] || q->fmt != fmt || q->w != B || !B || telemetry ||
-        oow_probe_on())
+    if (!q || (g != MX_FPROP && g != MX_DGRAD) || b_t != k || !q->valid[k] || q->fmt != fmt || q->w != B || !B ||
+        telemetry || oow_probe_on())
         return NULL;
     if (k ? (q->n != R || q->k != Nb) : (q->n != Nb || q->k != R)) return NULL;
     if (fmt == MX_FMT_MXFP4 && (q->fold[k] != fold || !spec_bytes_same(&q->spec[k], s))) return NULL;
@@ -583,7 +587,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             nv[o] = outer8 ? (size_t)rows[o] : (size_t)(R / 128) * rows[o];
             mx_fp8_kind k = mx_operand_fp8_kind(g, o);
             kt[o] = k == MX_FP8_E5M2 ? MXG_E5M2 : MXG_E4M3;
-            const mxg_wq* wq = o == 1 && k == MX_FP8_E4M3 ? wq_take(c, g, MX_FMT_FP8, B, Nb, R, NULL, 0, tele[1] != NULL)
+            const mxg_wq* wq = o == 1 && k == MX_FP8_E4M3 ? wq_take(c, g, MX_FMT_FP8, B, b_t, Nb, R, NULL, 0, tele[1] != NULL)
                                                           : NULL;
             if (wq) { /* W's codes made after the update (mxg_linear_weight_operands): the same bytes and scale */
                 tn[1] = wq->q8[g == MX_DGRAD];
@@ -655,7 +659,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         /* MXG_OUTER_MXFP4_FPROP: Fprop's two row-direction operands folded OUTER by the quantizer in one pass
          * (mxg_quantize: e_ref the row's largest block exponent, one float scale per row), the GEMM on OUTER
          * scales; a block outside that window rounds and is counted, as under VEC128 (no fix-up) */
-        const int outer1 = mxfp4_outer1(c, g, fast, a_t, b_t);
+        const int outer1 = mxfp4_outer1(c, g, fast, a_t, b_t, R);
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
@@ -676,7 +680,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 w->xk[0].valid = 0; /* as xkeep leaves it for an operand a that is not X's */
                 continue;
             }
-            const mxg_wq* wq = o == 1 && fast ? wq_take(c, g, MX_FMT_MXFP4, B, Nb, R, &s, outer1, tele[1] != NULL) : NULL;
+            const mxg_wq* wq = o == 1 && fast ? wq_take(c, g, MX_FMT_MXFP4, B, b_t, Nb, R, &s, outer1, tele[1] != NULL) : NULL;
             if (wq) { /* W's operand made after the update (mxg_linear_weight_operands), with this very spec */
                 e4[1] = wq->q8[g == MX_DGRAD];
                 fsc[1] = wq->fs[g == MX_DGRAD];
@@ -880,8 +884,7 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
                                   stream);
         if (!rc && take[1]) rc = mxg_fp8_transpose(q->q8[0], N, K, q->q8[1], stream);
         if (rc) return rc;
-        q->fs[1] = q->fs[0];
-        q->valid[0] = take[0];
+        q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */
         q->valid[1] = take[1];
         return MX_OK;
     }
@@ -895,7 +898,7 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         if (!mx_gemm_gpu_mxfp4(r, gs[k]) || !fast || mx_gemm_gpu_refusal(r, gs[k])) continue;
         if (mx_gemm_check_dims(gs[k], &r->g[gs[k]], k ? K : N, k ? K : N, R)) continue;
         if (mxfp4_spec(c, gs[k], 1, k, &q->spec[k]) != k) continue; /* Dgrad: the column direction, or none */
-        q->fold[k] = mxfp4_outer1(c, gs[k], fast, 0, k);
+        q->fold[k] = mxfp4_outer1(c, gs[k], fast, 0, k, R);
         qo[k].e4m3 = q->q8[k];
         qo[k].fscale = q->fs[k];
         qo[k].fold = q->fold[k] ? MXG_FOLD_OUTER : MXG_FOLD_VEC128;

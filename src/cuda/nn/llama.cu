@@ -901,6 +901,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
  * a random rotation's, finds them unusable and quantizes W itself). */
 static int refresh_wq(mxg_llama* g, uint64_t step) {
     if (!g->wq || g->wq_fresh) return MX_OK;
+    if (g->tele_on) return MX_OK; /* a telemetry forward quantizes W itself (its operands' stats): made after it */
     PROF_B(PROF_QUANT, g->st);
     for (int l = 0; l < g->cfg.n_layers; l++)
         for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
