@@ -366,8 +366,7 @@ int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qspec spec[2]
 typedef struct mxg_wq {
     int valid[2];
     int fmt;                  /* MX_FMT_MXFP4 or MX_FMT_FP8 */
-    int fold[2];              /* MXFP4: 1 OUTER, 0 VEC128 */
-    int outer8;               /* fp8: the OUTER scale vector (the only form kept) */
+    int fold[2];              /* MXFP4: 1 OUTER, 0 VEC128 (fp8: always the OUTER scale vector) */
     const float* w;
     int n, k;
     mxg_qspec spec[2];

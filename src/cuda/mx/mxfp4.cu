@@ -743,9 +743,11 @@ bool qfast_ok(const QArgs& a, mxg_dtype dt) {
     return (a.s[0].active || a.s[1].active) && a.cols % V == 0 && ((uintptr_t)a.x & 15) == 0;
 }
 
-/* A persistent kernel's grid (*grid): its CTAs that fit the device at once (worked out on the first call,
- * into *resident, with the dynamic shared memory allowed), or fewer where there are fewer tiles. */
-template <typename K> int persistent_grid(K kern, int nt, size_t smem, int ntiles, int* resident, int* grid) {
+/* A persistent kernel kern(a) of nt threads and smem bytes of dynamic shared memory on st: a grid of its CTAs
+ * that fit the device at once (worked out on the first call into *resident, the caller's per kernel, with that
+ * shared memory allowed), or fewer where there are fewer tiles; each CTA loops over the tiles. */
+template <typename K, typename A>
+int launch_persistent(K kern, int nt, size_t smem, int ntiles, int* resident, const A& a, cudaStream_t st) {
     if (!*resident) {
         CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         int dev = 0, sms = 0, per = 0;
@@ -754,7 +756,8 @@ template <typename K> int persistent_grid(K kern, int nt, size_t smem, int ntile
         CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, nt, smem));
         *resident = sms * (per > 0 ? per : 1);
     }
-    *grid = ntiles < *resident ? ntiles : *resident;
+    kern<<<ntiles < *resident ? ntiles : *resident, nt, smem, st>>>(a);
+    CU_LAUNCHED();
     return MX_OK;
 }
 
@@ -763,13 +766,8 @@ int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
     using L = QfSmem<T, TR, TC>;
     constexpr int NT = TR * TC / 32;
     static int resident = 0; /* CTAs of this kernel that fit the device at once */
-    int grid = 0;
-    const int rc = persistent_grid(k_qfast<T, TR, TC, N, MINB>, NT, L::total,
-                                   ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC), &resident, &grid);
-    if (rc) return rc;
-    k_qfast<T, TR, TC, N, MINB><<<grid, NT, L::total, st>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return launch_persistent(k_qfast<T, TR, TC, N, MINB>, NT, L::total,
+                             ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC), &resident, a, st);
 }
 
 /* The two-direction h16 kernel on BF16 without random signs (the trainer's X and dY operands) held to 64
@@ -914,13 +912,8 @@ template <typename T, int N> int launch_qouter_n(const QArgs& a, cudaStream_t st
     constexpr int MINB = sizeof(T) == 2 ? 2 : 1;
     using L = QoSmem<T>;
     static int resident = 0;
-    int grid = 0;
     const int tr = QO_NT / (a.cols / 32);
-    const int rc = persistent_grid(k_qouter<T, N, MINB>, QO_NT, L::total, (a.rows + tr - 1) / tr, &resident, &grid);
-    if (rc) return rc;
-    k_qouter<T, N, MINB><<<grid, QO_NT, L::total, st>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return launch_persistent(k_qouter<T, N, MINB>, QO_NT, L::total, (a.rows + tr - 1) / tr, &resident, a, st);
 }
 
 template <typename T> int launch_qouter(const QArgs& a, cudaStream_t st) {
@@ -1092,13 +1085,8 @@ template <typename T, int N, int MINB> int launch_qswiglu_cfg(const QsArgs& a, c
     using L = QsSmem<T, 128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
-    int grid = 0;
-    const int rc = persistent_grid(k_qswiglu<T, 128, 128, N, MINB>, NT, L::total,
-                                   ((a.rows + 127) / 128) * ((a.cols + 127) / 128), &resident, &grid);
-    if (rc) return rc;
-    k_qswiglu<T, 128, 128, N, MINB><<<grid, NT, L::total, st>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return launch_persistent(k_qswiglu<T, 128, 128, N, MINB>, NT, L::total,
+                             ((a.rows + 127) / 128) * ((a.cols + 127) / 128), &resident, a, st);
 }
 
 /* BF16 h16 without random signs: two CTAs an SM at 64 registers (as k_qfast's BF16 two-direction kernel; ptxas

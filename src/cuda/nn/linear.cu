@@ -292,13 +292,22 @@ extern "C" unsigned long long* mxg_linws_device_counters(mxg_linws* w) { return 
 
 namespace {
 
-/* x_same: the kept operand of `role` is X's, as spec s would make it now (under RNE without a random
- * rotation the seed, stream and rotation ids change no byte). */
+/* Two quantizer specs give the same bytes of the same input: the fields the outputs depend on equal, and the SR
+ * stream's and the random signs' seeds where they are used (an RNE spec's seed, a fixed rotation's seed do not
+ * enter: they change with the step while the bytes do not). */
+bool spec_bytes_same(const mxg_qspec* a, const mxg_qspec* b) {
+    if (a->layout != b->layout || a->scale != b->scale || a->round != b->round || a->had_n != b->had_n ||
+        a->had_axis != b->had_axis || a->had_random != b->had_random || a->sr_tn != b->sr_tn)
+        return false;
+    if (a->round == MX_ROUND_SR && (a->seed != b->seed || a->tensor_id != b->tensor_id)) return false;
+    return !(a->had_n && a->had_random && (a->had_seed != b->had_seed || a->rot_id != b->rot_id));
+}
+
+/* x_same: the kept operand of `role` is X's, as spec s would make it now (spec_bytes_same: under RNE without
+ * a random rotation, what x_same keeps, the seed, stream and rotation ids change no byte). */
 bool xkept(const mxg_linws* w, int role, int fmt, int fold, const void* x, int xr, int xc, const mxg_qspec* s) {
-    const mxg_qspec* k = &w->xk[role].s;
-    return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].fold == fold && w->xk[role].x == x && w->xk[role].xr == xr &&
-           w->xk[role].xc == xc && k->layout == s->layout && k->scale == s->scale && k->round == s->round &&
-           k->had_n == s->had_n && k->had_random == s->had_random && k->had_axis == s->had_axis;
+    return w->xk[role].valid && w->xk[role].fmt == fmt && w->xk[role].fold == fold && w->xk[role].x == x &&
+           w->xk[role].xr == xr && w->xk[role].xc == xc && spec_bytes_same(&w->xk[role].s, s);
 }
 
 void xrecord(mxg_linws* w, int role, int fmt, int fold, const void* x, int xr, int xc, const mxg_qspec* s) {
@@ -461,23 +470,12 @@ int mxfp4_outer1(const mxg_linear_ctx* c, mx_gemm_id g, int fast, int a_t, int b
            !a_t && !b_t && !q->w2d && q->had_n <= 32 && R / 32 <= 1024;
 }
 
-/* Two quantizer specs give the same bytes of the same input: the fields the outputs depend on equal, and the SR
- * stream's and the random signs' seeds where they are used (an RNE spec's seed, a fixed rotation's seed do not
- * enter: they change with the step while the bytes do not). */
-bool spec_bytes_same(const mxg_qspec* a, const mxg_qspec* b) {
-    if (a->layout != b->layout || a->scale != b->scale || a->round != b->round || a->had_n != b->had_n ||
-        a->had_axis != b->had_axis || a->had_random != b->had_random || a->sr_tn != b->sr_tn)
-        return false;
-    if (a->round == MX_ROUND_SR && (a->seed != b->seed || a->tensor_id != b->tensor_id)) return false;
-    return !(a->had_n && a->had_random && (a->had_seed != b->had_seed || a->rot_id != b->rot_id));
-}
+long long g_wq_hits = 0; /* the operands taken from an mxg_wq (mxg_linear_wq_hits: a test's count) */
 
 /* The ready operand b of GEMM g (Fprop's W, Dgrad's W^T) in c->wq, made as this call would make it: W the same
  * tensor stored the same way ([n, k]: Fprop's B untransposed, Nb x R; Dgrad's transposed, R x Nb), the format,
- * spec and fold this call's; NULL otherwise (and under telemetry or the OUTER probe, which look at the operand
- * as it is made). */
-long long g_wq_hits = 0; /* the operands taken from an mxg_wq (mxg_linear_wq_hits: a test's count) */
-
+ * spec and fold this call's (fp8: the OUTER scale vector it keeps); NULL otherwise (and under telemetry or the
+ * OUTER probe, which look at the operand as it is made). */
 const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const float* B, int b_t, int Nb, int R,
                       const mxg_qspec* s, int fold, int telemetry) {
     const mxg_wq* q = c->wq;
@@ -487,7 +485,7 @@ const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const floa
         return NULL;
     if (k ? (q->n != R || q->k != Nb) : (q->n != Nb || q->k != R)) return NULL;
     if (fmt == MX_FMT_MXFP4 && (q->fold[k] != fold || !spec_bytes_same(&q->spec[k], s))) return NULL;
-    if (fmt == MX_FMT_FP8 && !(q->outer8 && (c->outer_scales & MXG_OUTER_FP8))) return NULL;
+    if (fmt == MX_FMT_FP8 && !(c->outer_scales & MXG_OUTER_FP8)) return NULL;
     g_wq_hits++;
     return q;
 }
@@ -863,7 +861,6 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
     q->n = N;
     q->k = K;
     q->fold[0] = q->fold[1] = 0;
-    q->outer8 = 0;
     memset(q->spec, 0, sizeof q->spec);
     if (!W || c->tele || c->gout || oow_probe_on() || N <= 0 || K <= 0) return MX_OK;
     const mx_recipe* r = c->recipe;
@@ -877,7 +874,6 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
     }
     if (take[0] || take[1]) {
         q->fmt = MX_FMT_FP8;
-        q->outer8 = 1;
         float* s = q->sc;
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
         int rc = mxg_fp8_quantize(W, MXG_F32, (size_t)N * K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr, q->q8[0],

@@ -276,38 +276,6 @@ int wcache_on(const mx_recipe* r) {
     return e && !strcmp(e, "1") && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
-/* Linear j's weight [N, K] per layer (its in- and out-features) in model c. */
-void lin_dims(const mx_model_config* c, int j, int* N, int* K) {
-    const int D = c->dim, QD = c->n_heads * (D / c->n_heads), KD = c->n_kv_heads * (D / c->n_heads), F = c->ffn;
-    static const int out_of[MX_LIN_PER_BLOCK] = {0, 1, 1, 2, 3, 3, 2}; /* q: QD, k/v: KD, o/down: D, gate/up: F */
-    const int o = out_of[j];
-    *N = o == 0 ? QD : o == 1 ? KD : o == 2 ? D : F;
-    *K = j == MX_LIN_O ? QD : j == MX_LIN_DOWN ? F : D;
-}
-
-/* wq_buf's bytes for model c (each entry's buffers 256-byte aligned), and with q the entries' buffers set
- * from base. */
-size_t wq_layout(const mx_model_config* c, mxg_wq* q, uint8_t* base) {
-    size_t b = 0;
-    auto al = [](size_t x) { return (x + 255) / 256 * 256; };
-    for (int l = 0; l < c->n_layers; l++)
-        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
-            int N, K;
-            lin_dims(c, j, &N, &K);
-            const size_t n = (size_t)N * K, fs = mxg_linear_weight_fs(N, K) * 4;
-            mxg_wq* e = q ? &q[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
-            for (int k = 0; k < 2; k++) {
-                if (e) e->q8[k] = base + b;
-                b = al(b + n);
-                if (e) e->fs[k] = (float*)(base + b);
-                b = al(b + fs);
-            }
-            if (e) e->sc = (float*)(base + b);
-            b = al(b + 16 * 4);
-        }
-    return b;
-}
-
 int choose_nc(const mx_model_config* c, int N) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
@@ -363,6 +331,28 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
 
 /* The parameter kind of block linear j (MX_LIN_*). */
 const int k_lin_kind[MX_LIN_PER_BLOCK] = {MX_P_WQ, MX_P_WK, MX_P_WV, MX_P_WO, MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
+
+/* wq_buf's bytes for L layers of the linears of info (linear j's weight [N, K] = its kind's rows x cols; each
+ * entry's buffers 256-byte aligned), and with q the entries' buffers set from base. */
+size_t wq_layout(const mx_param_info* info, int L, mxg_wq* q, uint8_t* base) {
+    size_t b = 0;
+    auto al = [](size_t x) { return (x + 255) / 256 * 256; };
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
+            const int N = info[k_lin_kind[j]].rows, K = info[k_lin_kind[j]].cols;
+            const size_t n = (size_t)N * K, fs = mxg_linear_weight_fs(N, K) * 4;
+            mxg_wq* e = q ? &q[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
+            for (int k = 0; k < 2; k++) {
+                if (e) e->q8[k] = base + b;
+                b = al(b + n);
+                if (e) e->fs[k] = (float*)(base + b);
+                b = al(b + fs);
+            }
+            if (e) e->sc = (float*)(base + b);
+            b = al(b + 16 * 4);
+        }
+    return b;
+}
 
 /* act16's BF16 weight copy: linear j's layers at off[j]; returns the elements in all. */
 size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
@@ -510,7 +500,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
     }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
-    if (wcache_on(recipe)) e->params += (int64_t)wq_layout(cfg, NULL, NULL); /* the weights' operands */
+    if (wcache_on(recipe)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
     const int N = B * T;
     e->scratch = linws_bytes(recipe, cfg, N) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
@@ -673,13 +663,13 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     if (w16_on(g->act16, recipe))
         DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
     if (wcache_on(recipe)) {
-        DALLOC(g->wq_buf, wq_layout(cfg, NULL, NULL), "the linears' weight operands (MXLM_GPU_WCACHE=1)");
+        DALLOC(g->wq_buf, wq_layout(g->info, cfg->n_layers, NULL, NULL), "the linears' weight operands (MXLM_GPU_WCACHE=1)");
         g->wq = (mxg_wq*)calloc((size_t)cfg->n_layers * MX_LIN_PER_BLOCK, sizeof *g->wq);
         if (!g->wq) {
             mxg_llama_free(g);
             return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
         }
-        wq_layout(cfg, g->wq, g->wq_buf);
+        wq_layout(g->info, cfg->n_layers, g->wq, g->wq_buf);
     }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
@@ -888,11 +878,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.x_same = 0;
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
-    c.wq = NULL;
-    if (g->wq && g->wq_fresh) {
-        const mxg_wq* q = &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j];
-        if (q->valid[0] || q->valid[1]) c.wq = q;
-    }
+    c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
     return c;
 }
 
@@ -905,11 +891,10 @@ static int refresh_wq(mxg_llama* g, uint64_t step) {
     PROF_B(PROF_QUANT, g->st);
     for (int l = 0; l < g->cfg.n_layers; l++)
         for (int j = 0; j < MX_LIN_PER_BLOCK; j++) {
-            int N, K;
-            lin_dims(&g->cfg, j, &N, &K);
-            mxg_linear_ctx c = lin_ctx(g, l, j, step);
-            c.wq = NULL;
-            const float* W = g->params + g->info[k_lin_kind[j]].offset + (size_t)l * N * K;
+            const mx_param_info* in = &g->info[k_lin_kind[j]];
+            const int N = in->rows, K = in->cols;
+            const mxg_linear_ctx c = lin_ctx(g, l, j, step); /* (c.wq NULL: not fresh) */
+            const float* W = g->params + in->offset + (size_t)l * N * K;
             CHK(mxg_linear_weight_operands(&c, W, N, K, &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j], g->st));
         }
     PROF_E(PROF_QUANT, g->st);
