@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "cuda/common.cuh"
 #include "cuda/mx/hadamard.cuh"
 #include "cuda/mx/quant.cuh"
@@ -782,13 +784,19 @@ template <typename T, int N> int launch_qfast_n(const QArgs& a, cudaStream_t st)
     return launch_qfast_cfg<T, 128, 64, N>(a, st);
 }
 
-template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
-    switch (qf_rot_of(a)) {
-    case 0: return launch_qfast_n<T, 0>(a, st);
-    case 16: return launch_qfast_n<T, 16>(a, st);
-    case 32: return launch_qfast_n<T, 32>(a, st);
-    default: return launch_qfast_n<T, QF_RT>(a, st);
+/* f(std::integral_constant<int, N>()) for the instantiation of rotation size n (qf_rot_of's): N = n where qf_rot
+ * has one, else QF_RT; the fast kernels' launchers dispatch through it. */
+template <typename F> int qf_with_rot(int n, F f) {
+    switch (n) {
+    case 0: return f(std::integral_constant<int, 0>());
+    case 16: return f(std::integral_constant<int, 16>());
+    case 32: return f(std::integral_constant<int, 32>());
+    default: return f(std::integral_constant<int, QF_RT>());
     }
+}
+
+template <typename T> int launch_qfast(const QArgs& a, cudaStream_t st) {
+    return qf_with_rot(qf_rot_of(a), [&](auto n) { return launch_qfast_n<T, decltype(n)::value>(a, st); });
 }
 
 /* ---- the fast one-pass OUTER row quantizer (issue 16: the MXFP4 GEMMs on OUTER scales) ----
@@ -917,12 +925,7 @@ template <typename T, int N> int launch_qouter_n(const QArgs& a, cudaStream_t st
 }
 
 template <typename T> int launch_qouter(const QArgs& a, cudaStream_t st) {
-    switch (qf_rot_of(a)) {
-    case 0: return launch_qouter_n<T, 0>(a, st);
-    case 16: return launch_qouter_n<T, 16>(a, st);
-    case 32: return launch_qouter_n<T, 32>(a, st);
-    default: return launch_qouter_n<T, QF_RT>(a, st);
-    }
+    return qf_with_rot(qf_rot_of(a), [&](auto n) { return launch_qouter_n<T, decltype(n)::value>(a, st); });
 }
 
 /* ---- quantize-on-produce: the SwiGLU backward's outputs (mxg_quantize_swiglu_bwd) ---- */
@@ -1107,12 +1110,7 @@ template <typename T, int N> int launch_qswiglu_n(const QsArgs& a, cudaStream_t 
 /* The four outputs share one rotation (mxg_quantize_swiglu_ok: each tensor's pair through qfast_ok, and
  * the two tensors' rotations alike) */
 template <typename T> int launch_qswiglu(const QsArgs& a, cudaStream_t st) {
-    switch (qf_rot_of(a.q[0])) {
-    case 0: return launch_qswiglu_n<T, 0>(a, st);
-    case 16: return launch_qswiglu_n<T, 16>(a, st);
-    case 32: return launch_qswiglu_n<T, 32>(a, st);
-    default: return launch_qswiglu_n<T, QF_RT>(a, st);
-    }
+    return qf_with_rot(qf_rot_of(a.q[0]), [&](auto n) { return launch_qswiglu_n<T, decltype(n)::value>(a, st); });
 }
 
 template <typename T, bool ST> int launch_qrow(const QArgs& a, int outer, cudaStream_t st) {
