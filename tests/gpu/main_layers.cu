@@ -195,6 +195,10 @@ int main(int argc, char** argv) {
     test_linear_operands("mxfp4-fdw-even");
     test_linear_operands("fp8");
     test_linear_operands("bf16");
+    test_linear_blk("mxfp4-fdw-h16");
+    test_linear_blk("mxfp4-fdw-rh16+rh=step");
+    test_linear_blk("mxfp4-fdw-sr");
+    test_linear_blk("mxfp4-fdw-h16-2d");
     test_linear_epilogues("bf16");
     test_linear_epilogues("fp8");
     test_linear_epilogues("mxfp4-fdw-h16");
@@ -204,8 +208,9 @@ int main(int argc, char** argv) {
     test_model_shared_grads("bf16", 1);          /* BF16 gate / up: half the room */
     test_model_shared_grads("mxfp4-fdw-h16", 0); /* the fused SwiGLU backward reads gate / up */
     test_model_shared_grads("fp8", 0);
-    test_model_wcache("mxfp4-fdw-h16");          /* the weights' operands once per update: the same bytes */
-    test_model_wcache("fp8");
+    test_model_wcache("mxfp4-fdw-h16", NULL);    /* the weights' operands once per update: the same bytes */
+    test_model_wcache("fp8", NULL);
+    test_model_wcache("mxfp4-fdw-h16", "blk");   /* and on 128 x 128-tile scales */
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

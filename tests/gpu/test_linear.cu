@@ -120,6 +120,78 @@ void test_linear_operands(const char* recipe) {
     end();
 }
 
+/* MXG_OUTER_MXFP4_BLK: Dgrad's and Wgrad's operand b folded with one scale per 128 x 128 tile, their GEMMs on
+ * VEC128 x BLK128x128 scales, against the CPU's product of the same quantized operands (these inputs keep every
+ * block within 14 binades of its tile's largest: the same products), plain and accumulated, with W's operands
+ * quantized in the call and made before (mxg_linear_weight_operands: Dgrad's taken from it); the GEMMs counted on
+ * BLK scales where the recipe's operand b is RNE with a rotation <= 32 (not 32x32 weight tiles for Dgrad's). Every
+ * dimension a multiple of 128 but the weights' 384 x 256 rows of tiles in 3 x 2. */
+void test_linear_blk(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "linear blk128 %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    const int M = 256, K = 256, N = 384;
+    vecf X = randn((size_t)M * K, 1.0f), W = randn((size_t)N * K, 0.05f), dY = randn((size_t)M * N, 0.01f);
+    X[5] = 40.0f;
+    Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dC((size_t)N * K * 4);
+    up(dX, X); up(dW, W); up(ddY, dY);
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, (size_t)N * K, 0));
+    const uint64_t seed = 17, step = 2;
+    const uint32_t lid = 3;
+    int want_blk = 0; /* per pass: the GEMMs whose operand b mxfp4_fold_b puts on BLK scales, twice (plain, accumulated) */
+    for (int g = MX_DGRAD; g <= MX_WGRAD; g++) {
+        const mx_gemm_recipe* q = &rec.g[g];
+        want_blk += 2 * (q->fmt == MX_FMT_MXFP4 && q->round_b == MX_ROUND_RNE && q->had_n <= 32 && !(g == MX_DGRAD && q->w2d));
+    }
+    const size_t nfs = mxg_linear_weight_fs(N, K);
+    Dev wq8a((size_t)N * K), wq8b((size_t)N * K), wfsa(nfs * 4), wfsb(nfs * 4), wsc(16 * 4);
+    for (int pass = 0; pass < 2; pass++) {
+        mxg_linear_ctx gc = {&rec, seed, step, lid, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL};
+        gc.outer_scales = MXG_OUTER_FP8 | MXG_OUTER_MXFP4_BLK;
+        mxg_wq wq;
+        memset(&wq, 0, sizeof wq);
+        if (pass == 1) {
+            wq.q8[0] = (uint8_t*)wq8a.p; wq.q8[1] = (uint8_t*)wq8b.p;
+            wq.fs[0] = wfsa.f(); wq.fs[1] = wfsb.f(); wq.sc = wsc.f();
+            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, &wq, NULL));
+            gc.wq = &wq;
+        }
+        const long long blk0 = mxg_linear_blk_gemms(), hits0 = mxg_linear_wq_hits();
+        mx_linear_ctx cc = {&rec, seed, lid, step, NULL, 0};
+        for (int g = 0; g < 3; g++) {
+            const vecf A = g == MX_FPROP ? X : g == MX_DGRAD ? dY : host_t(dY, M, N);
+            const vecf Bm = g == MX_FPROP ? W : g == MX_DGRAD ? host_t(W, N, K) : host_t(X, M, K);
+            const int Ma = g == MX_WGRAD ? N : M, Nb = g == MX_FPROP ? N : K, R = g == MX_FPROP ? K : g == MX_DGRAD ? N : M;
+            for (int acc = 0; acc < 2; acc++) {
+                if (g == MX_FPROP) MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), Ma, Nb, R, acc, NULL));
+                else if (g == MX_DGRAD) MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), Ma, Nb, R, acc, NULL));
+                else MXC(mxg_gemm_recipe_tn(&gc, MX_WGRAD, ddY.f(), 1, dX.f(), 1, dC.f(), Ma, Nb, R, acc, NULL));
+                vecf Cc((size_t)Ma * Nb);
+                MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), Ma, Nb, R, 0));
+                if (acc) for (auto& v : Cc) v *= 2.0f; /* the same product added to itself */
+                char what[80];
+                snprintf(what, sizeof what, "%s blk128%s%s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad",
+                         pass ? ", W made before" : "", acc ? ", accumulated" : "");
+                compare(what, downf(dC, (size_t)Ma * Nb), Cc, NORM, 1e-4);
+            }
+        }
+        const long long blk = mxg_linear_blk_gemms() - blk0, hits = mxg_linear_wq_hits() - hits0;
+        printf("    pass %d: %lld GEMMs on VEC128 x BLK128 scales (want %d), W's operands taken %lld\n", pass, blk, want_blk, hits);
+        if (blk != want_blk) fail("pass %d: %lld GEMMs on BLK128 scales, want %d", pass, blk, want_blk);
+        if (pass == 1 && hits != 2LL * (wq.valid[0] + wq.valid[1])) fail("W's operands taken %lld", hits);
+        const mx_gemm_recipe* qd = &rec.g[MX_DGRAD];
+        const int dgrad_blk = qd->fmt == MX_FMT_MXFP4 && qd->round_b == MX_ROUND_RNE && qd->had_n <= 32 && !qd->w2d;
+        if (pass == 1 && wq.valid[1] && (wq.fold[1] == MXG_FOLD_BLK128) != dgrad_blk)
+            fail("the weight cache's Dgrad operand fold %d (BLK128 wanted: %d)", wq.fold[1], dgrad_blk);
+    }
+    mxg_linws_free(ws);
+    end();
+}
+
 /* The GPU linear layer (forward + backward, twice: steps s and s+1, both paths) with telemetry
  * against mx_linear_forward/backward with telemetry. nonfin: a NaN and an Inf in X. */
 void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) {

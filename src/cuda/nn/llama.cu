@@ -305,12 +305,18 @@ size_t max_operand(const mx_model_config* c, int N) {
 
 /* mxg_linear_ctx.outer_scales: the fp8 recipe's GEMMs on OUTER scales (+7% tokens/s for fp8 at 1b, H200,
  * 2026-12-03: docs/gpu.md), the MXFP4 fast path on VEC128; MXLM_GPU_OUTER=1 both on OUTER, =0 neither,
- * =fprop fp8's and MXFP4's Fprop (one-pass OUTER folds, no fix-up) */
-int outer_on(void) {
+ * =fprop fp8's and MXFP4's Fprop (one-pass OUTER folds, no fix-up), =blk fp8's and MXFP4's Dgrad / Wgrad operand
+ * b on 128 x 128-tile scales (one pass, no fix-up), =fprop,blk both. Anything else is refused (*bad). */
+int outer_on(int* bad) {
     const char* e = getenv("MXLM_GPU_OUTER");
-    if (e && !strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
-    if (e && !strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
-    if (e && !strcmp(e, "0")) return 0;
+    *bad = 0;
+    if (!e || !*e) return MXG_OUTER_FP8;
+    if (!strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
+    if (!strcmp(e, "0")) return 0;
+    if (!strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
+    if (!strcmp(e, "blk")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_BLK;
+    if (!strcmp(e, "fprop,blk") || !strcmp(e, "blk,fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_BLK;
+    *bad = 1;
     return MXG_OUTER_FP8;
 }
 
@@ -323,7 +329,8 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
     int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
     int mx = 0;
     for (int g = 0; g < 3; g++) mx |= mx_gemm_gpu_mxfp4(r, (mx_gemm_id)g);
-    if (mx && (outer_on() & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
+    int bad = 0;
+    if (mx && (outer_on(&bad) & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)cap * 4;
     return b;
@@ -571,7 +578,12 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->cfg = *cfg;
     const char* sx = getenv("MXLM_GPU_SHARE_X");
     g->share_x = !(sx && !strcmp(sx, "0")); /* the default since 2026-12-02 (docs/gpu.md) */
-    g->outer_scales = outer_on();
+    int bad_outer = 0;
+    g->outer_scales = outer_on(&bad_outer);
+    if (bad_outer) {
+        free(g);
+        return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of 0, 1, fprop, blk, fprop,blk (docs/gpu.md)", getenv("MXLM_GPU_OUTER"));
+    }
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
