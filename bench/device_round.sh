@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize vars telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -47,6 +47,14 @@ tiny_pair() {
   done
   printf '%s %-18s tiny 20 steps: ' "$label" "$r"
   python3 tools/compare_runs.py "$dir/$r-a" "$dir/$r-b" --identical 2>&1 | tail -1
+}
+# splits DIR: each profiled run's quantize share and GEMM time (one line a run)
+splits() {
+  local f
+  for f in "$1"/*.prof.log; do
+    [ -f "$f" ] || continue
+    printf '  %-28s %s\n' "$(basename "$f" .prof.log)" "$(grep -h "GPU time by part" "$f" | sed -E 's/.*\(MXLM_GPU_PROFILE, from step 2, ([0-9.]+ ms) in all\): quantize\/rotate\/transpose ([0-9.]+ ms \([0-9.]+%\)); GEMMs \(linears\) ([0-9.]+ ms).*/all \1, quantize \2, GEMMs \3/')"
+  done
 }
 t0=$(date +%s)
 if has quant; then # the quantizer benchmark (issue 16's bar: >= 60% of the copy measured in the same run)
@@ -215,6 +223,15 @@ print('conc %-6s %d at a time: %6.1f s wall, %8.0f tok/s in all' % ('$1', $2, w,
   } > "$OUT/conc.txt" 2>&1
   echo "conc done ($(( $(date +%s) - t0 )) s)"
 fi
+if has vars; then # A/B of experiment switches: VARS="NAME:ENV=V[;ENV=V] ..." each a speed table of VAR_RECIPES at
+  # CONFIGS with its variables set (speed-var-NAME.txt; the default's is the speed part's)
+  for nv in ${VARS:-}; do
+    name=${nv%%:*}; envs=${nv#*:}
+    env ${envs//;/ } MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-var-$name" "$CONFIGS" "${VAR_RECIPES:-mxfp4-fdw-h16}" \
+      "$STEPS" > "$OUT/speed-var-$name.txt" 2>&1
+    echo "var $name done ($(( $(date +%s) - t0 )) s)"
+  done
+fi
 if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
@@ -256,7 +273,8 @@ has attn && sed -n '/^best per shape/,$p' "$OUT/attn-bench.txt" && grep -E "^\(.
 has attnk && cat "$OUT/attn-kernels.txt"
 has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof.txt"
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
-has speed && grep -E "^\|" "$OUT/speed.txt"
+has speed && grep -E "^\|" "$OUT/speed.txt" && splits "$OUT/sp"
+has vars && for nv in ${VARS:-}; do echo "variant ${nv}:"; grep -hE "^\|" "$OUT/speed-var-${nv%%:*}.txt" | grep -v "^| preset\|^|---"; splits "$OUT/sp-var-${nv%%:*}"; done
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"
 (cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*.bin' --exclude='*.ckpt' --exclude='.lock' .)
