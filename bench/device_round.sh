@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize vars telseeds outer kprof ab xshare fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize vars telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -98,16 +98,6 @@ if has ab; then # the 20-step tiny losses of AB_RECIPES, the old binary (.device
     tiny_pair "ab (a old, b new)" "$OUT/ab" "$r" "- /tmp/old/mxlm" "- build/cuda/mxlm"
   done > "$OUT/ab.txt"
   echo "ab done ($(( $(date +%s) - t0 )) s)"
-fi
-if has xshare; then # MXLM_GPU_SHARE_X (q/k/v and gate/up share X's MXFP4 operands; the default, =0 turns it off):
-  # the 20-step tiny losses with and without it must be identical (the same bytes), then its speed
-  mkdir -p "$OUT/xs"
-  for r in ${XS_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw-h32 mxfp4-fdw-h16-2d mxfp4-fdw-sr fp8}; do
-    tiny_pair "xshare (a off, b on)" "$OUT/xs" "$r" "MXLM_GPU_SHARE_X=0 build/cuda/mxlm" "MXLM_GPU_SHARE_X=1 build/cuda/mxlm"
-  done > "$OUT/xshare.txt"
-  MXLM_GPU_SHARE_X=1 MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-xs" "$CONFIGS" "${XS_SPEED:-mxfp4-fdw-h16 fp8}" "$STEPS" \
-    > "$OUT/speed-xs.txt" 2>&1
-  echo "xshare done ($(( $(date +%s) - t0 )) s)"
 fi
 if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's and dup's MXFP4 operands; off by
   # default until this has passed): the 20-step tiny losses with and without it must be identical, then its speed
@@ -263,7 +253,6 @@ has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has sanitize && cat "$OUT/sanitize.txt"
 has gemmodes && cat "$OUT/gemm-modes.txt"
 has ab && cat "$OUT/ab.txt"
-has xshare && cat "$OUT/xshare.txt" && grep -E "^\|" "$OUT/speed-xs.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24

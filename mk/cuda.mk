@@ -43,7 +43,7 @@ $(B_CUDA)/%.o: %.c
 # layers.cu (the rest of llama.cu is host code, which the flag does not touch); the NVFP4 and MXFP8
 # quantizers, MXFP4's reference form and the standalone rotation (nvfp4, mxfp8, mxfp4_ref, hadamard) likewise. Not gemm, linear,
 # attention_gemm, dist, bench, lt.
-NVCC_EXACT_OBJ := mx/mxfp4 mx/fp8 mx/nvfp4 mx/mxfp8 mx/mxfp4_ref mx/hadamard nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama nn/decode \
+NVCC_EXACT_OBJ := mx/mxfp4 mx/fold mx/fp8 mx/nvfp4 mx/mxfp8 mx/mxfp4_ref mx/hadamard nn/embedding nn/rmsnorm nn/rope nn/attention nn/swiglu nn/xent nn/llama nn/decode \
                   train/adamw
 $(patsubst %,$(B_CUDA)/src/cuda/%.o,$(NVCC_EXACT_OBJ)): NVCCFLAGS += $(NVCC_EXACT)
 $(B_CUDA)/%.o: %.cu

@@ -310,7 +310,7 @@ typedef struct {
                              Y): the same single rounding as the product followed by an add */
     int dw_first;         /* 1: dW = its product (the caller's gradient buffer was not zeroed), 0: dW += */
     int x_same;           /* Sharing X's fast-path MXFP4 operands (and FP8 codes) between the linears that read the same X
-                             (q/k/v, gate/up); the model's default (MXLM_GPU_SHARE_X=0 turns it off). 0: off (each linear quantizes X itself); 1: on, X is new
+                             (q/k/v, gate/up); the model's default. 0: off (each linear quantizes X itself); 1: on, X is new
                              (quantize it and keep Fprop's operand a and Wgrad's operand b); 2: on, X is the
                              tensor the previous linear of this workspace read, unchanged: those operands are
                              reused where they are the same bytes (RNE, no random rotation, no telemetry, the
@@ -429,9 +429,7 @@ enum { MXG_ATTN_SIMT = 0, MXG_ATTN_GEMM = 1, MXG_ATTN_TF32 = 2, MXG_ATTN_FLASH =
  * per update; the residual stream, the norms' statistics, the weights of quantized GEMMs and every
  * accumulation stay FP32. The model then refuses telemetry (it needs the FP32 values). */
 /* The act16 the trainer and `mxlm eval` ask for: 1 wherever BF16 storage can serve (mx_act16_possible: the BF16
- * recipes, and the FP8 and fast-path MXFP4 ones, which then quantize the BF16 activations);
- * MXLM_GPU_ACT16=bf16: only where the GEMMs are all BF16 (mx_act16_applies: the default until session 17),
- * =0: nowhere. */
+ * recipes, and the FP8 and fast-path MXFP4 ones, which then quantize the BF16 activations). */
 int mxg_llama_act16_default(const mx_recipe* r);
 /* How many times (layers x backwards, in this process) the MLP's SwiGLU backward made dgate's and dup's
  * operands itself (the default; MXLM_GPU_FUSE_SWIGLU=0 turns it off; docs/gpu.md): a test's proof that the fused

@@ -43,6 +43,7 @@
 #include "cuda/nn/gemm.cuh"
 #include "cuda/reduce.cuh"
 #include "mxlm/gpu_model.h"
+#include "mxlm/gpu_switches.h"
 #include "mxlm/linear_plan.h"
 
 struct mxg_linws {
@@ -107,8 +108,7 @@ template <typename T> int transpose(T* dst, const T* src, int rows, int cols, cu
     return MX_OK;
 }
 
-/* MXLM_GPU_OOW_PROBE=1: issue 16's measurement before an OUTER-folded fast path (bench/NOTES.md, session 11's
- * design): each fast-path MXFP4 operand is quantized a second time into packed codes (the reference kernels:
+/* MXLM_GPU_OOW_PROBE=1 (gpu_switches.h): issue 16's measurement before an OUTER-folded fast path: each fast-path MXFP4 operand is quantized a second time into packed codes (the reference kernels:
  * the same bytes) and folded with OUTER scales (mxg_fold: e_ref the largest block exponent of the whole stored
  * row), into scratch, counting per GEMM and operand the blocks and those outside the OUTER fold's window
  * (exponent more than 14 below e_ref, a nonzero code: the blocks an exact fix-up would have to add). A
@@ -119,8 +119,9 @@ unsigned long long* g_oow_dev = NULL; // [3 GEMMs][2 operands][2]: mxg_fold's co
 unsigned long long g_oow_blocks[3][2];
 int oow_probe_on(void) {
     if (g_oow_probe < 0) {
-        const char* e = getenv("MXLM_GPU_OOW_PROBE");
-        g_oow_probe = e && !strcmp(e, "1");
+        mxg_switches sw;
+        mxg_switches_read(&sw); /* (read once: the probe's counters span the run) */
+        g_oow_probe = sw.oow_probe;
     }
     return g_oow_probe;
 }

@@ -33,6 +33,7 @@
 
 #include "cuda/common.cuh"
 #include "mxlm/gpu_model.h"
+#include "mxlm/gpu_switches.h"
 #include "mxlm/linear_plan.h"
 
 /* Telemetry entries per block linear (mxg_opstats): 6 operands ([gemm][a, b]: mxg_linear_ctx.tele), then 3
@@ -48,9 +49,7 @@ struct mxg_llama {
     int act16;                      /* BF16 storage (mxg_llama_create's act16): xn1, xn2, hid, gate, up, dhid,
                                        dgate, dup, and the linears' weights once per update (w16) */
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
-    int share_x;                    /* on unless MXLM_GPU_SHARE_X=0: q/k/v and gate/up share X's fast-path MXFP4
-                                       operands and FP8 codes (mxg_linear_ctx.x_same; the same bytes) */
-    int outer_scales;               /* mxg_linear_ctx.outer_scales (outer_on): MXG_OUTER_FP8 by default */
+    int outer_scales;               /* mxg_linear_ctx.outer_scales (MXLM_GPU_OUTER, gpu_switches.h) */
     int fuse_sw;                    /* on unless MXLM_GPU_FUSE_SWIGLU=0 (fuse_swiglu): the SwiGLU backward writes dgate's and
                                        dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
@@ -87,7 +86,7 @@ struct mxg_llama {
     uint16_t* w16;                  // act16 with BF16 GEMMs: the block linears' weights in BF16 (NULL otherwise), per kind at
     size_t w16_off[MX_LIN_PER_BLOCK]; //   w16_off[j] (all layers of linear j, as in params)
     int w16_fresh;                  /* w16 holds the current weights (cleared when they change) */
-    /* MXLM_GPU_WCACHE=1 (wcache_on): the block linears' Fprop and Dgrad weight operands made once per update
+    /* wcache_on: the block linears' Fprop and Dgrad weight operands made once per update
      * (mxg_linear_weight_operands) into wq_buf, one mxg_wq a layer and linear (wq[l * MX_LIN_PER_BLOCK + j]) */
     uint8_t* wq_buf;
     mxg_wq* wq;
@@ -256,35 +255,29 @@ int act_parts(mxg_llama* g, Part* parts, int B, int T) {
     return (int)(sizeof p / sizeof p[0]);
 }
 
-/* On unless MXLM_GPU_FUSE_SWIGLU=0 (the default since 2026-12-02, session 11, after the H200 showed the same
- * bytes: docs/gpu.md): where the recipe quantizes the MLP's dY (dgate, dup) in MXFP4 for Dgrad and Wgrad, the
- * SwiGLU backward writes their fast-path operands instead of the FP32 tensors (mxg_quantize_swiglu_bwd, or with
- * act16 mxg_quantize_swiglu_bwd_bf16 from the BF16 ones: the same bytes; layers it cannot serve, telemetry steps,
- * --gemm exact, fall back per call). */
-int fuse_swiglu(const mx_recipe* r) {
-    const char* e = getenv("MXLM_GPU_FUSE_SWIGLU");
-    return !(e && !strcmp(e, "0")) && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) &&
-           mx_gemm_gpu_mxfp4(r, MX_WGRAD);
+/* On unless MXLM_GPU_FUSE_SWIGLU=0 (a test hook, gpu_switches.h): where the recipe quantizes the MLP's dY (dgate,
+ * dup) in MXFP4 for Dgrad and Wgrad, the SwiGLU backward writes their fast-path operands instead of the FP32
+ * tensors (mxg_quantize_swiglu_bwd, or with act16 mxg_quantize_swiglu_bwd_bf16 from the BF16 ones: the same
+ * bytes; layers it cannot serve, telemetry steps, --gemm exact, fall back per call). */
+int fuse_swiglu(const mx_recipe* r, const mxg_switches* sw) {
+    return sw->fuse_swiglu && !mxg_linear_oow_probe() && mx_gemm_gpu_mxfp4(r, MX_DGRAD) && mx_gemm_gpu_mxfp4(r, MX_WGRAD);
 }
 
-/* MXLM_GPU_WCACHE=1: the weights' GEMM operands made once per update and reused by every forward and
- * backward until the next (issue 16 item 4; off by default until timed on the H200), for the recipes whose
- * linears quantize W (fp8, MXFP4: mxg_linear_weight_operands says which GEMMs take them) and not under
- * the OUTER probe. */
-int wcache_on(const mx_recipe* r) {
-    const char* e = getenv("MXLM_GPU_WCACHE");
-    return e && !strcmp(e, "1") && !mx_act16_applies(r) && !mxg_linear_oow_probe();
+/* The weights' GEMM operands made once per update and reused by every forward and backward until the next
+ * (issue 16 item 4; off under MXLM_GPU_WCACHE=0, a test hook), for the recipes whose linears quantize W (fp8,
+ * MXFP4: mxg_linear_weight_operands says which GEMMs take them) and not under the OUTER probe. */
+int wcache_on(const mx_recipe* r, const mxg_switches* sw) {
+    return sw->wcache && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
-int choose_nc(const mx_model_config* c, int N) {
+int choose_nc(const mx_model_config* c, int N, int head_mi) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
      * and written once per chunk, and the dxnf GEMM ([nc, D] outputs, K = V, no split-K) needs nc
      * large to fill the GPU (64 Mi logits per chunk had made the head 28% of a 1b step).
-     * MXLM_GPU_HEAD_MI=n: at most n Mi logits instead (a memory / speed trade to measure: 128 is 0.5 GiB less
-     * at 1b). */
-    const char* hm = getenv("MXLM_GPU_HEAD_MI");
-    const long mi = hm && atol(hm) > 0 ? atol(hm) : 256;
+     * head_mi (MXLM_GPU_HEAD_MI, default 256): at most that many Mi logits (a memory / speed trade: 128 is
+     * 0.5 GiB less at 1b). */
+    const long mi = head_mi;
     long cap = (mi << 20) / c->vocab;
     if (cap < 8) cap = 8;
     long chunks = (N + cap - 1) / cap;
@@ -303,34 +296,16 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
-/* mxg_linear_ctx.outer_scales: the fp8 recipe's GEMMs on OUTER scales (+7% tokens/s for fp8 at 1b, H200,
- * 2026-12-03: docs/gpu.md), the MXFP4 fast path on VEC128; MXLM_GPU_OUTER=1 both on OUTER, =0 neither,
- * =fprop fp8's and MXFP4's Fprop (one-pass OUTER folds, no fix-up), =blk fp8's and MXFP4's Dgrad / Wgrad operand
- * b on 128 x 128-tile scales (one pass, no fix-up), =fprop,blk both. Anything else is refused (*bad). */
-int outer_on(int* bad) {
-    const char* e = getenv("MXLM_GPU_OUTER");
-    *bad = 0;
-    if (!e || !*e) return MXG_OUTER_FP8;
-    if (!strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
-    if (!strcmp(e, "0")) return 0;
-    if (!strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
-    if (!strcmp(e, "blk")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_BLK;
-    if (!strcmp(e, "fprop,blk") || !strcmp(e, "blk,fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_BLK;
-    *bad = 1;
-    return MXG_OUTER_FP8;
-}
-
 /* The linear workspace's bytes for recipe r: mxg_linws_bytes, the OUTER path's operands where MXLM_GPU_OUTER=1
- * and a GEMM of r is MXFP4 on the fast path's kernels, and the FP32 buffer of the reference-form path
+ * (outer, MXG_OUTER_* bits) and a GEMM of r is MXFP4 on the fast path's kernels, and the FP32 buffer of the reference-form path
  * (linear.cu's block_gemm: NVFP4, MXFP8, dither; fq_room makes it with the workspace's capacity) when a GEMM
  * of r takes it. */
-int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N) {
+int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N, int outer) {
     const size_t m = max_operand(c, N), cap = (m + 127) / 128 * 128;
     int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
     int mx = 0;
     for (int g = 0; g < 3; g++) mx |= mx_gemm_gpu_mxfp4(r, (mx_gemm_id)g);
-    int bad = 0;
-    if (mx && (outer_on(&bad) & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
+    if (mx && (outer & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)cap * 4;
     return b;
@@ -484,8 +459,10 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     g.act16 = act16_on(act16, recipe);
     g.attn = attn;
     g.att16 = g.act16 && attn == MXG_ATTN_FLASH;
-    g.fuse_sw = fuse_swiglu(recipe);
-    g.Nc = choose_nc(cfg, B * T);
+    mxg_switches sw;
+    mxg_switches_read(&sw); /* (a bad value: the defaults; mxg_llama_create refuses it) */
+    g.fuse_sw = fuse_swiglu(recipe, &sw);
+    g.Nc = choose_nc(cfg, B * T, sw.head_mi);
     mx_param_info info[MX_P_COUNT];
     size_t np = mx_param_layout(cfg, info);
     e->params = (int64_t)np * 4;
@@ -507,9 +484,9 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
         e->params += (int64_t)w16_layout(info, off) * 2; /* the linears' BF16 weights */
     }
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
-    if (wcache_on(recipe)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
+    if (wcache_on(recipe, &sw)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
     const int N = B * T;
-    e->scratch = linws_bytes(recipe, cfg, N) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
+    e->scratch = linws_bytes(recipe, cfg, N, sw.outer) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
         e->scratch += (int64_t)mxg_attention_flash_workspace(B, T, cfg->n_heads, cfg->n_kv_heads, cfg->dim / cfg->n_heads);
@@ -544,15 +521,8 @@ static int make_pieces(mxg_llama* g) {
 /* The BF16 storage asked for by default (mxg_llama_create's act16; the trainer and `mxlm eval`): wherever it can
  * serve (mx_act16_possible: the BF16 recipes, whose GEMMs read the same numbers as from FP32 storage, and the FP8
  * and fast-path MXFP4 ones, whose quantizers then read the BF16 activations, as the CPU model with
- * mx_llama.act16; the default since 2026-12-03, session 17, after their GPU-vs-CPU curves passed with it on the
- * H200); MXLM_GPU_ACT16=bf16 only where the GEMMs are all BF16 (mx_act16_applies: the default before), =0
- * nowhere. */
-extern "C" int mxg_llama_act16_default(const mx_recipe* r) {
-    const char* e = getenv("MXLM_GPU_ACT16");
-    if (e && !strcmp(e, "0")) return 0;
-    if (e && !strcmp(e, "bf16")) return r && mx_act16_applies(r);
-    return r && mx_act16_possible(r);
-}
+ * mx_llama.act16; their GPU-vs-CPU curves pass with it). */
+extern "C" int mxg_llama_act16_default(const mx_recipe* r) { return r && mx_act16_possible(r); }
 
 extern "C" int mxg_llama_create(mxg_llama** out, const mx_model_config* cfg, const mx_recipe* recipe, int bf16_first,
                                 int bf16_last, uint64_t seed, int B, int T, int exact, int recompute, int act16,
@@ -571,19 +541,14 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         return mx_fail(MX_EINVAL, "model: batch %dx%d invalid (context %d)", B, T, cfg->seq_len);
     const int hd = cfg->dim / cfg->n_heads;
     if (hd % 32 || hd > 128) return mx_fail(MX_EINVAL, "GPU model: head dim %d must be a multiple of 32, <= 128", hd);
-    const char* pe = getenv("MXLM_GPU_PROFILE");
-    g_mxg_prof = pe && *pe && strcmp(pe, "0");
+    mxg_switches sw;
+    rc = mxg_switches_read(&sw);
+    if (rc) return rc;
+    g_mxg_prof = sw.profile;
     mxg_llama* g = (mxg_llama*)calloc(1, sizeof *g);
     if (!g) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
     g->cfg = *cfg;
-    const char* sx = getenv("MXLM_GPU_SHARE_X");
-    g->share_x = !(sx && !strcmp(sx, "0")); /* the default since 2026-12-02 (docs/gpu.md) */
-    int bad_outer = 0;
-    g->outer_scales = outer_on(&bad_outer);
-    if (bad_outer) {
-        free(g);
-        return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of 0, 1, fprop, blk, fprop,blk (docs/gpu.md)", getenv("MXLM_GPU_OUTER"));
-    }
+    g->outer_scales = sw.outer;
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
@@ -596,13 +561,13 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->act16 = act16_on(act16, recipe);
     /* (BF16 outputs: MXFP4's OUTER fix-up adds into an FP32 product, so act16 keeps MXFP4 on VEC128 scales) */
     if (g->act16) g->outer_scales &= ~MXG_OUTER_MXFP4;
-    g->fuse_sw = fuse_swiglu(recipe);
+    g->fuse_sw = fuse_swiglu(recipe, &sw);
     g->attn = attn;
     g->att16 = g->act16 && attn == MXG_ATTN_FLASH;
     g->B = B;
     g->T = T;
     const int N = B * T;
-    g->Nc = choose_nc(cfg, N);
+    g->Nc = choose_nc(cfg, N, sw.head_mi);
     if (cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking) != cudaSuccess) {
         cudaGetLastError();
         free(g);
@@ -674,8 +639,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     DALLOC(g->x16, (size_t)N * cfg->dim * 2, "BF16 block input");
     if (w16_on(g->act16, recipe))
         DALLOC(g->w16, w16_layout(g->info, g->w16_off) * 2, "BF16 copy of the block linears' weights");
-    if (wcache_on(recipe)) {
-        DALLOC(g->wq_buf, wq_layout(g->info, cfg->n_layers, NULL, NULL), "the linears' weight operands (MXLM_GPU_WCACHE=1)");
+    if (wcache_on(recipe, &sw)) {
+        DALLOC(g->wq_buf, wq_layout(g->info, cfg->n_layers, NULL, NULL), "the linears' weight operands");
         g->wq = (mxg_wq*)calloc((size_t)cfg->n_layers * MX_LIN_PER_BLOCK, sizeof *g->wq);
         if (!g->wq) {
             mxg_llama_free(g);
@@ -694,7 +659,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         mxg_llama_free(g);
         return mx_fail(rc, "%s", msg);
     }
-    g->bytes += linws_bytes(recipe, cfg, N);
+    g->bytes += linws_bytes(recipe, cfg, N, g->outer_scales);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
     CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
@@ -949,7 +914,7 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
     c.x16 = x16;
     c.res = res;
     c.out16 = y16;
-    c.x_same = g->share_x ? 1 + x_same : 0;
+    c.x_same = 1 + x_same; /* q/k/v and gate/up share X's fast-path MXFP4 operands and FP8 codes (the same bytes) */
     return mxg_linear_forward(&c, X, W, Y, M, K, N, g->st);
 }
 
@@ -963,7 +928,7 @@ static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
     c.dy16 = dy16;
     c.dyq = dyq;
     c.out16 = dx16;
-    c.x_same = g->share_x ? 1 + (dx_acc != 0) : 0; /* the linears after the first reading X (dx_acc 1) */
+    c.x_same = 1 + (dx_acc != 0); /* the linears after the first reading X (dx_acc 1) */
     return mxg_linear_backward_acc(&c, X, W, dY, dX, dW, M, K, N, dx_acc, g->st);
 }
 

@@ -222,18 +222,14 @@ extern "C" void mx_engine_gpu_ranks(void* comm, int* rank, int* world) {
 extern "C" int mx_engine_gpu_info(char* info, size_t n) { return mxg_device_info(info, n) == 0; }
 
 /* BF16 storage of the activations (mxg_llama_create's act16) as mxg_llama_act16_default gives it for the
- * recipe (bf16, fp8, fast-path MXFP4; MXLM_GPU_ACT16); not where telemetry is asked for (it measures
+ * recipe (bf16, fp8, fast-path MXFP4); not where telemetry is asked for (it measures
  * the FP32 operands). */
 static int act16_of(const mx_train_config* c, const mx_recipe* r) {
     return c->telemetry_every == 0 && mxg_llama_act16_default(r);
 }
 
-/* Gradients in activation memory (mxg_llama_create_dist's share_grads): with one micro-batch a step on one GPU,
- * unless MXLM_GPU_SHARE_GRADS=0 (docs/gpu.md). */
-static int share_grads_of(const mx_train_config* c, int world) {
-    const char* e = getenv("MXLM_GPU_SHARE_GRADS");
-    return c->accum == 1 && world <= 1 && !c->comm && !(e && !strcmp(e, "0"));
-}
+/* Gradients in activation memory (mxg_llama_create_dist's share_grads): with one micro-batch a step on one GPU. */
+static int share_grads_of(const mx_train_config* c, int world) { return c->accum == 1 && world <= 1 && !c->comm; }
 
 /* The estimate for c (an unparsable recipe counts as one without BF16 storage). */
 static void estimate(const mx_train_config* c, int recompute, int world, mxg_mem_estimate* ge) {

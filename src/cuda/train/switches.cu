@@ -1,0 +1,41 @@
+/* The GPU's experiment switches (include/mxlm/gpu_switches.h): the one place that reads MXLM_GPU_*. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mxlm/gpu_model.h"
+#include "mxlm/gpu_switches.h"
+#include "mxlm/mx.h"
+
+/* 1 unless name is set to "0" */
+static int on_unless_0(const char* name) {
+    const char* e = getenv(name);
+    return !(e && !strcmp(e, "0"));
+}
+
+/* MXLM_GPU_OUTER's bits (-1: a value it does not know) */
+static int outer_of(const char* e) {
+    const int fp = MXG_OUTER_MXFP4_FPROP, blk = MXG_OUTER_MXFP4_BLK;
+    if (!e || !*e || !strcmp(e, "fprop,blk") || !strcmp(e, "blk,fprop")) return MXG_OUTER_FP8 | fp | blk;
+    if (!strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
+    if (!strcmp(e, "0")) return 0;
+    if (!strcmp(e, "fp8")) return MXG_OUTER_FP8;
+    if (!strcmp(e, "fprop")) return MXG_OUTER_FP8 | fp;
+    if (!strcmp(e, "blk")) return MXG_OUTER_FP8 | blk;
+    return -1;
+}
+
+extern "C" int mxg_switches_read(mxg_switches* s) {
+    const char* o = getenv("MXLM_GPU_OUTER");
+    const char* hm = getenv("MXLM_GPU_HEAD_MI");
+    const char* pe = getenv("MXLM_GPU_PROFILE");
+    const char* oow = getenv("MXLM_GPU_OOW_PROBE");
+    s->outer = outer_of(o);
+    s->wcache = on_unless_0("MXLM_GPU_WCACHE");
+    s->fuse_swiglu = on_unless_0("MXLM_GPU_FUSE_SWIGLU");
+    s->head_mi = hm && atol(hm) > 0 ? (int)atol(hm) : 256;
+    s->profile = pe && *pe && strcmp(pe, "0");
+    s->oow_probe = oow && !strcmp(oow, "1");
+    if (s->outer >= 0) return MX_OK;
+    s->outer = outer_of(NULL);
+    return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of fprop,blk (the default), fprop, blk, fp8, 1, 0 (docs/gpu.md)", o);
+}
