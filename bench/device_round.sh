@@ -84,7 +84,7 @@ if has sanitize; then # issue 15 item 5: compute-sanitizer over training steps w
   echo "sanitize: $(grep -c 'exit 0' "$OUT/sanitize.txt") runs exit 0 of $(grep -c ' exit ' "$OUT/sanitize.txt") ($(( $(date +%s) - t0 )) s)"
 fi
 if has telseeds; then # the model-telemetry and decode cases of the layers program under other input seeds
-  # (MXG_SEED): how often GPU and CPU part (session 12: mxfp4-fdw-sr fast agreed to 3e-8 on one draw and
+  # (MXG_SEED): how often GPU and CPU part (2026-12-02: mxfp4-fdw-sr fast agreed to 3e-8 on one draw and
   # differed by 2% on the next); the summary lines of each
   for s in ${TS_SEEDS:-1 2 3 4 5 6}; do
     MXG_SEED=$s timeout 120 build/cuda/tests/gpu/layers "gpu model telemetry tiny" "gpu decode tiny" 2>&1 |
@@ -149,7 +149,7 @@ fi
 if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
   # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind).
   # Our runs' tables keep the training steps' launches alone (kprof.py --train-only: the trainer's forward-only
-  # evaluations left out; session 16); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s
+  # evaluations left out); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s
   # were too few, 2026-12-03)
   mkdir -p "$OUT/kp"
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)

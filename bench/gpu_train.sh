@@ -5,7 +5,7 @@
 # ids < 4096 fit every preset's vocabulary; the data do not change the speed)
 # for the tokens/s, without instrumentation (the peer has none either), then a
 # second one with MXLM_GPU_PROFILE=1 for the time split (its CUDA events between
-# the parts cost time: until 2026-12-03, session 16, the tokens/s came from the
+# the parts cost time: until 2026-12-03 the tokens/s came from the
 # profiled run) into DIR.prof and DIR.prof.log (PROFILE=0: no second run); then
 # bench/train_table.py prints the table (median step time over steps 3..STEPS).
 set -u

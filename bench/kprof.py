@@ -15,7 +15,7 @@ import csv, re, sys, argparse
 from collections import defaultdict
 
 # first match wins: the loss and attention before the GEMMs (FlashAttention's kernel names hold "cutlass": until
-# 2026-12-03, session 16, the peer's flash forward was counted as a GEMM)
+# 2026-12-03 the peer's flash forward was counted as a GEMM)
 CATS = [("LM head + loss", r"xent|lm_head|logit|log_softmax|nll|cross_entropy"),
         ("attention", r"attn|flash|attention|softmax|k_fa_|sdpa"),
         ("GEMM (cuBLASLt)", r"gemm|xmma|cutlass|sm90_|sm80_|nvjet|splitK|cublas"),

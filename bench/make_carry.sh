@@ -36,7 +36,7 @@ if has bins; then
   "${NVCC:-nvcc}" -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o /tmp/make_carry_bins/gemm_modes
   strip --strip-debug /tmp/make_carry_bins/*
   # -9: its 64-MiB window sees the four binaries' shared (already compressed) device code once: 11 MB, where -6
-  # gave 43 (over a device call's 64 MiB with the tree; session 18)
+  # gave 43 (over a device call's 64 MiB with the tree)
   tar cf - -C /tmp/make_carry_bins . | xz -T0 -9 > "$C/bins.tar.xz"
   xz -T0 -9 -c /tmp/make_carry_bins/mxlm > "$C/mxlm.xz"
   mkdir -p "$C/data" && cp build/data/tiny* "$C/data/"

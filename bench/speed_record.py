@@ -53,7 +53,7 @@ def steps(run):
 
 
 def log_lines(run):
-    """The run's log, then (gpu_train.sh since 2026-12-03, session 16) its profiled twin's, which has the split."""
+    """The run's log, then (gpu_train.sh since 2026-12-03) its profiled twin's, which has the split."""
     for log in (run + ".log", run + ".prof.log"):
         if os.path.exists(log):
             yield from open(log)
