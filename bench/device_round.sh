@@ -114,15 +114,14 @@ if has fuse; then # MXLM_GPU_FUSE_SWIGLU=1 (the SwiGLU backward writes dgate's a
   done
   echo "fuse done ($(( $(date +%s) - t0 )) s)"
 fi
-if has outer; then # issue 16: each MXLM_GPU_OUTER value of OU_B (a list; 1: the FP8 GEMMs of fp8 and the MXFP4 fast
-  # path with one scale per stored row; fprop: MXFP4's Fprop alone, folded OUTER in the quantizer's one pass; blk:
-  # MXFP4's Dgrad / Wgrad operand b on 128 x 128-block scales; fprop,blk: both) against the model's default
-  # (MXLM_GPU_OUTER empty): the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30 steps of
+if has outer; then # issue 16: MXLM_GPU_OUTER=$OU_B (1, the default: the FP8 GEMMs of fp8 and the MXFP4 fast path with
+  # one scale per stored row; fprop: MXFP4's Fprop alone, folded OUTER in the quantizer's one pass) against the model's
+  # default (MXLM_GPU_OUTER empty): the OUTER-fold probe's counts on real operands (MXLM_GPU_OOW_PROBE=1, 30 steps of
   # mxfp4-fdw-h16 at 1b and 350m; OU_PROBE=none skips it), the 20-step tiny losses side by side (not identical:
-  # cuBLASLt accumulates in another order; an MXFP4 block 14+ binades under its row's or tile's largest rounds),
-  # then the speed of each (speed-ou0.txt the default, speed-ouN.txt the Nth value)
+  # cuBLASLt accumulates in another order; an MXFP4 block 14+ binades under its row's largest rounds), then the speed
+  # of both
   mkdir -p "$OUT/ou"
-  read -r -a OUV <<< "x ${OU_B:-1}"; OUV[0]=""
+  OUV=("" "${OU_B:-1}")
   for cfg in ${OU_PROBE:-1b:4:2048 350m:8:2048}; do
     [ "$cfg" = none ] && break
     IFS=: read -r p b t <<< "$cfg"
@@ -132,15 +131,14 @@ if has outer; then # issue 16: each MXLM_GPU_OUTER value of OU_B (a list; 1: the
     echo "probe $p: $(grep -h 'OUTER fold probe' "$OUT/ou/probe-$p.log")"
   done > "$OUT/outer.txt"
   for r in ${OU_RECIPES:-mxfp4-fdw-h16 mxfp4-fdw mxfp4-fdw-sr fp8}; do
-    for v in "${!OUV[@]}"; do
+    for v in 0 1; do
       MXLM_GPU_OUTER=${OUV[$v]} build/cuda/mxlm train --device cuda --preset tiny --recipe "$r" --steps 20 --seed 1 \
         --eval-every 10 --final-ckpt 0 --out "$OUT/ou/$r-$v" --log-every 10 > "$OUT/ou/$r-$v.log" 2>&1 || echo "tiny $r $v: exit $?"
-      [ "$v" = 0 ] && continue
-      printf 'outer (a default, b MXLM_GPU_OUTER=%s) %-16s tiny 20 steps: ' "${OUV[$v]}" "$r"
-      python3 tools/compare_runs.py "$OUT/ou/$r-0" "$OUT/ou/$r-$v" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
     done
+    printf 'outer (a default, b MXLM_GPU_OUTER=%s) %-16s tiny 20 steps: ' "${OUV[1]}" "$r"
+    python3 tools/compare_runs.py "$OUT/ou/$r-0" "$OUT/ou/$r-1" --tol-train 0.01 --tol-val 0.01 2>&1 | tail -1
   done >> "$OUT/outer.txt"
-  for v in "${!OUV[@]}"; do
+  for v in 0 1; do
     MXLM_GPU_OUTER=${OUV[$v]} MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp-ou$v" "$CONFIGS" \
       "${OU_SPEED:-mxfp4-fdw-h16 fp8}" "$STEPS" > "$OUT/speed-ou$v.txt" 2>&1
   done
@@ -256,8 +254,8 @@ has ab && cat "$OUT/ab.txt"
 has conc && cat "$OUT/conc.txt"
 has fuse && cat "$OUT/fuse.txt" && grep -hE "^\|" "$OUT/speed-fu0.txt" "$OUT/speed-fu1.txt"
 has telseeds && grep -E "FAIL|operands \(first|first dY" "$OUT/telseeds.txt" | tail -24
-has outer && cat "$OUT/outer.txt" && echo "default, then MXLM_GPU_OUTER= ${OU_B:-1}:" &&
-  for f in "$OUT"/speed-ou[0-9]*.txt; do echo "${f##*/}:"; grep -hE "^\|" "$f"; done && grep -h "by GEMM" "$OUT"/sp-ou[0-9]*/*.prof.log 2>/dev/null
+has outer && cat "$OUT/outer.txt" && echo "default, then MXLM_GPU_OUTER=${OU_B:-1}:" &&
+  grep -hE "^\|" "$OUT/speed-ou0.txt" "$OUT/speed-ou1.txt" && grep -h "by GEMM" "$OUT"/sp-ou[01]/*.prof.log 2>/dev/null
 has attn && sed -n '/^best per shape/,$p' "$OUT/attn-bench.txt" && grep -E "^\(.*default" "$OUT/attn-peer.txt"
 has attnk && cat "$OUT/attn-kernels.txt"
 has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof.txt"

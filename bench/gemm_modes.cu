@@ -8,10 +8,6 @@
  * (a float per row), VEC128 (a float per row and 128 of K: [K/128][rows]), BLK (a float per
  * 128 x 128 block: [K/128][rows/128]). Prints, per shape and pair, the median of 20 runs in us and
  * TFLOP/s, or "n/a" where cuBLASLt has no algorithm. Timing only: scales are 1, codes random.
- * First, a layout check for the BLK operand (our B as cuBLASLt's A, as src/cuda/nn/gemm.cu calls it
- * for MXG_SCALE_VEC128_BLK): all codes 1.0, a distinct power of two per 128 x 128 block, and the
- * product compared with both candidate orders, [K/128][ceil(N/128)] (mx_fold_blk_index's, row
- * blocks contiguous) and [ceil(N/128)][K/128]; prints which one cuBLASLt reads.
  *
  * Build: nvcc -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o gemm_modes
  */
@@ -20,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 #include <string>
 #include <vector>
 #include <algorithm>
@@ -99,52 +94,6 @@ static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void
     return us;
 }
 
-/* the BLK layout check (see the header); returns 0 when mx_fold_blk_index's order is the one read */
-static int blk_layout_check(cublasLtHandle_t lt, void* ws, size_t wsz) {
-    const int M = 256, N = 300, K = 512, KB = K / 128, NB = (N + 127) / 128;
-    std::vector<unsigned char> one8((size_t)N * K, 0x38); /* E4M3 1.0 */
-    std::vector<float> sa((size_t)KB * M, 1.0f), sb((size_t)KB * NB);
-    for (int i = 0; i < KB * NB; i++) sb[i] = ldexpf(1.0f, (i * 5) % 11 - 5);
-    void *A, *B, *C;
-    float *dsa, *dsb;
-    CK(cudaMalloc(&A, (size_t)M * K));
-    CK(cudaMalloc(&B, (size_t)N * K));
-    CK(cudaMalloc(&C, (size_t)M * N * 2));
-    CK(cudaMalloc(&dsa, sa.size() * 4));
-    CK(cudaMalloc(&dsb, sb.size() * 4));
-    CK(cudaMemcpy(A, one8.data(), (size_t)M * K, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(B, one8.data(), (size_t)N * K, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dsa, sa.data(), sa.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dsb, sb.data(), sb.size() * 4, cudaMemcpyHostToDevice));
-    double us = run(lt, M, N, K, M_VEC, M_BLK, A, B, C, dsa, dsb, ws, wsz);
-    if (us < 0) { printf("blk layout check: no algorithm for vec128 x blk128\n"); return 2; }
-    std::vector<unsigned short> c((size_t)M * N);
-    CK(cudaMemcpy(c.data(), C, c.size() * 2, cudaMemcpyDeviceToHost));
-    int hit[2] = {0, 0};
-    for (int m = 0; m < M; m += 37)
-        for (int n = 0; n < N; n++) {
-            unsigned u = (unsigned)c[(size_t)m * N + n] << 16;
-            float got;
-            memcpy(&got, &u, 4);
-            double want[2] = {0, 0};
-            for (int kb = 0; kb < KB; kb++) {
-                want[0] += 128.0 * sb[kb * NB + n / 128];
-                want[1] += 128.0 * sb[(n / 128) * KB + kb];
-            }
-            for (int o = 0; o < 2; o++) hit[o] += fabs(got - want[o]) <= 0.01 * want[o];
-        }
-    int total = ((M + 36) / 37) * N;
-    printf("blk layout check (M=%d N=%d K=%d): [K/128][N/128] matches %d/%d, [N/128][K/128] %d/%d -> %s\n", M,
-           N, K, hit[0], total, hit[1], total,
-           hit[0] == total ? "mx_fold_blk_index's order" : hit[1] == total ? "TRANSPOSED: fix mx_fold_blk_index" : "neither");
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
-    cudaFree(dsa);
-    cudaFree(dsb);
-    return hit[0] == total ? 0 : 1;
-}
-
 int main(int argc, char** argv) {
     /* name M N K: the 1b (4 x 2048 tokens) and 350m (8 x 2048) linears, Fprop / Dgrad / Wgrad */
     struct S { const char* name; int M, N, K; };
@@ -186,8 +135,6 @@ int main(int argc, char** argv) {
     }
     cublasLtHandle_t lt;
     cublasLtCreate(&lt);
-    int layout = blk_layout_check(lt, ws, wsz);
-    if (argc > 1 && !strcmp(argv[1], "--layout")) return layout;
     printf("%-22s %12s", "shape (A x B modes)", "bf16");
     for (int ma = 0; ma < M_N; ma++)
         for (int mb = 0; mb < M_N; mb++) printf(" %14s", (std::string(k_mode_name[ma]).substr(0, 3) + "x" + k_mode_name[mb]).c_str());

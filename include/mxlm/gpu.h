@@ -45,7 +45,7 @@ typedef struct {
 } mxg_qspec;
 
 /* E4M3 scale-tensor layouts of the folded form. */
-typedef enum { MXG_FOLD_VEC128 = 0, MXG_FOLD_OUTER = 1, MXG_FOLD_BLK128 = 2 } mxg_fold_mode; /* mx.h's mx_fold_mode */
+typedef enum { MXG_FOLD_VEC128 = 0, MXG_FOLD_OUTER = 1 } mxg_fold_mode;
 
 /* Where one output goes (device pointers; NULL: that part is not written).
  * "Stored rows" are the rows of the TN operand: rows of x for 1x32 (and for
@@ -82,10 +82,7 @@ typedef struct {
     unsigned long long* counters;
     mxg_fold_mode fold;   /* VEC128 (default), or OUTER: fscale [stored rows], e_ref the
                              largest block exponent of the whole row (one pass; only for a
-                             lone 1x32 output with rotation <= 32 and cols <= 32768), or
-                             BLK128: fscale [K/128][ceil(stored rows / 128)] (mx_fold_blk_index),
-                             e_ref the largest of the 128 x 128 tile of the operand (the fast
-                             quantizer's tile: RNE, 1x32 / 32x1, rotation <= 32, no telemetry) */
+                             lone 1x32 output with rotation <= 32 and cols <= 32768) */
     mxg_opstats* stats;   /* device [1]: telemetry of this output added to it (FP32 input only;
                              NULL: none, and the kernels without telemetry run, unchanged) */
 } mxg_qout;
@@ -198,9 +195,7 @@ typedef enum {
     MXG_SCALE_NONE = 0,    /* BF16 operands */
     MXG_SCALE_TENSOR = 1,  /* FP8, one float per operand (device pointer: the dequant multiplier) */
     MXG_SCALE_VEC128 = 2,  /* FP8, float per 128 along K, [K/128, rows] */
-    MXG_SCALE_OUTER = 3,   /* FP8, float per row */
-    MXG_SCALE_VEC128_BLK = 4 /* FP8, A as VEC128, B a float per 128 x 128 block, [K/128, ceil(N/128)]
-                                (mx_fold_blk_index; cuBLASLt's BLK128x128_32F) */
+    MXG_SCALE_OUTER = 3    /* FP8, float per row */
 } mxg_scale_mode;
 
 /* a_type/b_type: MXG_BF16 (mode NONE) or MXG_E4M3/MXG_E5M2; c_type MXG_F32 or

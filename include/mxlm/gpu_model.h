@@ -332,18 +332,15 @@ typedef struct {
                              VEC128 scales. MXG_OUTER_MXFP4_FPROP (without MXG_OUTER_MXFP4): the MXFP4 fast
                              path's Fprop alone on OUTER scales, both operands folded so by the quantizer in one pass
                              (e_ref the row's largest block exponent; a block more than 14 binades below it rounds
-                             in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128.
-                             MXG_OUTER_MXFP4_BLK (without MXG_OUTER_MXFP4): Dgrad's and Wgrad's operand b (W^T,
-                             X^T) folded with one scale per 128 x 128 tile by the quantizer (MXG_FOLD_BLK128; the
-                             same rounding rule), their GEMMs on VEC128 x BLK128x128 scales. The model's:
-                             MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both, =0 neither,
-                             =fprop fp8 and MXFP4's Fprop, =blk fp8 and MXFP4's Dgrad / Wgrad BLK128, =fprop,blk
-                             both; MXFP4's re-expression is slower than what it saves) */
+                             in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128. The
+                             model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both, =0
+                             neither, =fprop fp8 and MXFP4's Fprop; MXFP4's re-expression is slower than what it
+                             saves) */
     const struct mxg_wq* wq; /* NULL, or W's Fprop and Dgrad operands made once after the last update
                              (mxg_linear_weight_operands): operand b of those GEMMs is taken from it where its
                              spec, fold and W are this call's (and there is no telemetry), instead of quantizing W */
 } mxg_linear_ctx;
-enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4, MXG_OUTER_MXFP4_BLK = 8 }; /* mxg_linear_ctx.outer_scales */
+enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
 /* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever
  * produced dY (the MLP's SwiGLU backward: mxg_quantize_swiglu_bwd): [0] Dgrad's, the row-direction output
@@ -386,8 +383,6 @@ size_t mxg_linear_weight_fs(int n, int k_);
 int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
 /* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
 long long mxg_linear_wq_hits(void);
-/* How many GEMMs have run on VEC128 x BLK128x128 scales so far (MXG_OUTER_MXFP4_BLK; the process's count; tests). */
-long long mxg_linear_blk_gemms(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

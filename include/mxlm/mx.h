@@ -111,11 +111,8 @@ uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const 
  * operand (dir 0: row i of t, K = t->cols; dir 1: column i, K = t->rows), block j = its elements
  * [32j, 32j + 32) with codes q and scale byte sb_j (e_j = sb_j - 127):
  *   e_ref   the largest non-NaN block exponent of a group: MX_FOLD_VEC128 the 4 blocks of j's 128-group,
- *           MX_FOLD_OUTER every block of the row, MX_FOLD_BLK128 the 4 x 128 blocks of j's 128-group in
- *           the 128 stored rows of i's 128-row group (a 128 x 128 tile of the operand; the last groups
- *           may be short) (0 where there is none); fscale = 2^(e_ref - 6) per group (VEC128:
- *           [K/128][stored rows]; OUTER: [stored rows]; BLK128: [K/128][ceil(stored rows / 128)],
- *           mx_fold_blk_index)
+ *           MX_FOLD_OUTER every block of the row (0 where there is none); fscale = 2^(e_ref - 6) per group
+ *           (VEC128: [K/128][stored rows]; OUTER: [stored rows])
  *   d_j     = e_j - e_ref; inside the window (d_j >= MX_FOLD_DMIN) every code folds exactly:
  *           e4m3 = E4M3(decode(q) * 2^(d_j + 6)), so e4m3 * fscale = decode(q) * 2^e_j
  *   outside it, a block with a nonzero code: MX_FOLD_ROUND rounds each value as E4M3 does (inexact: the
@@ -125,9 +122,7 @@ uint8_t mx_quantize_block(const float* x, int stride, mx_scale_rule rule, const 
  *   C = A_f B_f^T + dA B^T + A_f dB^T
  * (A_f, B_f the folded operands' values, dA, dB the listed blocks' exact values): mx_fold_product. */
 #define MX_FOLD_DMIN (-14)
-typedef enum { MX_FOLD_VEC128 = 0, MX_FOLD_OUTER = 1, MX_FOLD_BLK128 = 2 } mx_fold_mode;
-/* the number of fscale floats of an operand of R stored rows and K columns under mode */
-size_t mx_fold_nscale(mx_fold_mode mode, int R, int K);
+typedef enum { MX_FOLD_VEC128 = 0, MX_FOLD_OUTER = 1 } mx_fold_mode;
 typedef enum { MX_FOLD_ROUND = 0, MX_FOLD_LIST = 1 } mx_fold_oow;
 typedef struct { int row, block; } mx_fold_block; /* a listed block: stored row, block index along K */
 /* Fold t (1x32 or 32x32 for dir 0, 32x1 or 32x32 for dir 1) into e4m3 [stored rows, K] and fscale; *n_oow gets the number

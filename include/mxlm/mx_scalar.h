@@ -313,12 +313,6 @@ MX_HD float mx_fold_vec128_at(const uint8_t* v, const float* fs, int R, int K, i
 MX_HD float mx_fold_outer_at(const uint8_t* o, const float* fo, int K, int i, int k) {
     return mx_e4m3_decode(o[(size_t)i * K + k]) * fo[i];
 }
-/* The BLK128 fold's scale of stored row i and column k of an operand of R stored rows (fscale
- * [K/128][ceil(R/128)]: the 128-row groups of one 128-column group contiguous, as VEC128's rows are;
- * cuBLASLt's BLK128x128_32F layout: fold.c, mxfp4.cu and bench/gemm_modes.cu take it from here). */
-MX_HD size_t mx_fold_blk_index(int R, int i, int k) {
-    return (size_t)(k / 128) * (size_t)((R + 127) / 128) + (size_t)(i / 128);
-}
 
 MX_HD uint8_t mx_e5m2_encode(float x) { return mx_fp8_encode(x, 5, 2, 15, MX_E5M2_MAX, 0x7f); }
 MX_HD float mx_e5m2_decode(uint8_t c) {

@@ -1,5 +1,5 @@
 /* fold.c: the folded form of MXFP4 operands (mx.h "the folded form"; docs/gpu.md), the CPU reference of
- * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_pass / fold32 with VEC128, BLK128 and OUTER scales) and of
+ * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_pass / fold32 with VEC128 and OUTER scales) and of
  * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; bench/NOTES.md session 11), and the
  * re-expression of a VEC128-folded operand under OUTER scales (mx_fold_outer_from_vec128; mxfp4.cu's
  * k_fold_outer is its twin).
@@ -26,41 +26,28 @@ static int fold_shape(const mx_fp4* t, int dir, int* R, int* K) {
     return MX_OK;
 }
 
-size_t mx_fold_nscale(mx_fold_mode mode, int R, int K) {
-    if (mode == MX_FOLD_OUTER) return (size_t)R;
-    return (size_t)(K / 128) * (mode == MX_FOLD_BLK128 ? (size_t)((R + 127) / 128) : (size_t)R);
-}
-
-/* e_ref of block kb of stored row i (of R): the largest non-NaN scale byte of its group, as an exponent */
-static int fold_eref(const mx_fp4* t, int dir, int i, int R, int K, int kb, mx_fold_mode mode) {
+/* e_ref of block kb of stored row i: the largest non-NaN scale byte of its group, as an exponent */
+static int fold_eref(const mx_fp4* t, int dir, int i, int K, int kb, mx_fold_mode mode) {
     const int b0 = mode == MX_FOLD_OUTER ? 0 : kb & ~3, b1 = mode == MX_FOLD_OUTER ? K / 32 : b0 + 4;
-    const int i0 = mode == MX_FOLD_BLK128 ? i & ~127 : i, i1 = mode == MX_FOLD_BLK128 ? (i0 + 128 < R ? i0 + 128 : R) : i + 1;
     int m = -1;
-    for (int r = i0; r < i1; r++)
-        for (int q = b0; q < b1; q++) {
-            const int sb = scale_st(t, dir, r, q * 32);
-            if (sb != MX_E8M0_NAN && sb > m) m = sb;
-        }
+    for (int q = b0; q < b1; q++) {
+        const int sb = scale_st(t, dir, i, q * 32);
+        if (sb != MX_E8M0_NAN && sb > m) m = sb;
+    }
     return m < 0 ? 0 : m - 127;
-}
-
-/* where fscale holds the scale of stored row i's element k (R rows, K columns) */
-static size_t fold_sidx(mx_fold_mode mode, int R, int i, int k) {
-    return mode == MX_FOLD_OUTER ? (size_t)i : mode == MX_FOLD_BLK128 ? mx_fold_blk_index(R, i, k) : (size_t)(k / 128) * R + i;
 }
 
 int mx_fold_mxfp4(const mx_fp4* t, int dir, mx_fold_mode mode, mx_fold_oow oow, uint8_t* e4m3, float* fscale,
                   mx_fold_block* list, size_t cap, size_t* n_oow) {
     int R = 0, K = 0;
-    if (mode != MX_FOLD_VEC128 && mode != MX_FOLD_OUTER && mode != MX_FOLD_BLK128)
-        return mx_fail(MX_EINVAL, "fold: mode %d: VEC128 (0), OUTER (1) or BLK128 (2)", (int)mode);
     int rc = fold_shape(t, dir, &R, &K);
     if (rc) return rc;
     size_t n = 0;
     for (int i = 0; i < R; i++)
         for (int kb = 0; kb < K / 32; kb++) {
-            const int eref = fold_eref(t, dir, i, R, K, kb, mode);
-            fscale[fold_sidx(mode, R, i, kb * 32)] = mx_exp2i(eref - 6); /* the same value for each of its group */
+            const int eref = fold_eref(t, dir, i, K, kb, mode);
+            if (mode == MX_FOLD_OUTER) fscale[i] = mx_exp2i(eref - 6);
+            else if (!(kb & 3)) fscale[(size_t)(kb / 4) * R + i] = mx_exp2i(eref - 6);
             const int sb = scale_st(t, dir, i, kb * 32), d = sb - 127 - eref;
             uint8_t* o = e4m3 + (size_t)i * K + (size_t)kb * 32;
             int nz = 0;
@@ -93,7 +80,7 @@ static double exact_at(const mx_fp4* t, int dir, int i, int k) {
 
 /* the folded value of element k of stored row i (e4m3 [R, K], fscale as mx_fold_mxfp4 writes them) */
 static double folded_at(const uint8_t* e, const float* f, int R, int K, int i, int k, mx_fold_mode mode) {
-    const float s = f[fold_sidx(mode, R, i, k)];
+    const float s = mode == MX_FOLD_OUTER ? f[i] : f[(size_t)(k / 128) * R + i];
     return (double)mx_e4m3_decode(e[(size_t)i * K + k]) * (double)s;
 }
 

@@ -195,10 +195,6 @@ int main(int argc, char** argv) {
     test_linear_operands("mxfp4-fdw-even");
     test_linear_operands("fp8");
     test_linear_operands("bf16");
-    test_linear_blk("mxfp4-fdw-h16");
-    test_linear_blk("mxfp4-fdw-rh16+rh=step");
-    test_linear_blk("mxfp4-fdw-sr");
-    test_linear_blk("mxfp4-fdw-h16-2d");
     test_linear_epilogues("bf16");
     test_linear_epilogues("fp8");
     test_linear_epilogues("mxfp4-fdw-h16");
@@ -210,8 +206,7 @@ int main(int argc, char** argv) {
     test_model_shared_grads("fp8", 0);
     test_model_wcache("mxfp4-fdw-h16", NULL);    /* the weights' operands once per update: the same bytes */
     test_model_wcache("fp8", NULL);
-    test_model_wcache("mxfp4-fdw-h16", "0");     /* and on VEC128 scales (MXLM_GPU_OUTER=0) */
-    test_model_wcache("mxfp4-fdw-h16", "fprop"); /* Fprop OUTER-folded, Dgrad / Wgrad on VEC128 */
+    test_model_wcache("mxfp4-fdw-h16", "fp8");   /* MXFP4 all on VEC128 (fp8 OUTER) */
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

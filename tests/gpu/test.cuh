@@ -264,7 +264,6 @@ void test_adamw(void);                                                        /*
 void test_adamw_spans(void);                                                  /* test_adamw.cu */
 void test_model(int B, int T);                                                /* test_llama.cu */
 void test_linear_operands(const char* recipe);                                /* test_linear.cu */
-void test_linear_blk(const char* recipe);                                     /* test_linear.cu */
 void test_linear_epilogues(const char* recipe);                               /* test_linear.cu */
 void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16 = 0,
                     int attn = 0);                                            /* test_llama.cu */
@@ -275,6 +274,6 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
                           double tol_db_bwd);                                   /* test_llama.cu */
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 void test_model_shared_grads(const char* recipe, int act16);                  /* test_llama.cu */
-void test_model_wcache(const char* recipe, const char* outer);                                   /* test_llama.cu */
+void test_model_wcache(const char* recipe);                                   /* test_llama.cu */
 
 #endif

@@ -35,12 +35,12 @@ static void gen_input(float* x, int rows, int cols, int specials) {
 }
 
 /* ---- host fold reference: mx_fold_mxfp4 (src/mx/fold.c), the ROUND rule (the fast path's) ---- */
-static void host_fold(const mx_fp4* t, int dir, int mode, std::vector<uint8_t>& e4, std::vector<float>& fs, long long* oow) {
+static void host_fold(const mx_fp4* t, int dir, int outer, std::vector<uint8_t>& e4, std::vector<float>& fs, long long* oow) {
     int R = dir ? t->cols : t->rows, K = dir ? t->rows : t->cols;
     e4.assign((size_t)R * K, 0);
-    fs.assign(mx_fold_nscale((mx_fold_mode)mode, R, K), 0.0f);
+    fs.assign(outer ? (size_t)R : (size_t)R * (K / 128), 0.0f);
     size_t n = 0;
-    if (mx_fold_mxfp4(t, dir, (mx_fold_mode)mode, MX_FOLD_ROUND, e4.data(), fs.data(), NULL, 0, &n))
+    if (mx_fold_mxfp4(t, dir, outer ? MX_FOLD_OUTER : MX_FOLD_VEC128, MX_FOLD_ROUND, e4.data(), fs.data(), NULL, 0, &n))
         fail("host fold: %s", mx_last_error());
     *oow = (long long)n;
 }
@@ -53,7 +53,6 @@ struct QCase {
     mxg_qspec s[2];  // [0] row-direction spec, [1] column-direction (layout 32x1 or 32x32 axis 0)
     int use[2], fold[2];
     int outer;  // row-direction fold with OUTER scales (one pass)
-    int blk[2]; // fold with BLK128 scales (the fast kernel only: pass 0, the general kernels, must refuse it)
 };
 
 static void run_qcase(const QCase& qc, const char* name) {
@@ -86,22 +85,9 @@ static void run_qcase(const QCase& qc, const char* name) {
      * 2: the same with the folded outputs alone (no codes or scales where there is a fold: the
      * trainer's fast path). Each against the CPU, with a different poison. */
     const int any_fold = (qc.use[0] && qc.fold[0]) || (qc.use[1] && qc.fold[1]);
-    const int any_blk = (qc.use[0] && qc.blk[0]) || (qc.use[1] && qc.blk[1]);
     for (int pass = 0; pass < 3; pass++) {
         if (pass == 2 && !any_fold) break;
         mxg_quant_set_fast(pass > 0);
-        if (pass == 0 && any_blk) { /* the general kernels have no BLK128 fold: a clear refusal */
-            mxg_qout o[2];
-            memset(o, 0, sizeof o);
-            uint8_t* e = dalloc<uint8_t>(n);
-            float* f = dalloc<float>(n / 128 + rows);
-            for (int d = 0; d < 2; d++) { o[d].e4m3 = e; o[d].fscale = f; o[d].fold = qc.blk[d] ? MXG_FOLD_BLK128 : MXG_FOLD_VEC128; }
-            if (mxg_quantize(dx, qc.bf16 ? MXG_BF16 : MXG_F32, rows, cols, qc.use[0] ? &qc.s[0] : NULL, qc.use[0] ? &o[0] : NULL,
-                             qc.use[1] ? &qc.s[1] : NULL, qc.use[1] ? &o[1] : NULL, NULL) == MX_OK)
-                fail("%s: the general kernels took a BLK128 fold", name);
-            CK(cudaFree(e)); CK(cudaFree(f));
-            continue;
-        }
         uint8_t poison = pass == 1 ? 0x54 : 0xAB;
         mxg_qout out[2];
         memset(out, 0, sizeof out);
@@ -123,7 +109,6 @@ static void run_qcase(const QCase& qc, const char* name) {
                 CK(cudaMemset(out[d].e4m3, poison, n));
                 CK(cudaMemset(out[d].fscale, poison, (n / 128 + rows) * 4));
                 if (d == 0 && qc.outer) out[d].fold = MXG_FOLD_OUTER;
-                if (qc.blk[d]) out[d].fold = MXG_FOLD_BLK128;
             }
         }
         MX(mxg_quantize(dx, qc.bf16 ? MXG_BF16 : MXG_F32, rows, cols, qc.use[0] ? &qc.s[0] : NULL, qc.use[0] ? &out[0] : NULL,
@@ -147,15 +132,13 @@ static void run_qcase(const QCase& qc, const char* name) {
                 std::vector<float> fs;
                 long long oow;
                 int outer = d == 0 && qc.outer;
-                const int fmode = qc.blk[d] ? MX_FOLD_BLK128 : outer ? MX_FOLD_OUTER : MX_FOLD_VEC128;
-                size_t nfs0 = mx_fold_nscale((mx_fold_mode)fmode, d ? cols : rows, d ? rows : cols);
-                host_fold(&ref[d], d, fmode, e4, fs, &oow);
+                size_t nfs0 = outer ? (size_t)rows : n / 128;
+                host_fold(&ref[d], d, outer, e4, fs, &oow);
                 auto ge4 = d2h(out[d].e4m3, n);
                 auto gfs = d2h(out[d].fscale, nfs0);
                 i = first_diff(ge4.data(), e4.data(), n);
                 if (i >= 0) fail("%s pass %d dir %d: e4m3 byte %d = 0x%02x, expected 0x%02x", name, pass, d, i, ge4[i], e4[i]);
-                if (memcmp(gfs.data(), fs.data(), nfs0 * 4))
-                    fail("%s dir %d: %s float scales differ", name, d, qc.blk[d] ? "BLK128" : outer ? "OUTER" : "VEC128");
+                if (memcmp(gfs.data(), fs.data(), nfs0 * 4)) fail("%s dir %d: %s float scales differ", name, d, outer ? "OUTER" : "VEC128");
                 if ((long long)cnt[1] != oow) fail("%s dir %d: out-of-window blocks %llu, expected %lld", name, d, cnt[1], oow);
                 /* mxg_fold from the packed GPU tensor: VEC128 and OUTER */
                 if (pass == 0) {
@@ -172,7 +155,7 @@ static void run_qcase(const QCase& qc, const char* name) {
                         CK(cudaMemset(dc, 0, 16));
                         MX(mxg_fold(&t, axis, outer ? MXG_FOLD_OUTER : MXG_FOLD_VEC128, de4, dfs, dc, NULL));
                         CK(cudaDeviceSynchronize());
-                        host_fold(&ref[d], d, outer ? MX_FOLD_OUTER : MX_FOLD_VEC128, e4, fs, &oow);
+                        host_fold(&ref[d], d, outer, e4, fs, &oow);
                         auto h4 = d2h(de4, n);
                         auto hf = d2h(dfs, nfs);
                         auto hc = d2h(dc, 2);
@@ -351,47 +334,7 @@ void test_quant(const char* filter) {
                 run_qcase(qc, name);
                 if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
             }
-    /* the BLK128 fold (one scale per 128 x 128 tile, fast kernel only) in one or both directions, beside a VEC128 output
-     * (the weight cache's two-direction case), partial tiles along the stored rows (200 columns, 160 rows), BF16 and
-     * FP32, none / h16 / h32 / rh16 */
-    const int blk_sh[][2] = {{256, 384}, {384, 640}, {640, 200}, {160, 256}};
-    const int blk_h[][2] = {{0, 0}, {16, 0}, {32, 0}, {16, 1}};
-    for (int e = 0; e < 4; e++)
-        for (int bf = 0; bf < 2; bf++)
-            for (int hi = 0; hi < 4; hi++) {
-                QCase qc;
-                memset(&qc, 0, sizeof qc);
-                qc.rows = blk_sh[e][0]; qc.cols = blk_sh[e][1]; qc.bf16 = bf;
-                const int which = (e + hi) % 3; /* 0: column BLK alone, 1: row VEC128 + column BLK, 2: both BLK */
-                for (int d = 0; d < 2; d++) {
-                    const int len = d ? qc.rows : qc.cols;
-                    qc.use[d] = (d == 1 || which > 0) && len % 128 == 0;
-                    qc.fold[d] = qc.use[d];
-                    qc.blk[d] = qc.use[d] && (d == 1 || which == 2);
-                    mxg_qspec& s = qc.s[d];
-                    s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
-                    s.scale = (mx_scale_rule)((e + hi + d) % 3);
-                    s.round = MX_ROUND_RNE;
-                    s.seed = rnd64();
-                    s.tensor_id = 13 + d;
-                    s.had_n = blk_h[hi][0];
-                    s.had_random = blk_h[hi][1];
-                    s.had_seed = rnd64();
-                    s.rot_id = (uint32_t)rnd64();
-                }
-                if (!qc.use[0] && !qc.use[1]) continue;
-                /* 160 rows (no column direction): the row direction's BLK128 with a short last row group */
-                if (!qc.use[1] && !qc.blk[0]) qc.blk[0] = 1;
-                char name[128];
-                snprintf(name, sizeof name, "quant-blk %dx%d %s h%d%s row:%s col:%s", qc.rows, qc.cols, bf ? "bf16" : "f32",
-                         blk_h[hi][0], blk_h[hi][1] ? "r" : "", !qc.use[0] ? "-" : qc.blk[0] ? "blk" : "vec",
-                         !qc.use[1] ? "-" : qc.blk[1] ? "blk" : "vec");
-                if (!wanted(name, "quant")) continue;
-                g_fail_case = 0;
-                run_qcase(qc, name);
-                if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
-            }
-    printf("  quantizer cases run: %d (+ edge shapes, + the OUTER row folds, + the BLK128 folds)\n", ncase);
+    printf("  quantizer cases run: %d (+ edge shapes, + the OUTER row folds)\n", ncase);
     if (g_refold_blocks) { /* the VEC128 -> OUTER checks inside them: rounding must have been exercised */
         printf("  VEC128 -> OUTER: %zu of %zu blocks rounded over the cases, each the CPU's bytes\n", g_refold_rounded,
                g_refold_blocks);

@@ -243,8 +243,6 @@ extern "C" int mxg_fold(const mxg_fp4* t, int axis, mxg_fold_mode mode, uint8_t*
     if (rc) return rc;
     if (!e4m3 || !fscale) return mx_fail(MX_EINVAL, "mxg_fold: null output");
     if (mode == MXG_FOLD_VEC128 && v.K % 128) return mx_fail(MX_EINVAL, "mxg_fold: VEC128 needs K (%d) a multiple of 128", v.K);
-    if (mode != MXG_FOLD_VEC128 && mode != MXG_FOLD_OUTER)
-        return mx_fail(MX_EINVAL, "mxg_fold: mode %d (BLK128 is made by mxg_quantize's fast kernel only)", (int)mode);
     k_fold<<<(v.R + 7) / 8, 256, 0, MXG_STREAM(stream)>>>(v, mode == MXG_FOLD_OUTER, e4m3, fscale, counters);
     CU_LAUNCHED();
     return MX_OK;

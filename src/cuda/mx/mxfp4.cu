@@ -53,7 +53,6 @@ struct Slot {
     unsigned long long* counters;
     mxg_opstats* stats;        // telemetry (NULL: off)
     int outer;                 // fold with OUTER scales (row kernel only)
-    int blk;                   // fold with BLK128 scales (the fast kernel's 128 x 128 tiles only)
 };
 
 struct QArgs {
@@ -520,8 +519,7 @@ template <typename T, int TR, int TC> struct QfSmem {
     static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
     static constexpr size_t scl_c = sg_c + sizeof(float) * TR;  /* [TR/32][TC] column blocks' scales */
     static constexpr size_t cnt = (scl_c + TC * (TR / 32) + 15) / 16 * 16;
-    static constexpr size_t bmax = cnt + 16;                    /* [2] int: BLK128's tile maximum per direction */
-    static constexpr size_t total = bmax + 16;
+    static constexpr size_t total = cnt + 16;
 };
 
 /* The byte offset of element (r, c) in a staged tile. */
@@ -594,7 +592,7 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
  * pass's e_ref exchange has a barrier). */
 template <int DIR, int N, typename T, int TR, int TC>
 __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c, unsigned* cnt,
-                                        int* bmax, int r0, int c0, int rows, int cols) {
+                                        int r0, int c0, int rows, int cols) {
     const int tid = threadIdx.x, lane = tid & 31;
     const int NB = DIR ? TR / 32 : TC / 32, NL = DIR ? TC : TR;
     const int li = DIR ? tid % NL : tid / NB, bi = DIR ? tid / NL : tid % NB;
@@ -623,18 +621,9 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     if (s.codes && valid) *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
     if (s.scales && valid) s.scales[(size_t)gl * (BN / 32) + gb / 32] = sb;
     if (!s.e4m3) return;
-    /* e_ref: the largest non-NaN block exponent of the 128-group (4 blocks along the block axis), or under
-     * BLK128 of the whole 128 x 128 tile (a warp's maximum, then a shared atomicMax into bmax[DIR], reset
-     * before the tile's first barrier) */
+    /* e_ref: the largest non-NaN block exponent of the 128-group (4 blocks along the block axis) */
     int m = (valid && sb != MX_E8M0_NAN) ? (int)sb : -1;
-    bool blk = false;
-    if constexpr (TR == 128 && TC == 128) blk = s.blk;
-    if (blk) {
-        const int wm = __reduce_max_sync(0xffffffffu, m);
-        if (lane == 0 && wm >= 0) atomicMax(&bmax[DIR], wm);
-        __syncthreads();
-        m = bmax[DIR];
-    } else if (DIR == 0) {
+    if (DIR == 0) {
         m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
     } else {
@@ -654,11 +643,7 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     uint4* dst = (uint4*)(s.e4m3 + (size_t)gl * BN + gb);
     dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
     dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-    if (blk) {
-        if (tid == 0 && s.fscale) s.fscale[mx_fold_blk_index(LN, gl, gb)] = mx_exp2i(eref - 6); /* (the tile's first block: valid) */
-    } else if ((bi & 3) == 0 && s.fscale) {
-        s.fscale[(size_t)(gb / 128) * LN + gl] = mx_exp2i(eref - 6);
-    }
+    if ((bi & 3) == 0 && s.fscale) s.fscale[(size_t)(gb / 128) * LN + gl] = mx_exp2i(eref - 6);
 }
 
 /* A persistent CTA's walk over the tiles: tile t = tr * ntc + tc, then t + gridDim.x, ...; the tile's
@@ -699,7 +684,6 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
     float* sg_c = (float*)(sm + L::sg_c);
     uint8_t* scl_c = (uint8_t*)(sm + L::scl_c);
     unsigned* cnt = (unsigned*)(sm + L::cnt);
-    int* bmax = (int*)(sm + L::bmax);
     const int rows = a.rows, cols = a.cols, tid = threadIdx.x;
     const int ntc = (cols + TC - 1) / TC, ntiles = ((rows + TR - 1) / TR) * ntc;
     const T* x = (const T*)a.x;
@@ -716,7 +700,6 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
             asm volatile("cp.async.wait_group 0;\n" ::);
         }
         const int r0 = cur.tr * TR, c0 = cur.tc * TC;
-        if (tid < 2) bmax[tid] = -1; /* read last before the previous tile's closing barrier */
         if (a.s[0].active && a.s[0].rnd)
             for (int j = tid; j < TC; j += NT)
                 sg_r[j] = c0 + j < cols ? mx_rh_sign(a.s[0].hseed, a.s[0].rot, (uint64_t)(c0 + j)) : 1.0f;
@@ -727,9 +710,9 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
         const char* xt = sm + L::xs + (k & 1) * L::tile;
         /* the row pass needs the 4 blocks of a 128-group across the tile (TC 128), the column pass likewise (TR 128) */
         if constexpr (TC == 128)
-            if (a.s[0].active) qf_pass<0, N, T, TR, TC>(a.s[0], xt, sg_r, scl_c, cnt, bmax, r0, c0, rows, cols);
+            if (a.s[0].active) qf_pass<0, N, T, TR, TC>(a.s[0], xt, sg_r, scl_c, cnt, r0, c0, rows, cols);
         if constexpr (TR == 128)
-            if (a.s[1].active) qf_pass<1, N, T, TR, TC>(a.s[1], xt, sg_c, scl_c, cnt, bmax, r0, c0, rows, cols);
+            if (a.s[1].active) qf_pass<1, N, T, TR, TC>(a.s[1], xt, sg_c, scl_c, cnt, r0, c0, rows, cols);
         cur = nxt;
         nxt.next();
         __syncthreads(); /* buffer k & 1 is the next prefetch's target */
@@ -796,9 +779,7 @@ int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
 template <typename T, int N> int launch_qfast_n(const QArgs& a, cudaStream_t st) {
     if constexpr (N == 16 && sizeof(T) == 2)
         if (a.s[0].active && a.s[1].active && !a.s[0].rnd && !a.s[1].rnd) return launch_qfast_cfg<T, 128, 128, N, 2>(a, st);
-    /* both directions, or a BLK128 fold (its scale is one a 128 x 128 tile: the tile of this configuration) */
-    if ((a.s[0].active && a.s[1].active) || (a.s[0].active && a.s[0].blk) || (a.s[1].active && a.s[1].blk))
-        return launch_qfast_cfg<T, 128, 128, N>(a, st);
+    if (a.s[0].active && a.s[1].active) return launch_qfast_cfg<T, 128, 128, N>(a, st);
     if (a.s[0].active) return launch_qfast_cfg<T, 64, 128, N>(a, st);
     return launch_qfast_cfg<T, 128, 64, N>(a, st);
 }
@@ -1087,15 +1068,15 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
         }
         __syncthreads();
         /* a barrier between passes: a column pass exchanges e_ref through scl_c */
-        if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, nullptr, r0, c0, rows, cols);
+        if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
-        if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, nullptr, r0, c0, rows, cols);
+        if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[0].active)
-            qf_pass<0, N, T, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, nullptr, r0, c0, rows, cols);
+            qf_pass<0, N, T, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[1].active)
-            qf_pass<1, N, T, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, nullptr, r0, c0, rows, cols);
+            qf_pass<1, N, T, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads(); /* the tiles and signs are the next tile's */
     }
     __syncthreads();
@@ -1194,9 +1175,7 @@ int make_slot(const mxg_qspec* sp, const mxg_qout* o, int dir, int rows, int col
     s->fscale = o->fscale;
     s->counters = o->counters;
     s->stats = o->stats;
-    if ((unsigned)o->fold > MXG_FOLD_BLK128) return mx_fail(MX_EINVAL, "mxg_quantize: fold mode %d", (int)o->fold);
     s->outer = o->e4m3 && o->fold == MXG_FOLD_OUTER;
-    s->blk = o->e4m3 && o->fold == MXG_FOLD_BLK128;
     return MX_OK;
 }
 
@@ -1233,9 +1212,6 @@ extern "C" int mxg_quantize(const void* x, mxg_dtype dt, int rows, int cols, con
     if ((a.s[0].active && a.s[0].outer && !row_kernel) || (a.s[1].active && a.s[1].outer))
         return mx_fail(MX_EINVAL, "mxg_quantize: the OUTER fold is made in one pass only for a lone 1x32 output with "
                                   "rotation <= 32 and cols <= 32768; use MXG_FOLD_VEC128 or mxg_fold");
-    if (((a.s[0].active && a.s[0].blk) || (a.s[1].active && a.s[1].blk)) && !(g_qfast && qfast_ok(a, dt)))
-        return mx_fail(MX_EINVAL, "mxg_quantize: the BLK128 fold is made by the fast quantizer only (RNE, 1x32 / 32x1, "
-                                  "rotation <= 32, no telemetry, rows of whole 16-byte chunks); use MXG_FOLD_VEC128");
     if (g_qfast && qfast_ok(a, dt)) return dt == MXG_BF16 ? launch_qfast<uint16_t>(a, st) : launch_qfast<float>(a, st);
     if (g_qfast && qouter_ok(a)) return dt == MXG_BF16 ? launch_qouter<uint16_t>(a, st) : launch_qouter<float>(a, st);
     if (row_kernel)
@@ -1263,7 +1239,7 @@ extern "C" int mxg_quantize_swiglu_ok(int rows, int cols, const mxg_qspec* const
         a.cols = cols;
         for (int d = 0; d < 2; d++) {
             if (!s[t][d] || !o[t][d] || spec_dir(s[t][d]) != d || !o[t][d]->e4m3) return 0;
-            if (make_slot(s[t][d], o[t][d], d, rows, cols, &a.s[d]) != MX_OK || a.s[d].blk) return 0; /* VEC128 only */
+            if (make_slot(s[t][d], o[t][d], d, rows, cols, &a.s[d]) != MX_OK) return 0;
         }
         if (!qfast_ok(a, MXG_F32)) return 0;
         if (t == 0) n0 = qf_rot_of(a);

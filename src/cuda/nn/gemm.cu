@@ -14,8 +14,8 @@
  * on our A. Paths: BF16 x BF16 (baseline and the exact emulation of MXFP4
  * once the operands are dequantized: mxg_gemm_mxfp4_exact); FP8 with
  * per-tensor scales (E4M3 x E4M3, E5M2 x E4M3); FP8 with VEC128_32F or
- * OUTER_VEC_32F scales, or VEC128_32F on A with BLK128x128_32F on B (the
- * MXFP4 fast path on exponent-folded E4M3 operands). FP32 accumulation; FAST_ACCUM off.
+ * OUTER_VEC_32F scales (the MXFP4 fast path on exponent-folded E4M3
+ * operands). FP32 accumulation; FAST_ACCUM off.
  *
  * Guarantees: the products are those of the operands as given; the
  * accumulation order is cuBLASLt's (deterministic for a given algorithm).
@@ -52,12 +52,10 @@ int make_plan(lt_plan* p, cublasLtHandle_t lt) {
     if (mode != MXG_SCALE_NONE) {
         int8_t fast = 0;
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-        /* sm: our A's scale mode (cuBLASLt's B), smb: our B's (cuBLASLt's A) */
         cublasLtMatmulMatrixScale_t sm = mode == MXG_SCALE_TENSOR   ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F
-                                         : mode == MXG_SCALE_OUTER  ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
-                                                                    : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-        cublasLtMatmulMatrixScale_t smb = mode == MXG_SCALE_VEC128_BLK ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : sm;
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &smb, sizeof smb));
+                                         : mode == MXG_SCALE_VEC128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                                                    : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &sm, sizeof sm));
         LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &sm, sizeof sm));
         /* the pointers are set per call; set placeholders so the heuristic knows scaling is on */
         float* dummy;
@@ -162,9 +160,7 @@ int mxg_gemm_lin(mxg_scale_mode mode, const void* A, mxg_dtype a_type, int a_tr,
         return mx_fail(MX_EINVAL, "mxg_gemm_tn: scaled GEMMs take FP8 operands and two scale pointers");
     if (mode != MXG_SCALE_NONE && (((uintptr_t)a_scale | (uintptr_t)b_scale) & 15))
         return mx_fail(MX_EINVAL, "mxg_gemm_tn: scale pointers must be 16-byte aligned (cuBLASLt)");
-    if ((mode == MXG_SCALE_VEC128 || mode == MXG_SCALE_VEC128_BLK) && K % 128)
-        return mx_fail(MX_EINVAL, "mxg_gemm_tn: VEC128 / BLK128 scales need K %% 128 == 0");
-    if ((unsigned)mode > MXG_SCALE_VEC128_BLK) return mx_fail(MX_EINVAL, "mxg_gemm_tn: scale mode %d", (int)mode);
+    if (mode == MXG_SCALE_VEC128 && K % 128) return mx_fail(MX_EINVAL, "mxg_gemm_tn: VEC128 needs K %% 128 == 0");
     if (mode != MXG_SCALE_NONE && (a_tr || b_tr))
         return mx_fail(MX_EINVAL, "mxg_gemm_tn: FP8 operands must be K-contiguous (TN) on Hopper");
     if (res && (accumulate || c_type != MXG_F32 || res == C))

@@ -27,10 +27,7 @@
  *          with one scale per row, the GEMM on OUTER_VEC_32F scales, then the
  *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup); with
  *          MXG_OUTER_MXFP4_FPROP alone (MXLM_GPU_OUTER=fprop) Fprop's two operands
- *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales;
- *          with MXG_OUTER_MXFP4_BLK (MXLM_GPU_OUTER=blk) Dgrad's and Wgrad's
- *          operand b (W^T, X^T) folded with one scale per 128 x 128 tile in the
- *          quantizer's pass, the GEMM on VEC128 x BLK128x128 scales
+ *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales
  * The products equal the CPU's (FP32 products of the same quantized values);
  * only the accumulation order differs (cuBLASLt's), and on the fast path a
  * block more than 14 binades below its 128-group's largest rounds in E4M3.
@@ -474,22 +471,7 @@ int mxfp4_outer1(const mxg_linear_ctx* c, mx_gemm_id g, int fast, int a_t, int b
            !a_t && !b_t && !q->w2d && q->had_n <= 32 && R / 32 <= 1024;
 }
 
-/* The fold of operand b of GEMM g on the fast path (o 1; operand a folds VEC128, or OUTER with outer1): OUTER where
- * outer1 (mxfp4_outer1), BLK128 for Dgrad's and Wgrad's operand b under MXG_OUTER_MXFP4_BLK where the fast
- * quantizer makes it in its 128 x 128 tiles (col: the column-direction output of b as stored [R, xc], x;
- * RNE, rotation <= 32, no telemetry, rows of whole 16-byte chunks, aligned), else VEC128 (MXG_FOLD_*). */
-int mxfp4_fold_b(const mxg_linear_ctx* c, mx_gemm_id g, int outer1, int col, const mxg_qspec* s, int telemetry,
-                 const void* x, mxg_dtype xdt, int xc) {
-    if (outer1) return MXG_FOLD_OUTER;
-    const int on = (c->outer_scales & MXG_OUTER_MXFP4_BLK) && !(c->outer_scales & MXG_OUTER_MXFP4);
-    const int ok = on && (g == MX_DGRAD || g == MX_WGRAD) && col && s->layout == MX_LAYOUT_32x1 &&
-                   s->round == MX_ROUND_RNE && s->had_n <= 32 && !telemetry && !oow_probe_on() && x &&
-                   !((uintptr_t)x & 15) && xc % (xdt == MXG_BF16 ? 8 : 4) == 0;
-    return ok ? MXG_FOLD_BLK128 : MXG_FOLD_VEC128;
-}
-
 long long g_wq_hits = 0; /* the operands taken from an mxg_wq (mxg_linear_wq_hits: a test's count) */
-long long g_blk_gemms = 0; /* the GEMMs on VEC128 x BLK128 scales (mxg_linear_blk_gemms) */
 
 /* The ready operand b of GEMM g (Fprop's W, Dgrad's W^T) in c->wq, made as this call would make it: W the same
  * tensor stored the same way ([n, k]: Fprop's B untransposed, Nb x R; Dgrad's transposed, R x Nb), the format,
@@ -677,7 +659,6 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
          * (mxg_quantize: e_ref the row's largest block exponent, one float scale per row), the GEMM on OUTER
          * scales; a block outside that window rounds and is counted, as under VEC128 (no fix-up) */
         const int outer1 = mxfp4_outer1(c, g, fast, a_t, b_t, R);
-        int fold_b = outer1 ? MXG_FOLD_OUTER : MXG_FOLD_VEC128; /* operand b's (mxfp4_fold_b), set in the loop */
         uint8_t* e4[2] = {w->q8[0], w->q8[1]}; /* the fast path's operands (x_same: Wgrad's b in q8x) */
         float* fsc[2] = {w->fs[0], w->fs[1]};
         for (int o = 0; o < 2 && !rc; o++) {
@@ -698,9 +679,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 w->xk[0].valid = 0; /* as xkeep leaves it for an operand a that is not X's */
                 continue;
             }
-            const int fold = o == 0 ? outer1 : (fold_b = fast ? mxfp4_fold_b(c, g, outer1, col, &s, tele[1] != NULL, x, xdt,
-                                                                              col ? rows[o] : R) : MXG_FOLD_VEC128);
-            const mxg_wq* wq = o == 1 && fast ? wq_take(c, g, MX_FMT_MXFP4, B, b_t, Nb, R, &s, fold, tele[1] != NULL) : NULL;
+            const mxg_wq* wq = o == 1 && fast ? wq_take(c, g, MX_FMT_MXFP4, B, b_t, Nb, R, &s, outer1, tele[1] != NULL) : NULL;
             if (wq) { /* W's operand made after the update (mxg_linear_weight_operands), with this very spec */
                 e4[1] = wq->q8[g == MX_DGRAD];
                 fsc[1] = wq->fs[g == MX_DGRAD];
@@ -725,7 +704,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             const int keep = xkeep(w, c, g, o, tele[o] != NULL,
                                    fast && s.round == MX_ROUND_RNE && !s.had_random && s.layout != MX_LAYOUT_32x32);
             if (keep && role == 1) { e4[1] = w->q8x; fsc[1] = w->fsx; }
-            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, fold, x, xr, xc, &s)) continue; /* the same bytes */
+            if (keep && c->x_same == 2 && xkept(w, role, MX_FMT_MXFP4, outer1, x, xr, xc, &s)) continue; /* the same bytes */
             mxg_qout qo;
             memset(&qo, 0, sizeof qo);
             qo.counters = w->counters;
@@ -733,7 +712,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (fast) {
                 qo.e4m3 = e4[o];
                 qo.fscale = fsc[o];
-                qo.fold = (mxg_fold_mode)fold;
+                qo.fold = outer1 ? MXG_FOLD_OUTER : MXG_FOLD_VEC128;
             } else {
                 qo.codes = w->codes[o];
                 qo.scales = w->scales[o];
@@ -745,7 +724,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             if (!rc && fast && oow_probe_on())
                 rc = xdt == MXG_F32 ? oow_probe_run(w, g, o, (const float*)x, xr, xc, col, &s, rows[o], R, st)
                                     : mx_fail(MX_EINVAL, "linear: the OUTER probe needs FP32 operands");
-            if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, fold, x, xr, xc, &s);
+            if (!rc && keep) xrecord(w, role, MX_FMT_MXFP4, outer1, x, xr, xc, &s);
         }
         if (rc) return rc;
         if (fast) {
@@ -753,11 +732,10 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
              * exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on
              * the VEC128 path) */
             const int outer = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
-            if (outer1 || fold_b == MXG_FOLD_BLK128) { /* no fix-up: a block out of its window rounded, counted */
+            if (outer1) {
                 PROF_E(PROF_QUANT, st);
-                g_blk_gemms += !outer1;
-                return gemm_timed(outer1 ? MXG_SCALE_OUTER : MXG_SCALE_VEC128_BLK, e4[0], MXG_E4M3, 0, fsc[0], e4[1],
-                                  MXG_E4M3, 0, fsc[1], cout, cdt, Ma, Nb, R, accumulate, res, stream);
+                return gemm_timed(MXG_SCALE_OUTER, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], cout, cdt, Ma,
+                                  Nb, R, accumulate, res, stream);
             }
             for (int o = 0; o < 2 && outer && !rc; o++) {
                 if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
@@ -872,7 +850,6 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
 }
 
 extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
-extern "C" long long mxg_linear_blk_gemms(void) { return g_blk_gemms; }
 
 extern "C" size_t mxg_linear_weight_fs(int n, int k) {
     const size_t v = (size_t)n * k / 128, r = (size_t)(n > k ? n : k);
@@ -918,18 +895,17 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         if (!mx_gemm_gpu_mxfp4(r, gs[k]) || !fast || mx_gemm_gpu_refusal(r, gs[k])) continue;
         if (mx_gemm_check_dims(gs[k], &r->g[gs[k]], k ? K : N, k ? K : N, R)) continue;
         if (mxfp4_spec(c, gs[k], 1, k, &q->spec[k]) != k) continue; /* Dgrad: the column direction, or none */
-        const int outer1 = mxfp4_outer1(c, gs[k], fast, 0, k, R);
-        q->fold[k] = k ? mxfp4_fold_b(c, gs[k], outer1, 1, &q->spec[k], 0, W, MXG_F32, K) : outer1; /* MXG_FOLD_* */
+        q->fold[k] = mxfp4_outer1(c, gs[k], fast, 0, k, R);
         qo[k].e4m3 = q->q8[k];
         qo[k].fscale = q->fs[k];
-        qo[k].fold = (mxg_fold_mode)q->fold[k];
+        qo[k].fold = q->fold[k] ? MXG_FOLD_OUTER : MXG_FOLD_VEC128;
         qo[k].counters = c->ws ? c->ws->counters : NULL;
         take[k] = 1;
     }
     if (!take[0] && !take[1]) return MX_OK;
     q->fmt = MX_FMT_MXFP4;
     int rc;
-    if (take[0] && take[1] && q->fold[0] != MXG_FOLD_OUTER) /* both from one read of W (an OUTER fold is a lone row output) */
+    if (take[0] && take[1] && !q->fold[0]) /* both from one read of W */
         rc = mxg_quantize(W, MXG_F32, N, K, &q->spec[0], &qo[0], &q->spec[1], &qo[1], stream);
     else {
         rc = take[0] ? mxg_quantize(W, MXG_F32, N, K, &q->spec[0], &qo[0], NULL, NULL, stream) : MX_OK;

@@ -14,13 +14,10 @@ static int on_unless_0(const char* name) {
 
 /* MXLM_GPU_OUTER's bits (-1: a value it does not know) */
 static int outer_of(const char* e) {
-    const int fp = MXG_OUTER_MXFP4_FPROP, blk = MXG_OUTER_MXFP4_BLK;
-    if (!e || !*e || !strcmp(e, "fprop,blk") || !strcmp(e, "blk,fprop")) return MXG_OUTER_FP8 | fp | blk;
+    if (!e || !*e || !strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
     if (!strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
     if (!strcmp(e, "0")) return 0;
     if (!strcmp(e, "fp8")) return MXG_OUTER_FP8;
-    if (!strcmp(e, "fprop")) return MXG_OUTER_FP8 | fp;
-    if (!strcmp(e, "blk")) return MXG_OUTER_FP8 | blk;
     return -1;
 }
 
@@ -37,5 +34,5 @@ extern "C" int mxg_switches_read(mxg_switches* s) {
     s->oow_probe = oow && !strcmp(oow, "1");
     if (s->outer >= 0) return MX_OK;
     s->outer = outer_of(NULL);
-    return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of fprop,blk (the default), fprop, blk, fp8, 1, 0 (docs/gpu.md)", o);
+    return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of fprop (the default), fp8, 1, 0 (docs/gpu.md)", o);
 }
