@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +22,28 @@ static const char* type_hint(opt_type t) {
     }
 }
 
-void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts) {
-    printf("usage: mxlm %s %s\n\n", cmd, usage);
+/* The options every subcommand shares: one table, one bounds check (common_check), applied once parsed. */
+static int g_threads;
+static const cli_opt k_common[] = {
+    {"threads", OPT_INT, &g_threads, "OpenMP threads, 1..4096 (default: all cores; results do not depend on it)"},
+};
+enum { N_COMMON = (int)(sizeof k_common / sizeof k_common[0]) };
+
+int cli_threads(void) { return g_threads; }
+
+static void print_opts(const cli_opt* opts, int nopts) {
     for (int i = 0; i < nopts; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s", opts[i].name, type_hint(opts[i].type));
         printf("  %-22s %s\n", left, opts[i].help);
     }
+}
+
+void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts) {
+    printf("usage: mxlm %s %s\n\n", cmd, usage);
+    print_opts(opts, nopts);
+    printf("\noptions of every subcommand:\n");
+    print_opts(k_common, N_COMMON);
 }
 
 static int set_value(const cli_opt* o, const char* v, const char* cmd) {
@@ -68,6 +84,31 @@ bad:
     return 2;
 }
 
+/* The bounds of a shared option (2 and a message naming it when out of them), then its effect. */
+static int common_check(const cli_opt* o, const char* cmd) {
+    if (o->dst == &g_threads) {
+        if (g_threads < 1 || g_threads > CLI_THREADS_MAX) {
+            fprintf(stderr, "mxlm %s: --threads %d: must be in [1, %d]\n", cmd, g_threads, CLI_THREADS_MAX);
+            return 2;
+        }
+        omp_set_num_threads(g_threads);
+    }
+    return 0;
+}
+
+static const cli_opt* find_opt(const cli_opt* opts, int nopts, const char* name, size_t len) {
+    for (int k = 0; k < nopts; k++)
+        if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len)) return &opts[k];
+    return NULL;
+}
+
+int cli_common_set(const char* cmd, const char* name, const char* v) {
+    const cli_opt* o = find_opt(k_common, N_COMMON, name, strlen(name));
+    if (!o) { fprintf(stderr, "mxlm %s: unknown option '--%s'\n", cmd, name); return 2; }
+    int rc = set_value(o, v, cmd);
+    return rc ? rc : common_check(o, cmd);
+}
+
 int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const cli_opt* opts, int nopts,
               char** pos, int* npos) {
     int np = 0;
@@ -85,9 +126,8 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
         const char* name = a + 2;
         const char* eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const cli_opt* o = NULL;
-        for (int k = 0; k < nopts; k++)
-            if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len)) { o = &opts[k]; break; }
+        const cli_opt* o = find_opt(opts, nopts, name, len);
+        const int common = !o && (o = find_opt(k_common, N_COMMON, name, len)) != NULL;
         if (!o) {
             fprintf(stderr, "mxlm %s: unknown option '%.*s' (see mxlm %s --help)\n", cmd, (int)(len + 2), a, cmd);
             return 2;
@@ -100,6 +140,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
         else if (i + 1 < argc) v = argv[++i];
         else { fprintf(stderr, "mxlm %s: --%s needs a value\n", cmd, o->name); return 2; }
         int rc = set_value(o, v, cmd);
+        if (!rc && common) rc = common_check(o, cmd);
         if (rc) return rc;
     }
     if (npos) *npos = np;

@@ -21,6 +21,14 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
               char** pos, int* npos);
 void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts);
 
+/* The options every subcommand shares, in one table of cli.c: cli_parse accepts them after the
+ * subcommand's own, checks their bounds (--threads: 1..CLI_THREADS_MAX) and applies them (the OpenMP
+ * threads); cli_usage lists them. cli_common_set is the same for a parser of its own (study run):
+ * name without dashes, 0 or 2 with a message. cli_threads: --threads given, 0 when not. */
+#define CLI_THREADS_MAX 4096
+int cli_common_set(const char* cmd, const char* name, const char* v);
+int cli_threads(void);
+
 /* Write `n` bytes to `path` atomically: a temporary file in the same folder,
  * fsync, rename. Returns 0, or -1 with a message printed. */
 int cli_write_file_atomic(const char* path, const void* data, size_t n);

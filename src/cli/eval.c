@@ -19,7 +19,6 @@
  * text, whatever the tokenizer. On shards the bytes are those of the
  * evaluated targets when the tokenizer is known. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +154,7 @@ static void print_num(FILE* f, const char* key, double x, const char* fmt) {
 int cmd_eval(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *val = NULL, *recipe = NULL, *device = "cpu";
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *format = "auto", *field = "text", *gemm = NULL;
-    int batch = 0, seq = 0, json = 0, threads = 0;
+    int batch = 0, seq = 0, json = 0;
     int64_t val_tokens = -1;
     const cli_opt opts[] = {
         {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
@@ -174,7 +173,6 @@ int cmd_eval(int argc, char** argv) {
         {"field", OPT_STR, &field, "JSON Lines: the field holding the text (default text)"},
         {"device", OPT_STR, &device, "cpu (default: the reference) or cuda (CUDA build: the GPU trainer's evaluation)"},
         {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast or exact (default the run's, else fast)"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line instead of the text report"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -185,7 +183,6 @@ int cmd_eval(int argc, char** argv) {
     /* usage checks, before anything is read */
     if (batch < 0 || batch > 1024) { fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch); return 2; }
     if (seq < 0) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm eval: --threads %d: must be positive\n", threads); return 2; }
     if (val_tokens < -1) { fprintf(stderr, "mxlm eval: --val-tokens must be >= 0\n"); return 2; }
     if (val && npos) { fprintf(stderr, "mxlm eval: give --val GLOB or text INPUT files, not both\n"); return 2; }
     int fmt = !strcmp(format, "auto") ? MX_FMT_AUTO : !strcmp(format, "jsonl") ? MX_FMT_JSONL
@@ -201,7 +198,6 @@ int cmd_eval(int argc, char** argv) {
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm eval: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm eval: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
     if (hf && !val && !npos) { fprintf(stderr, "mxlm eval: --hf needs --val GLOB or text INPUT files\n"); return 2; }
-    if (threads > 0) omp_set_num_threads(threads);
 
     cli_model cm;
     if ((rc = cli_model_open(&cm, "eval", run, ckpt, hf, recipe))) return rc;

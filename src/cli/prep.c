@@ -58,7 +58,7 @@ int cmd_prep(int argc, char** argv) {
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *out = NULL, *trainp = NULL, *valp = NULL;
     const char *format = "auto", *field = "text";
     double val_fraction = 0; int64_t val_docs = 0, shard_tokens = 100000000;
-    int skip_bad = 0, threads = 0, quiet = 0;
+    int skip_bad = 0, quiet = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
         {"ranks", OPT_STR, &ranks, "tiktoken rank file"},
@@ -72,7 +72,6 @@ int cmd_prep(int argc, char** argv) {
         {"format", OPT_STR, &format, "auto (.json* names are JSON Lines) | jsonl | text"},
         {"field", OPT_STR, &field, "JSON field holding the text (default text)"},
         {"skip-bad", OPT_FLAG, &skip_bad, "skip documents with invalid UTF-8 (counted) instead of failing"},
-        {"threads", OPT_INT, &threads, "threads (default: all cores)"},
         {"quiet", OPT_FLAG, &quiet, "no progress line"},
     };
     char* pos[64]; int npos = 0;
@@ -103,7 +102,6 @@ int cmd_prep(int argc, char** argv) {
     }
     if (val_fraction > 0 && val_docs > 0) { fprintf(stderr, "mxlm prep: give --val-fraction or --val-docs, not both\n"); return 2; }
     if (!isfinite(val_fraction)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm prep: --threads %d: must be >= 0\n", threads); return 2; }
     mx_tokenizer* t = NULL;
     if ((rc = open_tok(encoding, ranks, pattern, &t, "prep"))) return rc;
     prog pg = {now_s(), 0, quiet || !isatty(2)};
@@ -117,7 +115,7 @@ int cmd_prep(int argc, char** argv) {
         rec[0] = 0;
     }
     mx_prep_opts o = {(const char* const*)pos, npos, fmt, field, t, trainp, valp, shard_tokens, val_docs, val_fraction,
-                      skip_bad, threads, progress, &pg, rec};
+                      skip_bad, cli_threads(), progress, &pg, rec};
     mx_prep_stats st;
     rc = mx_prep_run(&o, &st);
     if (!pg.quiet) fprintf(stderr, "\n");

@@ -4,7 +4,6 @@
  * document token) in one forward, then one token at a time. The same seed
  * gives the same text on a device (Philox draws, decode.h). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +30,7 @@ static const char* k_usage =
 int cmd_sample(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *recipe = NULL, *prompt = "";
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *device = "cpu", *gemm = "fast";
-    int tokens = 64, top_k = 0, threads = 0, ignore_eot = 0, json = 0;
+    int tokens = 64, top_k = 0, ignore_eot = 0, json = 0;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1;
     const cli_opt opts[] = {
@@ -49,7 +48,6 @@ int cmd_sample(int argc, char** argv) {
         {"encoding", OPT_STR, &encoding, "tokenizer: a named encoding (default the run's)"},
         {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; the text does not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line (prompt ids, generated ids, text) instead of the text"},
         {"device", OPT_STR, &device, "cpu (default) or cuda (CUDA build: the forward and the cache on the GPU)"},
         {"gemm", OPT_STR, &gemm, "with --device cuda: MXFP4 GEMMs fast (E4M3 fold, default) or exact"},
@@ -64,7 +62,6 @@ int cmd_sample(int argc, char** argv) {
     }
     if (top_k < 0) { fprintf(stderr, "mxlm sample: --top-k %d: must be >= 0\n", top_k); return 2; }
     if (!(top_p > 0 && top_p <= 1)) { fprintf(stderr, "mxlm sample: --top-p %g: in (0, 1]\n", top_p); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm sample: --threads %d: must be positive\n", threads); return 2; }
     const int on_gpu = !strcmp(device, "cuda") || !strcmp(device, "gpu");
     if (!on_gpu && strcmp(device, "cpu")) { fprintf(stderr, "mxlm sample: --device: cpu or cuda, not '%s'\n", device); return 2; }
     if (strcmp(gemm, "fast") && strcmp(gemm, "exact")) {
@@ -77,7 +74,6 @@ int cmd_sample(int argc, char** argv) {
     if ((rc = cli_tokenizer_check("sample", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm sample: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm sample: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
-    if (threads > 0) omp_set_num_threads(threads);
 
     cli_model cm;
     if ((rc = cli_model_open(&cm, "sample", run, ckpt, hf, recipe))) return rc;

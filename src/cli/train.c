@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +99,7 @@ static int bad_num(const char* opt, double x, const char* want) {
 }
 
 /* Ranges of the numeric options (NaN and Inf included), before anything is created: 2 with the option named. */
-static int check_numbers(const mx_train_config* c, int threads, int log_every, int vocab, int dim, int layers,
+static int check_numbers(const mx_train_config* c, int log_every, int vocab, int dim, int layers,
                          int heads, int kvh, int ffn, int context, double rope_theta, double norm_eps,
                          int64_t eval_every_tokens, int64_t mem_limit_mib) {
     if (!(isfinite(c->lr) && c->lr > 0 && c->lr <= 10)) return bad_num("lr", c->lr, "must be in (0, 10]");
@@ -134,7 +133,6 @@ static int check_numbers(const mx_train_config* c, int threads, int log_every, i
         {"max-skips", c->max_skips, 0, INT64_MAX / 2},
         {"spike-window", c->spike_window, 0, MX_SPIKE_WINDOW_MAX},
         {"sample-every", c->sample_every, 0, INT64_MAX / 2},
-        {"threads", threads, 0, 4096},
         {"log-every", log_every, 0, INT32_MAX},
         {"vocab", vocab, 0, 1 << 24},
         {"dim", dim, 0, 1 << 20},
@@ -378,7 +376,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     mx_train_config c;
     mx_train_config_default(&c);
     const char *config = config_path, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
-    int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
+    int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0;
     int log_every = 0;
     const char* on_nonfinite = NULL;
     const char *device = NULL, *gemm = NULL, *init_from = NULL;
@@ -456,7 +454,6 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"nccl", OPT_INT, &nccl, "1: the NCCL engine even on one GPU (world size 1; for checks)"},
         {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
         {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
         {"on-nonfinite", OPT_STR, &on_nonfinite, "abort (default): a NaN/Inf loss or gradient ends the run; skip: "
@@ -498,7 +495,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         fprintf(stderr, "mxlm train: --warmup %lld: must be >= 0 (or -1: steps / 20)\n", (long long)c.warmup);
         return 2;
     }
-    if (check_numbers(&c, threads, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
+    if (check_numbers(&c, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
                       eval_every_tokens, mem_limit_mib))
         return 2;
 
@@ -517,7 +514,6 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (train) snprintf(c.train, sizeof c.train, "%s", train);
     if (val) snprintf(c.val, sizeof c.val, "%s", val);
     if (out) snprintf(c.out, sizeof c.out, "%s", out);
-    if (threads > 0) omp_set_num_threads(threads);
     if (c.seq <= 0) c.seq = c.model.seq_len;
     int drank = 0, dworld = 0, dlocal = 0;
     const char* dtoken = NULL;
