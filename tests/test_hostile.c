@@ -13,9 +13,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mxlm/hf.h"
+#include "mxlm/model.h"
+#include "mxlm/train.h"
 #include "test.h"
 
 #define HMICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --batch 2 --seq 32"
+
+static void shards(void) { test_sentence_shards("h_", 48, 20000, 3000); }
+
+/* A micro run of `steps` steps into TMP/dir (fp32, the h_ shards) with more options; the exit status. */
+static int micro_run(const char* dir, int steps, const char* more) {
+    shards();
+    const char* t = test_tmpdir();
+    return test_sh("rm -rf %s/%s && %s train " HMICRO " --recipe fp32 --steps %d --eval-every 1 --val-tokens 128 "
+                   "--train %s/h_train.bin --val %s/h_val.bin --out %s/%s %s > %s/%s.log 2>&1", t, dir, test_mxlm_bin(),
+                   steps, t, t, t, dir, more, t, dir);
+}
+
+/* Every file (every line of a .jsonl) strict JSON: NaN / Infinity refused, as RFC 8259 has them not. */
+static int strict_json(const char* files) {
+    return test_sh("cd %s && python3 -c 'import json,sys\n"
+                   "def no(c): raise ValueError(c)\n"
+                   "for f in sys.argv[1:]:\n"
+                   " t=open(f).read()\n"
+                   " for l in (t.splitlines() if f.endswith(\".jsonl\") else [t]):\n"
+                   "  json.loads(l, parse_constant=no)' %s", test_tmpdir(), files);
+}
 
 /* Run `mxlm ARGS` with output into TMP/name.log; its exit status. */
 static int mx(const char* name, const char* args) {
@@ -36,4 +60,36 @@ TEST(hostile_threads_every_subcommand) {
         }
     CHECK(mx("h5", "eval --help") == 0 && test_log_has("h5", "1..4096"));
     CHECK(mx("h5", "info --threads 2") == 0);
+}
+
+/* Class 6: every JSON mxlm writes parses; non-finite numbers are null (mx_json_number), and a failed
+ * evaluation exits non-zero. */
+TEST(hostile_json_nonfinite_is_null) {
+    const char* t = test_tmpdir();
+    /* an HF model with NaN weights: eval --json is JSON (loss null) and exits 1 with a message */
+    mx_model_config c;
+    REQUIRE(mx_model_preset("tiny", &c) == 0);
+    c.vocab = 256; c.dim = 64; c.n_layers = 2; c.n_heads = 2; c.n_kv_heads = 1; c.ffn = 128; c.seq_len = 32;
+    mx_recipe r;
+    mx_llama m;
+    REQUIRE(mx_recipe_parse("fp32", &r) == 0 && mx_llama_create(&m, &c, &r, 0, 0, 1) == 0);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = NAN;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/h6_nanhf", t);
+    REQUIRE(mx_hf_export(&m, dir, 0) == 0);
+    mx_llama_free(&m);
+    shards();
+    CHECK_EQ_INT(test_sh("%s eval --hf %s/h6_nanhf --val %s/h_val.bin --seq 32 --val-tokens 64 --json > %s/h6_eval.json "
+                         "2> %s/h6_eval.log", test_mxlm_bin(), t, t, t, t), 1);
+    CHECK(strict_json("h6_eval.json") == 0);
+    CHECK(test_sh("grep -q '\"loss\":null' %s/h6_eval.json", t) == 0);
+    CHECK(test_log_has("h6_eval", "not finite"));
+    /* a run with a NaN gradient skipped, telemetry on: metrics.jsonl and summary.json parse */
+    REQUIRE(micro_run("h6_run", 3, "--debug-nan-grad-at 2 --on-nonfinite skip --telemetry-every 1 "
+                      "--recipe mxfp4-fdw-h16") == 0);
+    CHECK(strict_json("h6_run/metrics.jsonl h6_run/summary.json") == 0);
+    CHECK(test_sh("grep -q 'null' %s/h6_run/metrics.jsonl", t) == 0);
+    /* a diverged run: its status lines parse too */
+    CHECK_EQ_INT(micro_run("h6_div", 4, "--debug-nan-at 2"), 3);
+    CHECK(strict_json("h6_div/metrics.jsonl h6_div/summary.json") == 0);
 }

@@ -27,6 +27,7 @@
 #include "cli/using.h"
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
+#include "mxlm/json.h"
 #include "mxlm/mx.h"
 #ifdef MXLM_CUDA
 #include "mxlm/gpu.h"
@@ -145,10 +146,9 @@ static int eval_stream(engine* e, const uint32_t* ids, int64_t n, int64_t max_to
     return MX_OK;
 }
 
-static void print_num(FILE* f, const char* key, double x, const char* fmt) {
-    fprintf(f, ",\"%s\":", key);
-    if (isfinite(x)) fprintf(f, fmt, x);
-    else fprintf(f, "null");
+static void print_num(FILE* f, const char* key, double x) {
+    char b[32];
+    fprintf(f, "%s\"%s\":%s", strcmp(key, "loss") ? "," : "{", key, mx_json_number(b, sizeof b, x, 9));
 }
 
 int cmd_eval(int argc, char** argv) {
@@ -328,9 +328,9 @@ int cmd_eval(int argc, char** argv) {
     res.bpb = res.bytes > 0 ? res.nats / log(2.0) / (double)res.bytes : NAN;
     const double ppl = exp(res.loss);
     if (json) {
-        printf("{\"loss\":%.9g", res.loss);
-        print_num(stdout, "perplexity", ppl, "%.9g");
-        print_num(stdout, "bits_per_byte", res.bpb, "%.9g");
+        print_num(stdout, "loss", res.loss);
+        print_num(stdout, "perplexity", ppl);
+        print_num(stdout, "bits_per_byte", res.bpb);
         printf(",\"tokens\":%lld,\"bytes\":", (long long)res.tokens);
         if (res.bytes >= 0) printf("%lld", (long long)res.bytes);
         else printf("null");
@@ -358,5 +358,10 @@ int cmd_eval(int argc, char** argv) {
     }
     mx_tok_free(tok);
     cli_model_free(&cm);
+    if (!isfinite(res.loss)) { /* the evaluation itself failed: said, and a non-zero exit (as train's divergence) */
+        fprintf(stderr, "mxlm eval: the loss is not finite (NaN or Inf: the model's weights or its recipe's numerics "
+                        "overflow); written as null in --json\n");
+        return 1;
+    }
     return fflush(stdout) == 0 ? 0 : 1;
 }

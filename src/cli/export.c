@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/using.h"
 #include "mxlm/hf.h"
+#include "mxlm/json.h"
 #include "mxlm/mx.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
@@ -35,9 +36,7 @@ static void json_floats(FILE* f, const float* x, size_t n) {
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         char b[32];
-        if (isfinite(x[i])) snprintf(b, sizeof b, "%.9g", (double)x[i]);
-        else snprintf(b, sizeof b, "null"); /* JSON has no NaN/Inf */
-        fprintf(f, "%s%s", i ? "," : "", b);
+        fprintf(f, "%s%s", i ? "," : "", mx_json_number(b, sizeof b, (double)x[i], 9));
     }
     fputc(']', f);
 }
@@ -118,7 +117,8 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     for (int i = 0; i < N; i++) fprintf(f, "%s%d", i ? "," : "", tok[i]);
     fprintf(f, "],\n  \"targets\": [");
     for (int i = 0; i < N; i++) fprintf(f, "%s%d", i ? "," : "", tgt[i]);
-    fprintf(f, "],\n  \"loss\": %.9g,\n  \"losses\": ", (double)loss);
+    char lb[32];
+    fprintf(f, "],\n  \"loss\": %s,\n  \"losses\": ", mx_json_number(lb, sizeof lb, (double)loss, 9));
     json_floats(f, m->losses, (size_t)N);
     fprintf(f, ",\n  \"logits_positions\": [");
     for (int i = 0; i < npos; i++) fprintf(f, "%s%d", i ? "," : "", all ? i : pos[i]);

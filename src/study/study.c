@@ -1329,8 +1329,8 @@ char* mx_study_markdown(const mx_study* s) {
 /* ---- JSON ----------------------------------------------------------------------------- */
 
 static void js_num(mx_sbuf* b, double x) {
-    if (isfinite(x)) mx_sb_printf(b, "%.17g", x);
-    else mx_sb_printf(b, "null");
+    char t[32];
+    mx_sb_printf(b, "%s", mx_json_number(t, sizeof t, x, 17));
 }
 
 static void js_str(mx_sbuf* b, const char* t) {

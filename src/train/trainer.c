@@ -30,6 +30,7 @@
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
 #include "mxlm/hf.h"
+#include "mxlm/json.h"
 #include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
@@ -297,8 +298,8 @@ static double now_s(void) {
 }
 
 static void jnum(FILE* f, const char* key, double x) {
-    if (isfinite(x)) fprintf(f, ",\"%s\":%.9g", key, x);
-    else fprintf(f, ",\"%s\":null", key);
+    char b[32];
+    fprintf(f, ",\"%s\":%s", key, mx_json_number(b, sizeof b, x, 9));
 }
 
 static void emit(mx_train_cb cb, void* user, mx_train_event ev) {
@@ -391,10 +392,7 @@ static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_tr
     return MX_OK;
 }
 
-static const char* fnum(char* b, size_t n, double x) {
-    if (isfinite(x)) snprintf(b, n, "%.9g", x); else snprintf(b, n, "null"); /* NaN is not JSON */
-    return b;
-}
+static const char* fnum(char* b, size_t n, double x) { return mx_json_number(b, n, x, 9); }
 
 static int64_t peak_rss(void) {
     struct rusage u;
