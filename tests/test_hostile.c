@@ -9,6 +9,7 @@
  * 10  --resume with a step-like option below the checkpoint's step refused;
  * 11  option values checked before the run directory exists, none left behind;
  * 15  small refusals: full stdout, empty paths, outputs naming one file, ... */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,13 @@
 
 #define HMICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --batch 2 --seq 32"
 
+/* The CLI's absolute path (the tests below run it from the scratch directory). */
+static const char* hbin(void) {
+    static char p[4096];
+    if (!p[0] && !realpath(test_mxlm_bin(), p)) snprintf(p, sizeof p, "%s", test_mxlm_bin());
+    return p;
+}
+
 static void shards(void) { test_sentence_shards("h_", 48, 20000, 3000); }
 
 /* A micro run of `steps` steps into TMP/dir (fp32, the h_ shards) with more options; the exit status. */
@@ -27,7 +35,7 @@ static int micro_run(const char* dir, int steps, const char* more) {
     shards();
     const char* t = test_tmpdir();
     return test_sh("rm -rf %s/%s && %s train " HMICRO " --recipe fp32 --steps %d --eval-every 1 --val-tokens 128 "
-                   "--train %s/h_train.bin --val %s/h_val.bin --out %s/%s %s > %s/%s.log 2>&1", t, dir, test_mxlm_bin(),
+                   "--train %s/h_train.bin --val %s/h_val.bin --out %s/%s %s > %s/%s.log 2>&1", t, dir, hbin(),
                    steps, t, t, t, dir, more, t, dir);
 }
 
@@ -43,7 +51,7 @@ static int strict_json(const char* files) {
 
 /* Run `mxlm ARGS` with output into TMP/name.log; its exit status. */
 static int mx(const char* name, const char* args) {
-    return test_sh("%s %s > %s/%s.log 2>&1", test_mxlm_bin(), args, test_tmpdir(), name);
+    return test_sh("%s %s > %s/%s.log 2>&1", hbin(), args, test_tmpdir(), name);
 }
 
 /* Class 5: every subcommand takes --threads and checks it once (cli.c's shared table). */
@@ -80,7 +88,7 @@ TEST(hostile_json_nonfinite_is_null) {
     mx_llama_free(&m);
     shards();
     CHECK_EQ_INT(test_sh("%s eval --hf %s/h6_nanhf --val %s/h_val.bin --seq 32 --val-tokens 64 --json > %s/h6_eval.json "
-                         "2> %s/h6_eval.log", test_mxlm_bin(), t, t, t, t), 1);
+                         "2> %s/h6_eval.log", hbin(), t, t, t, t), 1);
     CHECK(strict_json("h6_eval.json") == 0);
     CHECK(test_sh("grep -q '\"loss\":null' %s/h6_eval.json", t) == 0);
     CHECK(test_log_has("h6_eval", "not finite"));
@@ -92,4 +100,50 @@ TEST(hostile_json_nonfinite_is_null) {
     /* a diverged run: its status lines parse too */
     CHECK_EQ_INT(micro_run("h6_div", 4, "--debug-nan-at 2"), 3);
     CHECK(strict_json("h6_div/metrics.jsonl h6_div/summary.json") == 0);
+}
+
+/* Two token sets of the same documents under two tokenizers (BPE rank files of 300 and 320 ids): TMP/h7a_*
+ * and TMP/h7b_*, with their rank files TMP/h7a.tiktoken, TMP/h7b.tiktoken. */
+static int two_tokenizers(void) {
+    const char* t = test_tmpdir();
+    return test_sh("cd %s && for i in $(seq 1 300); do echo \"{\\\"text\\\":\\\"document $i: in the beginning was the "
+                   "word, and the word was with the model $((i %% 7)) times\\\"}\"; done > h7.jsonl && "
+                   "%s bpe --out h7a.tiktoken --vocab 300 h7.jsonl && %s bpe --out h7b.tiktoken --vocab 320 h7.jsonl && "
+                   "%s prep --ranks h7a.tiktoken --pattern r50k --out h7a --val-docs 60 --quiet h7.jsonl && "
+                   "%s prep --ranks h7b.tiktoken --pattern r50k --out h7b --val-docs 60 --quiet h7.jsonl",
+                   t, hbin(), hbin(), hbin(), hbin());
+}
+
+/* Class 7: one tokenizer across the training shards, the validation shards, the model (a run's or an export's
+ * tokenizer.txt) and a tokenizer given; a mismatch refused (2) naming both, before anything is created. */
+TEST(hostile_tokenizer_mismatch_refused) {
+    const char* t = test_tmpdir();
+    const char* bin = hbin();
+    REQUIRE(two_tokenizers() == 0);
+#define H7 HMICRO " --vocab 512 --recipe fp32 --val-tokens 64 --eval-every 0"
+    /* train: --val of another tokenizer than --train, and the other way round */
+    static const char* const pairs[][2] = {{"h7a_train_*.bin", "h7b_val_*.bin"}, {"h7b_train_*.bin", "h7a_val_*.bin"}};
+    for (int i = 0; i < 2; i++) {
+        CHECKF(test_sh("cd %s && rm -rf h7run && %s train " H7 " --steps 1 --train '%s' --val '%s' --out h7run > h7t.log "
+                       "2>&1", t, bin, pairs[i][0], pairs[i][1]) == 2, "pair %d: not exit 2", i);
+        CHECKF(test_log_has("h7t", "h7a.tiktoken") && test_log_has("h7t", "h7b.tiktoken"), "pair %d: both named", i);
+        CHECKF(test_sh("test ! -e %s/h7run", t) == 0, "pair %d: the run directory was made", i);
+    }
+    /* a run on h7a; eval of it on h7b's shards, or with h7b's rank file: refused */
+    REQUIRE(test_sh("cd %s && %s train " H7 " --steps 1 --train 'h7a_train_*.bin' --val 'h7a_val_*.bin' --out h7run "
+                    "> h7ok.log 2>&1", t, bin) == 0);
+    CHECK_EQ_INT(test_sh("cd %s && %s eval --run h7run --val 'h7b_val_*.bin' > h7e.log 2>&1", t, bin), 2);
+    CHECK(test_log_has("h7e", "tokenizers differ") && test_log_has("h7e", "h7b.tiktoken"));
+    CHECK_EQ_INT(test_sh("cd %s && %s eval --run h7run --ranks h7b.tiktoken --pattern r50k h7.jsonl > h7e2.log 2>&1",
+                         t, bin), 2);
+    CHECK(test_log_has("h7e2", "tokenizers differ"));
+    CHECK_EQ_INT(test_sh("cd %s && %s eval --run h7run > h7e3.log 2>&1", t, bin), 0); /* its own: fine */
+    /* the export keeps the tokenizer; --init-from it with h7b's shards: refused, nothing created */
+    REQUIRE(test_sh("cd %s && %s export --run h7run --hf h7hf > h7x.log 2>&1", t, bin) == 0);
+    CHECK(test_sh("test -s %s/h7hf/tokenizer.txt", t) == 0);
+    CHECK_EQ_INT(test_sh("cd %s && rm -rf h7run2 && %s train " H7 " --steps 1 --train 'h7b_train_*.bin' --val "
+                         "'h7b_val_*.bin' --init-from h7hf --out h7run2 > h7i.log 2>&1", t, bin), 2);
+    CHECK(test_log_has("h7i", "--init-from") && test_sh("test ! -e %s/h7run2", t) == 0);
+    CHECK_EQ_INT(test_sh("cd %s && %s eval --hf h7hf --val 'h7b_val_*.bin' --seq 32 > h7h.log 2>&1", t, bin), 2);
+#undef H7
 }

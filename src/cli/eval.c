@@ -218,8 +218,14 @@ int cmd_eval(int argc, char** argv) {
     }
     mx_tokenizer* tok = NULL;
     char tokwhat[1400];
-    if ((rc = cli_tokenizer_open("eval", encoding, ranks, pattern, cm.run, npos ? NULL : glob, &tok, tokwhat,
+    const char* mdir = cm.from_run ? cm.run : cm.source; /* the model's directory: its tokenizer.txt */
+    if ((rc = cli_tokenizer_open("eval", encoding, ranks, pattern, mdir, npos ? NULL : glob, &tok, tokwhat,
                                  sizeof tokwhat))) {
+        cli_model_free(&cm);
+        return rc;
+    }
+    if ((rc = cli_tokenizers_agree("eval", &cm, npos ? NULL : glob, encoding, ranks, tok))) {
+        mx_tok_free(tok);
         cli_model_free(&cm);
         return rc;
     }

@@ -145,6 +145,19 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     return 0;
 }
 
+/* The run's tokenizer record (RUN/tokenizer.txt) into the export (DIR/tokenizer.txt): train --init-from and
+ * eval --hf compare it with their shards' (tokrec.h). None recorded: nothing copied. 0, or 1 printed. */
+static int copy_tokrec(const char* run, const char* hf) {
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/tokenizer.txt", run);
+    snprintf(dst, sizeof dst, "%s/tokenizer.txt", hf);
+    char* text = mx_read_text(src);
+    if (!text) return 0;
+    int rc = cli_write_file_atomic(dst, text, strlen(text));
+    free(text);
+    return rc ? 1 : 0;
+}
+
 int cmd_export(int argc, char** argv) {
     const char *hf = NULL, *run = NULL, *ckpt_opt = NULL, *val_opt = NULL;
     int bf16 = 0, ref_tokens = 0, no_verify = 0;
@@ -218,6 +231,10 @@ int cmd_export(int argc, char** argv) {
     mx_model_config_describe(&cfg, d, sizeof d);
     if (mx_hf_export(&m, hf, bf16)) {
         fprintf(stderr, "mxlm export: %s\n", mx_last_error());
+        mx_llama_free(&m);
+        return 1;
+    }
+    if (copy_tokrec(run, hf)) {
         mx_llama_free(&m);
         return 1;
     }

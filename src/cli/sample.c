@@ -79,7 +79,13 @@ int cmd_sample(int argc, char** argv) {
     if ((rc = cli_model_open(&cm, "sample", run, ckpt, hf, recipe))) return rc;
     mx_tokenizer* tok = NULL;
     char tokwhat[1400];
-    if ((rc = cli_tokenizer_open("sample", encoding, ranks, pattern, cm.run, cm.val, &tok, tokwhat, sizeof tokwhat))) {
+    const char* mdir = cm.from_run ? cm.run : cm.source; /* the model's directory: its tokenizer.txt */
+    if ((rc = cli_tokenizer_open("sample", encoding, ranks, pattern, mdir, cm.val, &tok, tokwhat, sizeof tokwhat))) {
+        cli_model_free(&cm);
+        return rc;
+    }
+    if (!rc && (rc = cli_tokenizers_agree("sample", &cm, NULL, encoding, ranks, tok))) {
+        mx_tok_free(tok);
         cli_model_free(&cm);
         return rc;
     }

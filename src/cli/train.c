@@ -21,6 +21,7 @@
 #include "mxlm/config.h"
 #include "mxlm/engine.h"
 #include "mxlm/linear_plan.h"
+#include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 
@@ -191,6 +192,22 @@ static int check_shapes(const mx_train_config* c, const mx_recipe* r) {
             }
     }
     return 0;
+}
+
+/* The training shards, the validation shards, the run resumed (its tokenizer.txt) and --init-from's export (its
+ * tokenizer.txt) must share one tokenizer (tokrec.h), checked before the run directory is made: 2 when not. */
+static int check_tokenizers(const mx_train_config* c) {
+    char tw[1100], vw[1100], rw[1300], iw[1300];
+    snprintf(tw, sizeof tw, "--train %s", c->train);
+    snprintf(vw, sizeof vw, "--val %s", c->val);
+    snprintf(rw, sizeof rw, "the run %s (tokenizer.txt)", c->out);
+    snprintf(iw, sizeof iw, "--init-from %s (tokenizer.txt)", c->init_from);
+    const mx_tok_source src[4] = {{tw, c->train, NULL, NULL}, {vw, c->val, NULL, NULL},
+                                  {rw, NULL, c->resume ? c->out : NULL, NULL},
+                                  {iw, NULL, c->init_from[0] ? c->init_from : NULL, NULL}};
+    if (mx_tokrec_agree(src, 4) == 0) return 0;
+    fprintf(stderr, "mxlm train: %s (nothing was created)\n", mx_last_error());
+    return 2;
 }
 
 /* Notes of the data-parallel launcher (engine.h): progress on stdout, a rank's failure on stderr. */
@@ -590,6 +607,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         c.device = MX_DEVICE_CUDA;
     }
+    if (check_tokenizers(&c)) return 2;
     progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1, .out = c.out, .seed = c.seed};
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);

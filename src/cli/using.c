@@ -234,6 +234,22 @@ int cli_tokenizer_open(const char* cmd, const char* encoding, const char* ranks,
     return 0;
 }
 
+int cli_tokenizers_agree(const char* cmd, const cli_model* cm, const char* glob, const char* encoding,
+                         const char* ranks, const mx_tokenizer* tok) {
+    char mwhat[4300], gwhat[1100], twhat[1100];
+    snprintf(mwhat, sizeof mwhat, "the model (%s/tokenizer.txt)", cm->from_run ? cm->run : cm->source);
+    snprintf(gwhat, sizeof gwhat, "the validation shards %s", glob ? glob : "");
+    snprintf(twhat, sizeof twhat, "%s %s", ranks ? "--ranks" : "--encoding", ranks ? ranks : encoding);
+    mx_tokrec given;
+    const int has_given = tok && (encoding || ranks) && mx_tokrec_make(&given, tok, ranks ? NULL : encoding, ranks) == 0;
+    const mx_tok_source src[3] = {{mwhat, NULL, cm->from_run ? cm->run : cm->source, NULL},
+                                  {gwhat, glob && glob[0] ? glob : NULL, NULL, NULL},
+                                  {twhat, NULL, NULL, has_given ? &given : NULL}};
+    if (mx_tokrec_agree(src, 3) == 0) return 0;
+    fprintf(stderr, "mxlm %s: %s\n", cmd, mx_last_error());
+    return 2;
+}
+
 void cli_json_str(FILE* f, const char* s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
