@@ -147,3 +147,43 @@ TEST(hostile_tokenizer_mismatch_refused) {
     CHECK_EQ_INT(test_sh("cd %s && %s eval --hf h7hf --val 'h7b_val_*.bin' --seq 32 > h7h.log 2>&1", t, bin), 2);
 #undef H7
 }
+
+/* Rewrite the checkpoint TMP/path without its fingerprint's run-id line (as written before run ids), with a
+ * fresh CRC; and, when cfg_too, config.txt beside it without its run-id line. */
+static int strip_run_id(const char* path, int cfg_too) {
+    return test_sh("cd %s && python3 -c 'import struct,zlib,sys,os\n"
+                   "p=sys.argv[1]; b=open(p,\"rb\").read()\n"
+                   "fl=struct.unpack(\"<I\",b[12:16])[0]; fp=b[16:16+fl]\n"
+                   "i=fp.rstrip(b\"\\n\").rfind(b\"\\n\")+1\n"
+                   "assert fp[i:].startswith(b\"run-id = \"); fp=fp[:i]\n"
+                   "n=b[:12]+struct.pack(\"<I\",len(fp))+fp+b[16+fl:-12]\n"
+                   "open(p,\"wb\").write(n+struct.pack(\"<I\",zlib.crc32(n)&0xffffffff)+b[-8:])\n"
+                   "c=os.path.join(os.path.dirname(p),\"config.txt\")\n"
+                   "k=[l for l in open(c) if not l.startswith(\"run-id\")]\n"
+                   "if int(sys.argv[2]): open(c,\"w\").write(\"\".join(k))\n"
+                   "' %s %d", test_tmpdir(), path, cfg_too);
+}
+
+/* Class 8: a checkpoint records its run (run-id, config.txt and every checkpoint); --resume --ckpt of another
+ * run's checkpoint is refused pointing to --init-from, even when every other setting is the same; a
+ * checkpoint from before run ids is taken with a note. */
+TEST(hostile_resume_refuses_another_runs_checkpoint) {
+    const char* t = test_tmpdir();
+    REQUIRE(micro_run("h8a", 2, "") == 0);
+    REQUIRE(micro_run("h8b", 2, "") == 0);
+    CHECK(test_sh("grep -q '^run-id = [0-9a-f]\\{16\\}$' %s/h8a/config.txt", t) == 0);
+    CHECK(test_sh("! cmp -s %s/h8a/config.txt %s/h8b/config.txt", t, t) == 0); /* two runs, two ids */
+    CHECK(test_sh("%s train --out %s/h8b --resume --steps 3 --ckpt %s/h8a/ckpt-00000002.bin > %s/h8r.log 2>&1",
+                  hbin(), t, t, t) != 0);
+    CHECK(test_log_has("h8r", "belongs to another run") && test_log_has("h8r", "--init-from"));
+    CHECK(test_sh("test ! -e %s/h8b/ckpt-00000003.bin", t) == 0);
+    /* its own checkpoint: resumed */
+    CHECK_EQ_INT(test_sh("%s train --out %s/h8b --resume --steps 3 > %s/h8ok.log 2>&1", hbin(), t, t), 0);
+    /* a checkpoint without a run id (an older mxlm): taken, with a note; and in a run without one at all */
+    REQUIRE(strip_run_id("h8a/ckpt-00000002.bin", 0) == 0);
+    CHECK_EQ_INT(test_sh("%s train --out %s/h8a --resume --steps 3 > %s/h8old.log 2>&1", hbin(), t, t), 0);
+    CHECK(test_log_has("h8old", "records no run id"));
+    REQUIRE(micro_run("h8c", 2, "") == 0);
+    REQUIRE(strip_run_id("h8c/ckpt-00000002.bin", 1) == 0);
+    CHECK_EQ_INT(test_sh("%s train --out %s/h8c --resume --steps 3 > %s/h8old2.log 2>&1", hbin(), t, t), 0);
+}

@@ -81,7 +81,7 @@ static const mx_config_key k_train_keys[] = {
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
         {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"gpus", 0}, {"nccl", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
-        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {"schedule-steps", 0}, {"ckpt", 0},
+        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {"schedule-steps", 0}, {"ckpt", 0}, {"run-id", 0},
         {"list-recipes", 1}, {NULL, 0}};
 static int load_config(const char* path, char*** out, int* nout, const mx_config_key** keys_out) {
     if (keys_out) *keys_out = k_train_keys;
@@ -97,6 +97,19 @@ static int train_main(int argc, char** argv, const char* config_path);
 static int bad_num(const char* opt, double x, const char* want) {
     fprintf(stderr, "mxlm train: --%s %.17g: %s\n", opt, x, want);
     return 2;
+}
+
+/* --run-id: 1 to 16 hex digits, not 0 (2 and a message when not). */
+static int parse_run_id(const char* s, uint64_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 16);
+    if (errno || end == s || *end || strlen(s) > 16 || !x || *s == '-' || *s == '+' || isspace((unsigned char)*s)) {
+        fprintf(stderr, "mxlm train: --run-id '%s': 1 to 16 hex digits, not 0\n", s);
+        return 2;
+    }
+    *out = x;
+    return 0;
 }
 
 /* Ranges of the numeric options (NaN and Inf included), before anything is created: 2 with the option named. */
@@ -261,7 +274,8 @@ static int resume_may_change(const char* k) {
     return 0;
 }
 
-static int same_value(const char* a, const char* b) {
+static int same_value(const char* key, const char* a, const char* b) {
+    if (!strcmp(key, "run-id")) return strtoull(a, NULL, 16) == strtoull(b, NULL, 16); /* hex, any width */
     char *ea = NULL, *eb = NULL;
     double x = strtod(a, &ea), y = strtod(b, &eb);
     if (ea != a && !*ea && eb != b && !*eb) return x == y || (x != x && y != y);
@@ -333,7 +347,7 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
             const char* rv = NULL;
             if (!strncmp(b[j], want, strlen(want))) rv = b[j] + strlen(want);
             else if (!strcmp(b[j] + 2, key) && !strncmp(b[j], "--", 2)) rv = "1";
-            if (rv && !same_value(rv, val)) {
+            if (rv && !same_value(key, rv, val)) {
                 fprintf(stderr, "mxlm train: --resume: --%s %s differs from the run's %s = %s (%s); a resumed run "
                                 "keeps its configuration (drop --%s, or train into another --out)\n",
                         key, val, key, rv, cpath, key);
@@ -405,6 +419,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int64_t eval_every_tokens = 0;
     int gpus = 0, nccl = 0;
     const char* ckpt = NULL;
+    const char* run_id = NULL;
     int list_recipes = 0;
     c.warmup = INT64_MIN; /* not given: steps / 20 */
     const cli_opt opts[] = {
@@ -442,6 +457,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"ckpt", OPT_STR, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
         {"schedule-steps", OPT_I64, &c.sched_steps, "the LR schedule's length (default --steps; steps past it run at "
                                                    "the floor; set by --resume when --steps extends a run)"},
+        {"run-id", OPT_STR, &run_id, "the run's id, 16 hex digits (default: random at creation; kept in config.txt and "
+                                     "every checkpoint: --resume refuses another run's checkpoint)"},
         {"list-recipes", OPT_FLAG, &list_recipes, "print the named recipes, one per line with a description, and exit"},
         {"bf16-first", OPT_INT, &c.bf16_first, "keep the first K blocks in bf16"},
         {"bf16-last", OPT_INT, &c.bf16_last, "keep the last K blocks in bf16"},
@@ -505,6 +522,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         return 0;
     }
+    if (run_id && parse_run_id(run_id, &c.run_id)) return 2;
     if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
     if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
     if (c.warmup == INT64_MIN) c.warmup = -1;

@@ -116,6 +116,7 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
             mx_nonfinite_names[c->on_nonfinite], (long long)c->max_skips, c->spike_window,
             dbl(d[1], c->spike_z), c->skip_spikes);
     }
+    if (c->run_id) ADD("run-id = %016llx\n", (unsigned long long)c->run_id); /* the last line (checkpoint.c) */
     return (int)len;
 }
 
@@ -481,8 +482,22 @@ static int shards_match(const char* what, const char* pattern) {
     return MX_OK;
 }
 
+/* A new run's id: 64 random bits (/dev/urandom; else the clock and the pid), never 0. */
+static uint64_t new_run_id(void) {
+    uint64_t x = 0;
+    FILE* f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        x = ((uint64_t)t.tv_sec * 1000000007ull) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 32);
+    }
+    if (f) fclose(f);
+    return x ? x : 1;
+}
+
 static int check_config(run_state* r) {
     mx_train_config* c = &r->c;
+    if (!c->run_id && !c->resume) c->run_id = new_run_id(); /* a resumed run keeps config.txt's */
     mx_engine_ranks(c, &r->rank, &r->world);
     if (c->gpus < 1) c->gpus = 1;
     if (!c->comm && c->gpus > 1)
@@ -690,6 +705,11 @@ static int load_state(run_state* r, mx_train_result* res) {
         if (meta.step > c->steps)
             return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
                            (long long)c->steps, (long long)meta.step, r->latest);
+        if (!meta.run_id && c->run_id) {
+            snprintf(r->msg, sizeof r->msg, "note: %s records no run id (written before runs had one): taken as "
+                     "this run's", r->latest);
+            say(r);
+        }
         r->ckpt_step = meta.step;
         snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
         r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
