@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mxlm/config.h"
 #include "mxlm/hf.h"
 #include "mxlm/model.h"
 #include "mxlm/train.h"
@@ -186,4 +187,36 @@ TEST(hostile_resume_refuses_another_runs_checkpoint) {
     REQUIRE(micro_run("h8c", 2, "") == 0);
     REQUIRE(strip_run_id("h8c/ckpt-00000002.bin", 1) == 0);
     CHECK_EQ_INT(test_sh("%s train --out %s/h8c --resume --steps 3 > %s/h8old2.log 2>&1", hbin(), t, t), 0);
+}
+
+/* Class 9: config.txt gives back every value as written (mx_config_value_write / mx_config_value_read):
+ * the pair on hostile values, then a run on shards whose names hold them, halted and resumed. */
+TEST(hostile_config_values_round_trip) {
+    static const char* const vals[] = {" lead", "trail ", "\ttab\t", "new\nline", "back\\slash", "\"quoted\"",
+                                       "\"", "a \"b\" \\n c", "cr\r", "x\x01y\x7f", "#hash", "= eq", "", "plain"};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char w[256], text[300], back[256];
+        mx_config_value_write(vals[i], w, sizeof w);
+        CHECKF(!strchr(w, '\n'), "value %zu: a newline written", i);
+        snprintf(text, sizeof text, "# c\nval = %s\nsteps = 1\n", w);
+        CHECKF(mx_config_get(text, "val", back, sizeof back) == 1 && !strcmp(back, vals[i]), "value %zu: get", i);
+        char** tok = NULL;
+        int nt = 0;
+        CHECKF(mx_config_tokens(text, strlen(text), "t", NULL, &tok, &nt) == 0 && nt == 2 && !strncmp(tok[0], "--val=", 6)
+               && !strcmp(tok[0] + 6, vals[i]), "value %zu: tokens", i);
+        mx_config_free(tok, nt);
+    }
+    char b[64];
+    CHECK(mx_config_value_read("\"a\\q\"", 5, b, sizeof b) < 0 && mx_config_value_read("\"a\\x00\"", 7, b, sizeof b) < 0);
+    /* a run on shards named with a leading blank, a newline, a tab, a quote, a glob escape and a trailing blank */
+    const char* t = test_tmpdir();
+    shards();
+    REQUIRE(test_sh("rm -rf %s/h9 && mkdir %s/h9 && cp %s/h_train.bin '%s/h9/ a\nb\tc\"de.bin' && "
+                    "cp %s/h_val.bin '%s/h9/v.bin '", t, t, t, t, t, t) == 0);
+    REQUIRE(test_sh("cd %s/h9 && %s train " HMICRO " --recipe fp32 --steps 3 --halt-at 1 --val-tokens 128 --train "
+                    "' a\nb\tc\"d\\e.bin' --val 'v.bin ' --out run > ../h9a.log 2>&1", t, hbin()) == 0);
+    CHECK(test_sh("grep -q '^train = \" a\\\\nb\\\\tc\\\\\"d\\\\\\\\e.bin\"$' %s/h9/run/config.txt", t) == 0);
+    CHECK_EQ_INT(test_sh("cd %s/h9 && %s train --out run --resume > ../h9b.log 2>&1", t, hbin()), 0);
+    CHECK(test_log_has("h9b", "budget: step 3"));
+    CHECK_EQ_INT(test_sh("cd %s/h9 && %s eval --run run > ../h9e.log 2>&1", t, hbin()), 0); /* the run's --val */
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mxlm/config.h"
 #include "mxlm/data.h"
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
@@ -21,22 +22,7 @@
 #include "mxlm/util.h"
 
 /* The value of "key = value" in text (the first such line) into out; 1 found, 0 not. */
-int cli_kv_get(const char* text, const char* key, char* out, size_t n) {
-    size_t kl = strlen(key);
-    for (const char* p = text; p && *p;) {
-        const char* e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > kl + 3 && !strncmp(p, key, kl) && !strncmp(p + kl, " = ", 3)) {
-            size_t vl = len - kl - 3;
-            if (vl >= n) vl = n - 1;
-            memcpy(out, p + kl + 3, vl);
-            out[vl] = 0;
-            return 1;
-        }
-        p = e ? e + 1 : NULL;
-    }
-    return 0;
-}
+int cli_kv_get(const char* text, const char* key, char* out, size_t n) { return mx_config_get(text, key, out, n); }
 
 static int kv_int(const char* text, const char* key, long long* v) {
     char b[64], *end = NULL;

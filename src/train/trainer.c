@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mxlm/config.h"
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
 #include "mxlm/hf.h"
@@ -83,15 +84,22 @@ const char* const mx_nonfinite_names[] = {"abort", "skip", NULL};
 #define ADD(...) do { int k_ = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, __VA_ARGS__); \
                       if (k_ > 0) len += (size_t)k_; } while (0)
 
+/* A string option's value as config.txt holds it (quoted and escaped where needed: config.h). */
+static const char* cv(char* b, size_t n, const char* v) {
+    mx_config_value_write(v, b, n);
+    return b;
+}
+
 int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* buf, size_t n) {
     size_t len = 0;
     if (n) buf[0] = 0;
     const mx_model_config* m = &c->model;
-    if (!trajectory_only) ADD("preset = %s\n", m->name);
+    char q[4400];
+    if (!trajectory_only) ADD("preset = %s\n", cv(q, sizeof q, m->name));
     ADD("vocab = %d\ndim = %d\nlayers = %d\nheads = %d\nkv-heads = %d\nffn = %d\ncontext = %d\n", m->vocab, m->dim,
         m->n_layers, m->n_heads, m->n_kv_heads, m->ffn, m->seq_len);
     ADD("rope-theta = %.9g\nnorm-eps = %.9g\n", (double)m->rope_theta, (double)m->norm_eps);
-    ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", c->recipe, c->bf16_first, c->bf16_last);
+    ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", cv(q, sizeof q, c->recipe), c->bf16_first, c->bf16_last);
     /* the fingerprint's "steps" is the schedule's length: an extended run (a larger --steps) keeps its own */
     const int64_t sched = c->sched_steps > 0 ? c->sched_steps : c->steps;
     ADD("batch = %d\nseq = %d\naccum = %d\nsteps = %lld\nseed = %llu\n", c->batch, c->seq, c->accum,
@@ -101,14 +109,14 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     ADD("lr = %s\nmin-lr-frac = %s\nwarmup = %lld\n", dbl(d[0], c->lr), dbl(d[1], c->min_lr_frac), (long long)c->warmup);
     ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
         dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
-    ADD("train = %s\n", c->train);
+    ADD("train = %s\n", cv(q, sizeof q, c->train));
     if (c->gpus > 1) ADD("gpus = %d\n", c->gpus); /* the step's batch is gpus x batch x accum */
-    if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
+    if (c->init_from[0]) ADD("init-from = %s\n", cv(q, sizeof q, c->init_from));
     if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
         ADD("device = %s\ngemm = %s\nrecompute = %d\nattn = %s\n", mx_device_names[c->device],
             mx_gemm_names[c->gemm_exact != 0], c->recompute, mx_attn_names[c->attn]);
-        ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
+        ADD("val = %s\nval-tokens = %lld\n", cv(q, sizeof q, c->val), (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
         ADD("target-loss = %s\nkeep-ckpts = %d\n", dbl(d[0], c->target_loss), c->keep_ckpts);
