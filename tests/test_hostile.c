@@ -220,3 +220,27 @@ TEST(hostile_config_values_round_trip) {
     CHECK(test_log_has("h9b", "budget: step 3"));
     CHECK_EQ_INT(test_sh("cd %s/h9 && %s eval --run run > ../h9e.log 2>&1", t, hbin()), 0); /* the run's --val */
 }
+
+/* Class 10: on --resume every step-like option is checked against the checkpoint's step (2, nothing written):
+ * --steps below it, --halt-at and the --debug-*-at positions not past it. */
+TEST(hostile_resume_step_options_below_checkpoint) {
+    const char* t = test_tmpdir();
+    REQUIRE(micro_run("h10", 4, "--ckpt-every 2 --eval-every 2") == 0);
+    REQUIRE(test_sh("cd %s/h10 && md5sum * > ../h10.md5", t) == 0);
+    static const char* const bad[] = {"--steps 3", "--steps 6 --halt-at 1", "--steps 6 --halt-at 4",
+                                      "--steps 6 --debug-nan-at 2", "--steps 6 --debug-nan-grad-at 4",
+                                      "--steps 6 --debug-spike-at 3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char a[256];
+        snprintf(a, sizeof a, "train --out %s/h10 --resume %s", t, bad[i]);
+        CHECKF(mx("h10r", a) == 2, "%s: not exit 2", bad[i]);
+        CHECKF(test_log_has("h10r", "the checkpoint's step 4"), "%s: message", bad[i]);
+        CHECKF(test_sh("cd %s/h10 && md5sum -c --quiet ../h10.md5 && test ! -e ckpt-00000006.bin", t) == 0,
+               "%s: the run changed", bad[i]);
+    }
+    /* past it: halted there */
+    char a[256];
+    snprintf(a, sizeof a, "train --out %s/h10 --resume --steps 6 --halt-at 5", t);
+    CHECK_EQ_INT(mx("h10ok", a), 0);
+    CHECK(test_sh("test -e %s/h10/ckpt-00000005.bin", t) == 0);
+}

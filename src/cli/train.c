@@ -635,7 +635,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
      * 2 usage, 3 diverged, 4 budget spent without reaching --target-loss, 5 refused by the limits */
     if (rc < 0) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
-        return 1;
+        return rc == MX_EUSAGE ? 2 : 1;
     }
     if (rc == MX_LIMITS) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());

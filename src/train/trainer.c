@@ -673,6 +673,22 @@ static int64_t shard_bytes(const char* pattern) {
     return n;
 }
 
+/* The step-like options of a resumed run against the checkpoint's step: --steps not below it, the positions
+ * (--halt-at, the --debug-*-at hooks; 0: off) past it, else they would never be reached. MX_EUSAGE (2). */
+static int check_resume_steps(const mx_train_config* c, const mx_ckpt_meta* meta, const char* ckpt) {
+    const struct { const char* name; int64_t v; int position; } opt[] = {
+        {"steps", c->steps, 0}, {"halt-at", c->halt_at, 1}, {"debug-nan-at", c->debug_nan_at, 1},
+        {"debug-nan-grad-at", c->debug_nan_grad_at, 1}, {"debug-spike-at", c->debug_spike_at, 1}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        if (opt[i].position ? !(opt[i].v > 0 && opt[i].v <= meta->step) : opt[i].v >= meta->step) continue;
+        return mx_fail(MX_EUSAGE, "train: --%s %lld is %s the checkpoint's step %lld (%s)%s", opt[i].name,
+                       (long long)opt[i].v, opt[i].position ? "not past" : "below", (long long)meta->step, ckpt,
+                       opt[i].position ? ": it would never be reached; give a later step, or resume an older "
+                                         "checkpoint (--ckpt)" : "");
+    }
+    return MX_OK;
+}
+
 static int load_state(run_state* r, mx_train_result* res) {
     const mx_train_config* c = &r->c;
     const int B = c->batch, T = c->seq;
@@ -710,9 +726,8 @@ static int load_state(run_state* r, mx_train_result* res) {
     if (r->resume) {
         rc = mx_ckpt_load(r->latest, &r->model, r->m, r->v, &meta, r->fingerprint);
         if (rc) return rc;
-        if (meta.step > c->steps)
-            return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
-                           (long long)c->steps, (long long)meta.step, r->latest);
+        rc = check_resume_steps(c, &meta, r->latest);
+        if (rc) return rc;
         if (!meta.run_id && c->run_id) {
             snprintf(r->msg, sizeof r->msg, "note: %s records no run id (written before runs had one): taken as "
                      "this run's", r->latest);
