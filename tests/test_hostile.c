@@ -244,3 +244,29 @@ TEST(hostile_resume_step_options_below_checkpoint) {
     CHECK_EQ_INT(mx("h10ok", a), 0);
     CHECK(test_sh("test -e %s/h10/ckpt-00000005.bin", t) == 0);
 }
+
+/* Class 11: an option value the trainer finds wrong is named with what to change (2) before the run
+ * directory exists; a run refused before its first step leaves no directory it made (a folder that was
+ * there stays, with what it held). */
+TEST(hostile_refusals_name_the_option_and_leave_no_dir) {
+    const char* t = test_tmpdir();
+    shards();
+    static const struct { const char* args; int rc; const char* msg; } cases[] = {
+        {"--batch 4 --val-tokens 64", 2, "give --val-tokens 128 or more"},
+        {"--batch 2 --val-tokens 1", 2, "--val-tokens 1 makes 0 validation windows"},
+        {"--batch 200 --val-tokens 100000", 1, "fewer than one batch of 200: give more validation data"},
+        {"--init-from /nonexistent/hf", 1, "/nonexistent/hf"},
+        {"--vocab 128", 1, "token id"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECKF(test_sh("rm -rf %s/h11 && %s train " HMICRO " --recipe fp32 --steps 2 --train %s/h_train.bin --val "
+                       "%s/h_val.bin %s --out %s/h11 > %s/h11.log 2>&1; test $? -eq %d", t, hbin(), t, t, cases[i].args,
+                       t, t, cases[i].rc) == 0, "%s: not exit %d", cases[i].args, cases[i].rc);
+        CHECKF(test_log_has("h11", cases[i].msg), "%s: message", cases[i].args);
+        CHECKF(test_sh("test ! -e %s/h11", t) == 0, "%s: a run directory left behind", cases[i].args);
+    }
+    /* a folder that was there before: kept, with its file */
+    CHECK(test_sh("rm -rf %s/h11 && mkdir %s/h11 && echo x > %s/h11/keep && %s train " HMICRO " --recipe fp32 --steps 2 "
+                  "--train %s/h_train.bin --val %s/h_val.bin --vocab 128 --out %s/h11 > %s/h11.log 2>&1; test $? -eq 1 "
+                  "&& test -f %s/h11/keep", t, t, t, hbin(), t, t, t, t, t) == 0);
+}

@@ -84,6 +84,11 @@ int64_t mx_loader_sample(const mx_loader* l, uint64_t seed, int64_t s);
  * each shard in order (stride T), the first `count` of them. */
 int64_t mx_loader_n_val_windows(const mx_loader* l);
 int mx_loader_val_window(const mx_loader* l, int64_t i, int32_t* inp, int32_t* tgt);
+/* The validation windows evaluated (the trainer's and eval's): min(val_tokens / T, n_windows) rounded down to
+ * whole batches of B (val_tokens 0: every window) into *n. MX_EUSAGE when --val-tokens gives fewer than one
+ * batch (the message says the least that does), MX_EINVAL when the set (named `set`) has fewer windows than
+ * one batch. n_windows INT64_MAX checks the option alone (before any shard is read). */
+int mx_val_windows(int64_t n_windows, int64_t val_tokens, int T, int B, const char* set, int64_t* n);
 
 /* ---- the run ----------------------------------------------------------------- */
 

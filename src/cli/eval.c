@@ -284,13 +284,8 @@ int cmd_eval(int argc, char** argv) {
         memset(&l, 0, sizeof l);
         rc = mx_loader_open(&l, glob, T, cfg->vocab);
         if (!rc) {
-            int64_t nv = mx_loader_n_val_windows(&l);
             int64_t vt = val_tokens >= 0 ? val_tokens : cm.val_tokens >= 0 ? cm.val_tokens : 8192;
-            int64_t want = vt == 0 || vt / T > nv ? nv : vt / T;
-            res.windows = want / B * B;
-            if (res.windows <= 0)
-                rc = mx_fail(MX_EINVAL, "eval: %s has %lld windows of %d + 1 tokens, fewer than one batch of %d", glob,
-                             (long long)nv, T, B);
+            rc = mx_val_windows(mx_loader_n_val_windows(&l), vt, T, B, glob, &res.windows);
         }
         float loss = 0.0f;
 #ifdef MXLM_CUDA
@@ -329,7 +324,7 @@ int cmd_eval(int argc, char** argv) {
                       "give --val)" : "");
         mx_tok_free(tok);
         cli_model_free(&cm);
-        return 1;
+        return rc == MX_EUSAGE ? 2 : 1;
     }
     res.bpb = res.bytes > 0 ? res.nats / log(2.0) / (double)res.bytes : NAN;
     const double ppl = exp(res.loss);

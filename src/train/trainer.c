@@ -338,6 +338,7 @@ typedef struct {
     /* the run directory */
     FILE* metrics;
     int lock_fd;
+    int made_dir;         /* this trainer created the run directory: removed when refused before the first step */
     int resume, restart;  /* continuing from `latest`; --resume of a run without a checkpoint yet */
     int finished;         /* --resume of a run whose outcome is recorded: nothing to do, nothing written */
     int64_t ckpt_step;    /* the step of the newest checkpoint written or loaded (-1: none) */
@@ -526,7 +527,9 @@ static int check_config(run_state* r) {
         return mx_fail(MX_EINVAL, "train: --spike-window %d: 0 (off) or 2..%d", c->spike_window, MX_SPIKE_WINDOW_MAX);
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
+    int64_t nv;
     int rc = mx_recipe_parse(c->recipe, &r->recipe);
+    if (!rc) rc = mx_val_windows(INT64_MAX, c->val_tokens, c->seq, c->batch, c->val, &nv); /* the option alone */
     if (!rc) rc = shards_match("train", c->train);
     if (!rc) rc = shards_match("val", c->val);
     if (rc) return rc;
@@ -598,6 +601,7 @@ static int check_memory(run_state* r) {
 static int open_run_dir(run_state* r) {
     const mx_train_config* c = &r->c;
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
+    r->made_dir = r->io && !file_exists(c->out);
     int rc = mx_mkdirs(c->out);
     if (rc) return rc;
     snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out);
@@ -703,12 +707,8 @@ static int load_state(run_state* r, mx_train_result* res) {
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
     if (rc) return rc;
-    int64_t nv = mx_loader_n_val_windows(&r->val), want = c->val_tokens / T;
-    if (want > nv) want = nv;
-    r->n_val = want / B * B;
-    if (r->n_val <= 0)
-        return mx_fail(MX_EINVAL, "train: the validation set (%s) has %lld windows of %d, fewer than one batch of %d",
-                       c->val, (long long)nv, T, B);
+    rc = mx_val_windows(mx_loader_n_val_windows(&r->val), c->val_tokens, T, B, c->val, &r->n_val);
+    if (rc) return rc;
     size_t np = r->model.n_params;
     r->nls = (size_t)c->model.n_layers * MX_LIN_PER_BLOCK;
     r->m = calloc(np, sizeof(float));
@@ -982,6 +982,18 @@ static int finish(run_state* r, mx_train_result* res, const char* status, int rc
     return rc;
 }
 
+/* The files a trainer writes before its first step, then the directory itself (rmdir: only when that left it
+ * empty, so nothing else is ever removed). */
+static void remove_made_dir(const char* dir) {
+    static const char* const files[] = {".lock", "config.txt", "tokenizer.txt", "metrics.jsonl", "summary.json"};
+    char p[1200];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 /* ---- the training run: set up, evaluate, step until the budget, the outcome ----------------- */
 
 static int run_loop(run_state* r, mx_train_result* res);
@@ -1023,7 +1035,11 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         return MX_OK;
     }
     if (!rc) rc = write_run_files(r, res, &stale);
-    if (rc) { run_free(r); return rc; }
+    if (rc) { /* refused before the first step: a run directory this trainer made is not left behind */
+        run_free(r);
+        if (r->made_dir) remove_made_dir(c->out);
+        return rc;
+    }
     announce(r, stale);
 
     /* SIGINT / SIGTERM: a checkpoint at the next step boundary, then MX_STOPPED (one process only: the
