@@ -18,6 +18,7 @@ static const char* type_hint(opt_type t) {
     case OPT_INT: case OPT_I64: case OPT_U64: return " N";
     case OPT_DOUBLE: return " X";
     case OPT_STR: return " S";
+    case OPT_PATH: return " PATH";
     default: return "";
     }
 }
@@ -44,6 +45,23 @@ void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopt
     print_opts(opts, nopts);
     printf("\noptions of every subcommand:\n");
     print_opts(k_common, N_COMMON);
+}
+
+int cli_path_check(const char* cmd, const char* name, const char* v) {
+    if (*v) return 0;
+    if (name) fprintf(stderr, "mxlm %s: --%s: an empty path (give a file or directory name; '.' for this one)\n", cmd, name);
+    else fprintf(stderr, "mxlm %s: an empty argument (an input named ''): give a file name\n", cmd);
+    return 2;
+}
+
+int cli_finish_stdout(const char* cmd, int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) { bad = 1; e = errno; }
+    if (!bad) return rc;
+    fprintf(stderr, "mxlm %s: writing the standard output failed: %s\n", cmd, e ? strerror(e) : "write error");
+    return rc ? rc : 1;
 }
 
 static int set_value(const cli_opt* o, const char* v, const char* cmd) {
@@ -76,6 +94,10 @@ static int set_value(const cli_opt* o, const char* v, const char* cmd) {
         return 0;
     }
     case OPT_STR: *(const char**)o->dst = v; return 0;
+    case OPT_PATH:
+        if (cli_path_check(cmd, o->name, v)) return 2;
+        *(const char**)o->dst = v;
+        return 0;
     case OPT_FLAG: *(int*)o->dst = 1; return 0;
     }
 bad:
@@ -120,6 +142,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
                 fprintf(stderr, "mxlm %s: unexpected argument '%s' (see mxlm %s --help)\n", cmd, a, cmd);
                 return 2;
             }
+            if (cli_path_check(cmd, NULL, a)) return 2; /* an empty argument: an input named '' */
             pos[np++] = argv[i];
             continue;
         }

@@ -18,6 +18,7 @@
  * tokens (special tokens count 0 bytes): for valid UTF-8 the bytes of the
  * text, whatever the tokenizer. On shards the bytes are those of the
  * evaluated targets when the tokenizer is known. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,20 +155,20 @@ static void print_num(FILE* f, const char* key, double x) {
 int cmd_eval(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *val = NULL, *recipe = NULL, *device = "cpu";
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *format = "auto", *field = "text", *gemm = NULL;
-    int batch = 0, seq = 0, json = 0;
-    int64_t val_tokens = -1;
+    int batch = INT_MIN, seq = INT_MIN, json = 0; /* INT_MIN, INT64_MIN: not given (the run's) */
+    int64_t val_tokens = INT64_MIN;
     const cli_opt opts[] = {
-        {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
-        {"ckpt", OPT_STR, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
-        {"hf", OPT_STR, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
-        {"val", OPT_STR, &val, "token shards, a glob (default: the run's validation shards)"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
+        {"ckpt", OPT_PATH, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
+        {"hf", OPT_PATH, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
+        {"val", OPT_PATH, &val, "token shards, a glob (default: the run's validation shards)"},
         {"val-tokens", OPT_I64, &val_tokens, "shards: validation tokens (default the run's, else 8192; 0 = every "
                                              "window); text: at most this many tokens (default all)"},
         {"seq", OPT_INT, &seq, "tokens per window T (default the run's --seq; for --hf the model's context)"},
         {"batch", OPT_INT, &batch, "windows per batch B (default the run's --batch; for --hf 1)"},
         {"recipe", OPT_STR, &recipe, "precision recipe of the forward (default the run's; fp32 for --hf)"},
         {"encoding", OPT_STR, &encoding, "tokenizer for text inputs and bytes: a named encoding (default the run's)"},
-        {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
+        {"ranks", OPT_PATH, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
         {"format", OPT_STR, &format, "text inputs: auto (names with .json are JSON Lines), jsonl or text"},
         {"field", OPT_STR, &field, "JSON Lines: the field holding the text (default text)"},
@@ -181,9 +182,16 @@ int cmd_eval(int argc, char** argv) {
     int rc = cli_parse(argc, argv, "eval", k_usage, opts, nopts, pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     /* usage checks, before anything is read */
-    if (batch < 0 || batch > 1024) { fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch); return 2; }
-    if (seq < 0) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
-    if (val_tokens < -1) { fprintf(stderr, "mxlm eval: --val-tokens must be >= 0\n"); return 2; }
+    /* given values in range; not given: 0 (seq, batch) and -1 (val-tokens) below mean the run's */
+    if (batch != INT_MIN && (batch < 1 || batch > 1024)) { fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch); return 2; }
+    if (seq != INT_MIN && seq < 1) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
+    if (val_tokens != INT64_MIN && val_tokens < 0) {
+        fprintf(stderr, "mxlm eval: --val-tokens %lld: must be >= 0 (0: every window)\n", (long long)val_tokens);
+        return 2;
+    }
+    if (batch == INT_MIN) batch = 0;
+    if (seq == INT_MIN) seq = 0;
+    if (val_tokens == INT64_MIN) val_tokens = -1;
     if (val && npos) { fprintf(stderr, "mxlm eval: give --val GLOB or text INPUT files, not both\n"); return 2; }
     int fmt = !strcmp(format, "auto") ? MX_FMT_AUTO : !strcmp(format, "jsonl") ? MX_FMT_JSONL
             : !strcmp(format, "text") ? MX_FMT_TEXT : -1;

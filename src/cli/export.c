@@ -162,14 +162,14 @@ int cmd_export(int argc, char** argv) {
     const char *hf = NULL, *run = NULL, *ckpt_opt = NULL, *val_opt = NULL;
     int bf16 = 0, ref_tokens = 0, no_verify = 0;
     const cli_opt opts[] = {
-        {"hf", OPT_STR, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
+        {"hf", OPT_PATH, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
                              "(required)"},
-        {"run", OPT_STR, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
-        {"ckpt", OPT_STR, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
+        {"ckpt", OPT_PATH, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
         {"bf16", OPT_FLAG, &bf16, "write BF16 tensors (round to nearest even) instead of F32"},
         {"ref-tokens", OPT_INT, &ref_tokens, "also write mxlm_reference.json: our FP32 logits and loss on N tokens "
                                              "(validation window 0 of the run, else t mod vocab)"},
-        {"val", OPT_STR, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
+        {"val", OPT_PATH, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
         {"no-verify", OPT_FLAG, &no_verify, "skip reading the export back and comparing it with the checkpoint"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);

@@ -61,11 +61,11 @@ int cmd_prep(int argc, char** argv) {
     int skip_bad = 0, quiet = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
-        {"ranks", OPT_STR, &ranks, "tiktoken rank file"},
+        {"ranks", OPT_PATH, &ranks, "tiktoken rank file"},
         {"pattern", OPT_STR, &pattern, "r50k | cl100k | o200k | llama3 (with --ranks)"},
-        {"out", OPT_STR, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
-        {"train-pattern", OPT_STR, &trainp, "training shard names (printf, one %d), or one file name"},
-        {"val-pattern", OPT_STR, &valp, "validation shard names (printf, one %d), or one file name"},
+        {"out", OPT_PATH, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
+        {"train-pattern", OPT_PATH, &trainp, "training shard names (printf, one %d), or one file name"},
+        {"val-pattern", OPT_PATH, &valp, "validation shard names (printf, one %d), or one file name"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) for validation"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) for validation"},
         {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000)"},
@@ -141,7 +141,7 @@ int cmd_bpe(int argc, char** argv) {
     const char* out = NULL;
     int vocab = 4096; double val_fraction = 0.05; int64_t val_docs = 0;
     cli_opt opts[] = {
-        {"out", OPT_STR, &out, "rank file to write (tiktoken format)"},
+        {"out", OPT_PATH, &out, "rank file to write (tiktoken format)"},
         {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096)"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) left out (default 0.05)"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) left out"},

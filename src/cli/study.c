@@ -356,7 +356,10 @@ static int cmd_run(int argc, char** argv) {
         }
         if (!strcmp(argv[i], "--dry-run")) { dry = 1; continue; }
         if (!strcmp(argv[i], "--extend")) { extend = 1; continue; }
-        if ((v = own_opt(argc, argv, &i, "out", &missing))) out = v;
+        if ((v = own_opt(argc, argv, &i, "out", &missing))) {
+            out = v;
+            if (cli_path_check("study run", "out", v)) { free(pass); return 2; }
+        }
         else if ((v = own_opt(argc, argv, &i, "target-rule", &missing))) rule = v;
         else if ((v = own_opt(argc, argv, &i, "recipes", &missing))) { if (n_lists < 64) lists[n_lists++] = (char*)v; }
         else if ((v = own_opt(argc, argv, &i, "recipe", &missing))) { if (n_rec < 256) recipes[n_rec++] = (char*)v; }

@@ -423,12 +423,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int list_recipes = 0;
     c.warmup = INT64_MIN; /* not given: steps / 20 */
     const cli_opt opts[] = {
-        {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
+        {"config", OPT_PATH, &config, "config file of 'key = value' lines (flag names); flags override it"},
         {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
         {"recipe", OPT_STR, &recipe, "precision recipe (default mxfp4-fdw-h16; see mxlm quant --help)"},
         {"steps", OPT_I64, &c.steps, "optimizer steps (default 200)"},
         {"seed", OPT_U64, &c.seed, "run seed: init, data order, SR bits (default 1)"},
-        {"out", OPT_STR, &out, "run directory (default runs/tiny)"},
+        {"out", OPT_PATH, &out, "run directory (default runs/tiny)"},
         {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 8)"},
         {"seq", OPT_INT, &c.seq, "tokens per sequence (default: the model's context)"},
         {"accum", OPT_INT, &c.accum, "micro-batches per step (gradient accumulation, default 1)"},
@@ -440,8 +440,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"adam-eps", OPT_DOUBLE, &c.adamw.eps, "AdamW eps (1e-5)"},
         {"weight-decay", OPT_DOUBLE, &c.adamw.weight_decay, "weight decay on matrices (0.1)"},
         {"clip", OPT_DOUBLE, &c.clip, "global gradient-norm clip (1.0; 0 = off)"},
-        {"train", OPT_STR, &train, "training shards, a glob (default the embedded corpus)"},
-        {"val", OPT_STR, &val, "validation shards, a glob (default the embedded corpus)"},
+        {"train", OPT_PATH, &train, "training shards, a glob (default the embedded corpus)"},
+        {"val", OPT_PATH, &val, "validation shards, a glob (default the embedded corpus)"},
         {"val-tokens", OPT_I64, &c.val_tokens, "validation tokens (default 8192)"},
         {"eval-every", OPT_I64, &c.eval_every, "evaluate every N steps (default 25; always at 0 and the end)"},
         {"eval-every-tokens", OPT_I64, &eval_every_tokens, "evaluate every N tokens (rounded up to whole steps)"},
@@ -454,7 +454,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"resume", OPT_FLAG, &c.resume, "continue the run in --out from its latest checkpoint, with its config.txt "
                                         "(options given must agree, except --steps, which extends a run, and the "
                                         "device and policy options)"},
-        {"ckpt", OPT_STR, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
+        {"ckpt", OPT_PATH, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
         {"schedule-steps", OPT_I64, &c.sched_steps, "the LR schedule's length (default --steps; steps past it run at "
                                                    "the floor; set by --resume when --steps extends a run)"},
         {"run-id", OPT_STR, &run_id, "the run's id, 16 hex digits (default: random at creation; kept in config.txt and "
@@ -486,7 +486,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"gpus", OPT_INT, &gpus, "data-parallel GPUs, one process each, NCCL + ZeRO-1 (default 1; under mpirun: "
                                  "the MPI world size)"},
         {"nccl", OPT_INT, &nccl, "1: the NCCL engine even on one GPU (world size 1; for checks)"},
-        {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
+        {"init-from", OPT_PATH, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
         {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
