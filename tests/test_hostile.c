@@ -270,3 +270,75 @@ TEST(hostile_refusals_name_the_option_and_leave_no_dir) {
                   "--train %s/h_train.bin --val %s/h_val.bin --vocab 128 --out %s/h11 > %s/h11.log 2>&1; test $? -eq 1 "
                   "&& test -f %s/h11/keep", t, t, t, hbin(), t, t, t, t, t) == 0);
 }
+
+/* Class 15: small refusals, each a clear message. */
+TEST(hostile_small_refusals) {
+    const char* t = test_tmpdir();
+    const char* b = hbin();
+    /* a message that wraps the last one (mx_fail(rc, "%s: %s", file, mx_last_error())) keeps its text */
+    mx_fail(MX_EINVAL, "no \"nope\" string field");
+    mx_fail(MX_EINVAL, "%s:%d: %s", "f.jsonl", 1, mx_last_error());
+    CHECK(!strcmp(mx_last_error(), "f.jsonl:1: no \"nope\" string field"));
+    /* a full standard output: a message and a non-zero exit, whatever the command */
+    static const char* const full[] = {"info", "eval --help", "train --list-recipes", "--version"};
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+        CHECKF(test_sh("%s %s > /dev/full 2> %s/h15.log; test $? -ne 0", b, full[i], t) == 0, "%s: exit 0", full[i]);
+        CHECKF(test_log_has("h15", "writing the standard output failed"), "%s: message", full[i]);
+    }
+    /* empty paths: refused (2) for every path option and argument */
+    static const char* const empty[] = {"prep --encoding tiny --out '' x.jsonl", "prep --encoding tiny --out x ''",
+                                        "quant --rows 32 --cols 32 --in '' --out o", "train --out ''",
+                                        "eval --run ''", "export --hf '' --run r", "study run --out ''",
+                                        "train --config ''", "tokenize --ranks '' --pattern r50k"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        CHECKF(mx("h15", empty[i]) == 2, "%s: not exit 2", empty[i]);
+        CHECKF(test_log_has("h15", "empty"), "%s: message", empty[i]);
+    }
+    /* quant: an input that is a directory; two files of one name, by path or by inode */
+    REQUIRE(test_sh("cd %s && head -c 4096 /dev/zero > h15.f32 && mkdir -p h15d && ln -sf h15.f32 h15l.f32", t) == 0);
+    char a[1024];
+    snprintf(a, sizeof a, "quant --rows 32 --cols 32 --in %s/h15d --out %s/h15o.f32", t, t);
+    CHECK(mx("h15", a) == 1 && test_log_has("h15", "is a directory"));
+    static const char* const same[] = {"--in h15.f32 --out ./h15.f32", "--in h15.f32 --out h15o --codes ../%s/h15o",
+                                       "--in h15l.f32 --out h15.f32", "--in h15.f32 --out o --codes c --scales c",
+                                       "--format nvfp4 --layout 1x16 --in h15.f32 --out o --scales s --tensor-scale s"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        char s[256];
+        const char* base = strrchr(t, '/');
+        snprintf(s, sizeof s, same[i], base + 1);
+        CHECKF(test_sh("cd %s && rm -f o c s h15o && %s quant --rows 32 --cols 32 %s > h15.log 2>&1; test $? -eq 2 && "
+                       "test ! -e o && test ! -e h15o && cmp -s h15.f32 /dev/zero -n 4096", t, b, s) == 0, "%s", s);
+        CHECKF(test_log_has("h15", "name the same file"), "%s: message", s);
+    }
+    /* eval: given values out of range */
+    static const char* const ev[] = {"--seq 0", "--batch 0", "--val-tokens -1", "--seq -1", "--batch 2000"};
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        snprintf(a, sizeof a, "eval --run %s %s", t, ev[i]);
+        CHECKF(mx("h15", a) == 2, "eval %s: not exit 2", ev[i]);
+    }
+    /* resume of a run whose config.txt is gone: said so, no option blamed */
+    REQUIRE(micro_run("h15r", 1, "") == 0);
+    REQUIRE(test_sh("rm %s/h15r/config.txt", t) == 0);
+    snprintf(a, sizeof a, "train --out %s/h15r --resume --steps 2", t);
+    CHECK(mx("h15", a) == 1 && test_log_has("h15", "no config.txt") && !test_log_has("h15", "differs"));
+    /* out of memory: the parameters counted */
+    CHECK(test_sh("ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1 %s train --vocab 256 --dim "
+                  "65536 --layers 64 --heads 512 --kv-heads 512 --ffn 262144 --context 32 --batch 1 --seq 32 --recipe "
+                  "fp32 --steps 1 --train %s/h_train.bin --val %s/h_val.bin --val-tokens 32 --out %s/h15m "
+                  "--ignore-limits > %s/h15.log 2>&1; test $? -eq 1", b, t, t, t, t) == 0);
+    CHECK(test_log_has("h15", "out of memory for 4398088519680 parameters"));
+    /* HF: tie_word_embeddings true beside a separate lm_head; tensors that overlap */
+    REQUIRE(micro_run("h15q", 1, "") == 0);
+    REQUIRE(test_sh("cd %s && rm -rf h15hf && %s export --run h15q --hf h15hf > h15x.log 2>&1", t, b) == 0);
+    REQUIRE(test_sh("cd %s && cp -r h15hf h15tie && sed -i 's/\"tie_word_embeddings\": false/\"tie_word_embeddings\": "
+                    "true/' h15tie/config.json && grep -q '\"tie_word_embeddings\": true' h15tie/config.json", t) == 0);
+    CHECK(test_sh("cd %s && %s eval --hf h15tie --val h_val.bin --seq 32 > h15.log 2>&1; test $? -eq 1", t, b) == 0);
+    CHECK(test_log_has("h15", "tie_word_embeddings: true, but the file holds a separate lm_head.weight"));
+    REQUIRE(test_sh("cd %s && cp -r h15hf h15ov && python3 -c 'import json,struct\n"
+                    "p=\"h15ov/model.safetensors\"; b=open(p,\"rb\").read(); n=struct.unpack(\"<Q\",b[:8])[0]\n"
+                    "h=json.loads(b[8:8+n]); k=[x for x in h if \"layers.1.self_attn.q_proj\" in x][0]\n"
+                    "h[k][\"data_offsets\"]=h[k.replace(\"layers.1\",\"layers.0\")][\"data_offsets\"]\n"
+                    "t=json.dumps(h).encode(); open(p,\"wb\").write(struct.pack(\"<Q\",len(t))+t+b[8+n:])'", t) == 0);
+    CHECK(test_sh("cd %s && %s eval --hf h15ov --val h_val.bin --seq 32 > h15.log 2>&1; test $? -eq 1", t, b) == 0);
+    CHECK(test_log_has("h15", "overlap"));
+}

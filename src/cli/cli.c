@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mxlm/mx.h"
@@ -167,6 +168,36 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
         if (rc) return rc;
     }
     if (npos) *npos = np;
+    return 0;
+}
+
+/* p with its folder resolved (realpath; the file itself need not exist), into out; p itself when the folder
+ * cannot be resolved. */
+static void norm_path(const char* p, char* out, size_t n) {
+    const char* sl = strrchr(p, '/');
+    char dir[PATH_MAX + 1], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", sl ? (int)(sl - p) : 1, sl ? (sl == p ? "/" : p) : ".");
+    if (realpath(dir, real)) snprintf(out, n, "%s/%s", strcmp(real, "/") ? real : "", sl ? sl + 1 : p);
+    else snprintf(out, n, "%s", p);
+}
+
+static int same_file(const char* a, const char* b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char na[2 * PATH_MAX + 2], nb[2 * PATH_MAX + 2];
+    norm_path(a, na, sizeof na);
+    norm_path(b, nb, sizeof nb);
+    return !strcmp(na, nb);
+}
+
+int cli_paths_distinct(const char* cmd, const char* const* names, const char* const* paths, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (paths[i] && paths[j] && same_file(paths[i], paths[j])) {
+                fprintf(stderr, "mxlm %s: %s %s and %s %s name the same file: one would overwrite the other\n", cmd,
+                        names[i], paths[i], names[j], paths[j]);
+                return 2;
+            }
     return 0;
 }
 

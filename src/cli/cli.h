@@ -38,6 +38,11 @@ int cli_path_check(const char* cmd, const char* name, const char* v);
  * /dev/full, a closed pipe) a message, and 1 unless rc already says a failure. Returns the exit status. */
 int cli_finish_stdout(const char* cmd, int rc);
 
+/* The files a command reads and writes (paths[i] named names[i] in the message, e.g. "--out"; NULL: not
+ * given) are n different files: the same inode (stat) or the same path with its folder resolved is refused
+ * (2 and a message naming both). */
+int cli_paths_distinct(const char* cmd, const char* const* names, const char* const* paths, int n);
+
 /* Write `n` bytes to `path` atomically: a temporary file in the same folder,
  * fsync, rename. Returns 0, or -1 with a message printed. */
 int cli_write_file_atomic(const char* path, const void* data, size_t n);

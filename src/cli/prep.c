@@ -150,6 +150,11 @@ int cmd_bpe(int argc, char** argv) {
     int rc = cli_parse(argc, argv, "bpe", k_bpe_usage, opts, sizeof opts / sizeof opts[0], pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     if (!out || npos < 1) { fprintf(stderr, "mxlm bpe: give --out FILE and input files\n"); return 2; }
+    for (int i = 0; i < npos; i++) {
+        const char* const files[] = {out, pos[i]};
+        static const char* const fnames[] = {"--out", "input"};
+        if (cli_paths_distinct("bpe", fnames, files, 2)) return 2;
+    }
     int64_t n = 0;
     if (mx_docs_count((const char* const*)pos, npos, MX_FMT_AUTO, "text", &n)) {
         fprintf(stderr, "mxlm bpe: %s\n", mx_last_error()); return 1;

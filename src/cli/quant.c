@@ -15,6 +15,11 @@ static float* read_f32(const char* path, size_t n) {
     FILE* f = fopen(path, "rb");
     if (!f) { fprintf(stderr, "mxlm quant: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
     struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "mxlm quant: --in %s is a directory, not a file of float32 values\n", path);
+        fclose(f);
+        return NULL;
+    }
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size != n * 4) {
         fprintf(stderr, "mxlm quant: %s has %lld bytes; --rows x --cols needs %zu (float32)\n", path,
                 (long long)st.st_size, n * 4);
@@ -102,6 +107,9 @@ int cmd_quant(int argc, char** argv) {
     else if (ts_out && fmt != Q_NVFP4) err = "--tensor-scale applies to --format nvfp4 only";
     else if ((codes_out || scales_out) && fmt == Q_BF16) err = "--codes/--scales do not apply to bf16";
     if (err) { fprintf(stderr, "mxlm quant: %s\n", err); return 2; }
+    const char* const files[] = {in, out, codes_out, scales_out, ts_out};
+    static const char* const fnames[] = {"--in", "--out", "--codes", "--scales", "--tensor-scale"};
+    if (cli_paths_distinct("quant", fnames, files, 5)) return 2;
     if (row && mx_check_shape(rows, cols, (mx_layout)layout)) {
         fprintf(stderr, "mxlm quant: %s\n", mx_last_error());
         return 2;

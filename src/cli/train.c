@@ -301,7 +301,13 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
     char cpath[1200], latest[1200];
     snprintf(cpath, sizeof cpath, "%s/config.txt", out);
     struct stat st;
-    if (stat(cpath, &st) != 0) return 0; /* nothing recorded: the trainer decides (restart, or no run) */
+    if (stat(cpath, &st) != 0) { /* nothing recorded: the trainer decides (restart, or no run) - unless it has
+                                  * checkpoints, whose configuration is lost: no option is to blame */
+        if (!ckpt && !mx_ckpt_latest(out, latest, sizeof latest)) return 0;
+        fprintf(stderr, "mxlm train: --resume: %s has checkpoints but no config.txt (%s: %s): the run's configuration "
+                        "is lost, so it cannot be resumed; put its config.txt back\n", out, cpath, strerror(errno));
+        return 1;
+    }
     char** t = NULL;
     int nt = 0;
     int rc = load_config(cpath, &t, &nt, NULL);
@@ -369,6 +375,7 @@ int cmd_train(int argc, char** argv) {
     }
     char** cf = NULL;
     int ncf = 0;
+    if (config && cli_path_check("train", "config", config)) return 2;
     int rc = config ? load_config(config, &cf, &ncf, NULL) : 0;
     if (rc) return rc;
     for (int i = 0; i < ncf; i++) resume |= !strcmp(cf[i], "--resume");
