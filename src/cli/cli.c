@@ -50,7 +50,8 @@ void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopt
 
 int cli_path_check(const char* cmd, const char* name, const char* v) {
     if (*v) return 0;
-    if (name) fprintf(stderr, "mxlm %s: --%s: an empty path (give a file or directory name; '.' for this one)\n", cmd, name);
+    if (name)
+        fprintf(stderr, "mxlm %s: --%s: an empty path (give a file or directory name; '.' for this one)\n", cmd, name);
     else fprintf(stderr, "mxlm %s: an empty argument (an input named ''): give a file name\n", cmd);
     return 2;
 }

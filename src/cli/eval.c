@@ -183,7 +183,10 @@ int cmd_eval(int argc, char** argv) {
     if (rc) return rc == 1 ? 0 : rc;
     /* usage checks, before anything is read */
     /* given values in range; not given: 0 (seq, batch) and -1 (val-tokens) below mean the run's */
-    if (batch != INT_MIN && (batch < 1 || batch > 1024)) { fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch); return 2; }
+    if (batch != INT_MIN && (batch < 1 || batch > 1024)) {
+        fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch);
+        return 2;
+    }
     if (seq != INT_MIN && seq < 1) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
     if (val_tokens != INT64_MIN && val_tokens < 0) {
         fprintf(stderr, "mxlm eval: --val-tokens %lld: must be >= 0 (0: every window)\n", (long long)val_tokens);

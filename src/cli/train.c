@@ -616,6 +616,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         return 0;
     }
 
+    if (check_tokenizers(&c)) return 2;
     if (c.gpus > 1 || c.nccl) {
         if (!mx_dist_available()) {
             fprintf(stderr, "mxlm train: --gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)\n");
@@ -632,7 +633,6 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         c.device = MX_DEVICE_CUDA;
     }
-    if (check_tokenizers(&c)) return 2;
     progress p = {.tty = isatty(STDOUT_FILENO), .log_every = log_every > 0 ? log_every : 1, .out = c.out, .seed = c.seed};
     mx_train_result res;
     rc = mx_train_run(&c, &res, on_event, &p);

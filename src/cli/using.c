@@ -227,7 +227,8 @@ int cli_tokenizers_agree(const char* cmd, const cli_model* cm, const char* glob,
     snprintf(gwhat, sizeof gwhat, "the validation shards %s", glob ? glob : "");
     snprintf(twhat, sizeof twhat, "%s %s", ranks ? "--ranks" : "--encoding", ranks ? ranks : encoding);
     mx_tokrec given;
-    const int has_given = tok && (encoding || ranks) && mx_tokrec_make(&given, tok, ranks ? NULL : encoding, ranks) == 0;
+    const int has_given =
+        tok && (encoding || ranks) && mx_tokrec_make(&given, tok, ranks ? NULL : encoding, ranks) == 0;
     const mx_tok_source src[3] = {{mwhat, NULL, cm->from_run ? cm->run : cm->source, NULL},
                                   {gwhat, glob && glob[0] ? glob : NULL, NULL, NULL},
                                   {twhat, NULL, NULL, has_given ? &given : NULL}};

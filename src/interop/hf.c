@@ -511,7 +511,8 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         }
         if (s.t == MX_P_HEAD && tie) {
             rc = mx_fail(MX_EFORMAT, "%s: config.json has tie_word_embeddings: true, but the file holds a separate %s: "
-                         "which head is meant? (tie_word_embeddings false to use it, or a file without it)", path, name);
+                         "which head is meant? (tie_word_embeddings false to use it, or a file without it)", path,
+                         name);
             goto out;
         }
         const mx_json* dt = mx_json_get(e, "dtype");
@@ -562,8 +563,8 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         slot sa = slot_at(mc, oa), sb = slot_at(mc, ob);
         mx_hf_tensor_name(sa.t, sa.layer, na, sizeof na);
         mx_hf_tensor_name(sb.t, sb.layer, nb, sizeof nb);
-        rc = mx_fail(MX_EFORMAT, "%s: tensors %s and %s overlap in the file's data: corrupt or hand-made file", path, na,
-                     nb);
+        rc = mx_fail(MX_EFORMAT, "%s: tensors %s and %s overlap in the file's data: corrupt or hand-made file",
+                     path, na, nb);
         goto out;
     }
     /* nothing else than what a plain Llama has */

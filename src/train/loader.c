@@ -129,8 +129,8 @@ int mx_val_windows(int64_t n_windows, int64_t val_tokens, int T, int B, const ch
     if (*n > 0) return MX_OK;
     if (want < n_windows || n_windows >= B)
         return mx_fail(MX_EUSAGE, "--val-tokens %lld makes %lld validation window%s of %d + 1 tokens (--seq %d), "
-                                  "fewer than one batch of %d (--batch): give --val-tokens %lld or more", (long long)val_tokens,
-                       (long long)want, want == 1 ? "" : "s", T, T, B, (long long)B * T);
+                                  "fewer than one batch of %d (--batch): give --val-tokens %lld or more",
+                       (long long)val_tokens, (long long)want, want == 1 ? "" : "s", T, T, B, (long long)B * T);
     return mx_fail(MX_EINVAL, "the validation set %s has %lld window%s of %d + 1 tokens, fewer than one batch of %d: "
                               "give more validation data, or a smaller --batch or --seq", set, (long long)n_windows,
                    n_windows == 1 ? "" : "s", T, B);
