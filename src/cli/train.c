@@ -303,9 +303,10 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
     struct stat st;
     if (stat(cpath, &st) != 0) { /* nothing recorded: the trainer decides (restart, or no run) - unless it has
                                   * checkpoints, whose configuration is lost: no option is to blame */
-        if (!ckpt && !mx_ckpt_latest(out, latest, sizeof latest)) return 0;
+        const int e = errno;
+        if (!mx_ckpt_latest(out, latest, sizeof latest) && !(ckpt && stat(ckpt, &st) == 0)) return 0;
         fprintf(stderr, "mxlm train: --resume: %s has checkpoints but no config.txt (%s: %s): the run's configuration "
-                        "is lost, so it cannot be resumed; put its config.txt back\n", out, cpath, strerror(errno));
+                        "is lost, so it cannot be resumed; put its config.txt back\n", out, cpath, strerror(e));
         return 1;
     }
     char** t = NULL;

@@ -527,9 +527,7 @@ static int check_config(run_state* r) {
         return mx_fail(MX_EINVAL, "train: --spike-window %d: 0 (off) or 2..%d", c->spike_window, MX_SPIKE_WINDOW_MAX);
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
-    int64_t nv;
     int rc = mx_recipe_parse(c->recipe, &r->recipe);
-    if (!rc) rc = mx_val_windows(INT64_MAX, c->val_tokens, c->seq, c->batch, c->val, &nv); /* the option alone */
     if (!rc) rc = shards_match("train", c->train);
     if (!rc) rc = shards_match("val", c->val);
     if (rc) return rc;
@@ -1014,9 +1012,11 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     res->val_loss0 = res->val_loss = NAN;
     const mx_train_config* c = &r->c;
 
+    int64_t nv;
     int rc = check_config(r);
     if (!rc) rc = choose_engine(r);
     if (!rc) rc = check_memory(r);
+    if (!rc) rc = mx_val_windows(INT64_MAX, c->val_tokens, c->seq, c->batch, c->val, &nv); /* the option alone */
     if (rc) return rc;
     int stale = 0;
     rc = open_run_dir(r);
