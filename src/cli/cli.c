@@ -177,7 +177,9 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
 static void norm_path(const char* p, char* out, size_t n) {
     const char* sl = strrchr(p, '/');
     char dir[PATH_MAX + 1], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%.*s", sl ? (int)(sl - p) : 1, sl ? (sl == p ? "/" : p) : ".");
+    if (!sl) snprintf(dir, sizeof dir, ".");
+    else if (sl == p) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(sl - p), p);
     if (realpath(dir, real)) snprintf(out, n, "%s/%s", strcmp(real, "/") ? real : "", sl ? sl + 1 : p);
     else snprintf(out, n, "%s", p);
 }
