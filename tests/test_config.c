@@ -236,7 +236,8 @@ TEST(config_cli_keys_match_help) {
         }
         name[k] = 0;
         if (!k || !strcmp(name, "config")) continue;
-        const int flag = !(q[k] == ' ' && (q[k + 1] == 'N' || q[k + 1] == 'X' || q[k + 1] == 'S') && q[k + 2] == ' ');
+        const int flag = !(q[k] == ' ' && (q[k + 1] == 'N' || q[k + 1] == 'X' || q[k + 1] == 'S') && q[k + 2] == ' ') &&
+                         strncmp(q + k, " PATH ", 6); /* a value: N, X, S or PATH (cli.c's type hints) */
         nopt++;
         nflag += flag;
         a += (size_t)snprintf(on + a, sizeof on - a, "%s = %s\n", name, flag ? "yes" : "1");

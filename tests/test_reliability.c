@@ -140,7 +140,8 @@ static int count_files(const char* dir, const char* pattern) {
  * the update, from outside while the writer is paused before fsync, after
  * the last evaluation. */
 TEST(kill_resume_chain_bit_identical) {
-    const char* common = "--steps 12 --ckpt-every 2 --eval-every 4 --keep 2";
+    /* one --run-id for both runs: a checkpoint records its run, and the two files are compared byte for byte */
+    const char* common = "--steps 12 --ckpt-every 2 --eval-every 4 --keep 2 --run-id 4b52";
     REQUIRE(rtrain("", "kr_ref", "kr_ref", common) == 0);
     CHECK(test_log_has("kr_ref", "budget: step 12"));
     struct {

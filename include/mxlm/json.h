@@ -33,6 +33,11 @@ typedef struct mx_json {
     char** k;             /* [n] keys (MX_JSON_OBJ), in file order (duplicates kept; mx_json_get finds the first) */
 } mx_json;
 
+/* The one JSON number writer (every JSON mxlm writes: metrics.jsonl, summary.json, eval --json, the study's
+ * JSON, export's reference file): x with `sig` significant digits (%.*g) into b (n bytes; 32 is enough),
+ * or null when x is NaN or infinite (JSON has neither). Returns b. */
+const char* mx_json_number(char* b, size_t n, double x, int sig);
+
 /* Parse text[0..n) as one JSON value into *out (free with mx_json_free); on failure returns -1,
  * *out is empty and err (en bytes) gets "WHAT at byte OFFSET". */
 int mx_json_parse(const char* text, size_t n, mx_json* out, char* err, size_t en);

@@ -28,7 +28,9 @@ extern "C" {
 #define MXLM_VERSION "0.1.0"
 #define MX_BLOCK 32
 
-typedef enum { MX_OK = 0, MX_EINVAL = -1, MX_ENOMEM = -2, MX_EIO = -3, MX_EFORMAT = -4 } mx_err;
+/* MX_EUSAGE: an option's value the library finds wrong against what it reads (a checkpoint's step, the
+ * validation set's size): a usage error, which the CLI reports with exit status 2. */
+typedef enum { MX_OK = 0, MX_EINVAL = -1, MX_ENOMEM = -2, MX_EIO = -3, MX_EFORMAT = -4, MX_EUSAGE = -5 } mx_err;
 
 /* The message of the last error on this thread. */
 const char* mx_last_error(void);

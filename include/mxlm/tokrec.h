@@ -58,6 +58,23 @@ int mx_tokrec_read_run(const char* dir, mx_tokrec* r);
  * error. */
 int mx_tokrec_record_run(const char* dir, const mx_shard* s);
 
+/* A source of token ids or of a model, for mx_tokrec_agree: exactly one of glob (a shard glob: every
+ * matching shard's header record), dir (a run or exported model directory: DIR/tokenizer.txt) or rec (a
+ * tokenizer given on the command line). `what` names it in the message ("--val x_*.bin", "the run"). */
+typedef struct {
+    const char* what;
+    const char* glob;
+    const char* dir;
+    const mx_tokrec* rec;
+} mx_tok_source;
+
+/* Every tokenizer the sources record is one and the same (vocabulary size and token table CRC): MX_OK, or
+ * MX_EINVAL with a message naming the two sources and their two tokenizers. A source that records no
+ * tokenizer (shards made before the record, a directory without tokenizer.txt; all three NULL) is not compared. */
+int mx_tokrec_agree(const mx_tok_source* src, int n);
+/* "encoding NAME" or "ranks FILE", with the vocabulary size and CRC, into buf. */
+void mx_tokrec_describe(const mx_tokrec* r, char* buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

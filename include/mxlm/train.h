@@ -84,6 +84,11 @@ int64_t mx_loader_sample(const mx_loader* l, uint64_t seed, int64_t s);
  * each shard in order (stride T), the first `count` of them. */
 int64_t mx_loader_n_val_windows(const mx_loader* l);
 int mx_loader_val_window(const mx_loader* l, int64_t i, int32_t* inp, int32_t* tgt);
+/* The validation windows evaluated (the trainer's and eval's): min(val_tokens / T, n_windows) rounded down to
+ * whole batches of B (val_tokens 0: every window) into *n. MX_EUSAGE when --val-tokens gives fewer than one
+ * batch (the message says the least that does), MX_EINVAL when the set (named `set`) has fewer windows than
+ * one batch. n_windows INT64_MAX checks the option alone (before any shard is read). */
+int mx_val_windows(int64_t n_windows, int64_t val_tokens, int T, int B, const char* set, int64_t* n);
 
 /* ---- the run ----------------------------------------------------------------- */
 
@@ -129,6 +134,8 @@ typedef struct {
     int device;           /* MX_DEVICE_AUTO (the GPU when the CUDA build finds one), _CPU, _CUDA */
     int gemm_exact;       /* GPU MXFP4 GEMMs: 0 the fast path (E4M3 fold + FP8 GEMM), 1 exact emulation (BF16) */
     char init_from[1024]; /* "": seeded init; else a Hugging Face Llama directory (safetensors + config.json) */
+    uint64_t run_id;      /* the run's id: random at creation (0: none yet, or a run made before run ids); the
+                           * last line of config.txt and of every checkpoint's fingerprint, "run-id = %016llx" */
     int no_final_ckpt;    /* 1: no checkpoint at the last step (benchmarks) */
     int head;             /* LM head GEMMs: MX_HEAD_AUTO (BF16 on the GPU unless the recipe is all fp32, FP32 on
                              the CPU), MX_HEAD_FP32, MX_HEAD_BF16 (BF16 operands, FP32 accumulation) */
@@ -210,6 +217,7 @@ typedef struct {
     int64_t skipped_nonfinite, skipped_spikes, spikes;
     int32_t n_window;               /* losses in window[] (oldest first) */
     float window[MX_SPIKE_WINDOW_MAX]; /* the spike detector's recent training losses */
+    uint64_t run_id;                /* the run the checkpoint belongs to (its fingerprint's run-id; 0: none) */
 } mx_ckpt_meta;
 
 /* Write params, AdamW moments, linear states (FP8 amax history), meta and the
@@ -220,7 +228,10 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
 /* Load into an already created model of the same shape. Refuses (MX_EFORMAT,
  * with a message) a file that is truncated, fails its checksum, or whose
  * fingerprint differs from `fingerprint` (the message names the first
- * differing line). Nothing is modified on refusal. */
+ * differing line), or that belongs to another run (both fingerprints end in a
+ * run-id line and the ids differ; one without it, written before run ids, is
+ * compared without the line and loaded with meta->run_id 0). Nothing is
+ * modified on refusal. */
 int mx_ckpt_load(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint);
 /* Only the parameters (and meta, when not NULL) of a checkpoint, without the
  * fingerprint check (export, inspection): the file's fingerprint text goes to

@@ -4,11 +4,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { OPT_INT, OPT_I64, OPT_U64, OPT_DOUBLE, OPT_STR, OPT_FLAG } opt_type;
+/* OPT_PATH: a file or directory name (or a glob) - a string that may not be empty. */
+typedef enum { OPT_INT, OPT_I64, OPT_U64, OPT_DOUBLE, OPT_STR, OPT_PATH, OPT_FLAG } opt_type;
 typedef struct {
     const char* name;   /* long name without dashes, e.g. "rows" */
     opt_type type;
-    void* dst;          /* int*, int64_t*, uint64_t*, double*, const char**, int* (flag) */
+    void* dst;          /* int*, int64_t*, uint64_t*, double*, const char** (STR, PATH), int* (flag) */
     const char* help;
 } cli_opt;
 
@@ -20,6 +21,27 @@ typedef struct {
 int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const cli_opt* opts, int nopts,
               char** pos, int* npos);
 void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts);
+
+/* The options every subcommand shares, in one table of cli.c: cli_parse accepts them after the
+ * subcommand's own, checks their bounds (--threads: 1..CLI_THREADS_MAX) and applies them (the OpenMP
+ * threads); cli_usage lists them. cli_common_set is the same for a parser of its own (study run):
+ * name without dashes, 0 or 2 with a message. cli_threads: --threads given, 0 when not. */
+#define CLI_THREADS_MAX 4096
+int cli_common_set(const char* cmd, const char* name, const char* v);
+int cli_threads(void);
+
+/* An empty path refused: 0, or 2 and "mxlm CMD: --NAME: an empty path" (name NULL: a positional argument).
+ * cli_parse applies it to every OPT_PATH option and every positional argument. */
+int cli_path_check(const char* cmd, const char* name, const char* v);
+
+/* At the end of every subcommand (main.c): standard output flushed and closed; when that fails (a full disk,
+ * /dev/full, a closed pipe) a message, and 1 unless rc already says a failure. Returns the exit status. */
+int cli_finish_stdout(const char* cmd, int rc);
+
+/* The files a command reads and writes (paths[i] named names[i] in the message, e.g. "--out"; NULL: not
+ * given) are n different files: the same inode (stat) or the same path with its folder resolved is refused
+ * (2 and a message naming both). */
+int cli_paths_distinct(const char* cmd, const char* const* names, const char* const* paths, int n);
 
 /* Write `n` bytes to `path` atomically: a temporary file in the same folder,
  * fsync, rename. Returns 0, or -1 with a message printed. */

@@ -18,8 +18,8 @@
  * tokens (special tokens count 0 bytes): for valid UTF-8 the bytes of the
  * text, whatever the tokenizer. On shards the bytes are those of the
  * evaluated targets when the tokenizer is known. */
+#include <limits.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +28,7 @@
 #include "cli/using.h"
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
+#include "mxlm/json.h"
 #include "mxlm/mx.h"
 #ifdef MXLM_CUDA
 #include "mxlm/gpu.h"
@@ -146,35 +147,33 @@ static int eval_stream(engine* e, const uint32_t* ids, int64_t n, int64_t max_to
     return MX_OK;
 }
 
-static void print_num(FILE* f, const char* key, double x, const char* fmt) {
-    fprintf(f, ",\"%s\":", key);
-    if (isfinite(x)) fprintf(f, fmt, x);
-    else fprintf(f, "null");
+static void print_num(FILE* f, const char* key, double x) {
+    char b[32];
+    fprintf(f, "%s\"%s\":%s", strcmp(key, "loss") ? "," : "{", key, mx_json_number(b, sizeof b, x, 9));
 }
 
 int cmd_eval(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *val = NULL, *recipe = NULL, *device = "cpu";
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *format = "auto", *field = "text", *gemm = NULL;
-    int batch = 0, seq = 0, json = 0, threads = 0;
-    int64_t val_tokens = -1;
+    int batch = INT_MIN, seq = INT_MIN, json = 0; /* INT_MIN, INT64_MIN: not given (the run's) */
+    int64_t val_tokens = INT64_MIN;
     const cli_opt opts[] = {
-        {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
-        {"ckpt", OPT_STR, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
-        {"hf", OPT_STR, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
-        {"val", OPT_STR, &val, "token shards, a glob (default: the run's validation shards)"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
+        {"ckpt", OPT_PATH, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
+        {"hf", OPT_PATH, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
+        {"val", OPT_PATH, &val, "token shards, a glob (default: the run's validation shards)"},
         {"val-tokens", OPT_I64, &val_tokens, "shards: validation tokens (default the run's, else 8192; 0 = every "
                                              "window); text: at most this many tokens (default all)"},
         {"seq", OPT_INT, &seq, "tokens per window T (default the run's --seq; for --hf the model's context)"},
         {"batch", OPT_INT, &batch, "windows per batch B (default the run's --batch; for --hf 1)"},
         {"recipe", OPT_STR, &recipe, "precision recipe of the forward (default the run's; fp32 for --hf)"},
         {"encoding", OPT_STR, &encoding, "tokenizer for text inputs and bytes: a named encoding (default the run's)"},
-        {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
+        {"ranks", OPT_PATH, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
         {"format", OPT_STR, &format, "text inputs: auto (names with .json are JSON Lines), jsonl or text"},
         {"field", OPT_STR, &field, "JSON Lines: the field holding the text (default text)"},
         {"device", OPT_STR, &device, "cpu (default: the reference) or cuda (CUDA build: the GPU trainer's evaluation)"},
         {"gemm", OPT_STR, &gemm, "GPU MXFP4 GEMMs: fast or exact (default the run's, else fast)"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line instead of the text report"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -183,10 +182,19 @@ int cmd_eval(int argc, char** argv) {
     int rc = cli_parse(argc, argv, "eval", k_usage, opts, nopts, pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     /* usage checks, before anything is read */
-    if (batch < 0 || batch > 1024) { fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch); return 2; }
-    if (seq < 0) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm eval: --threads %d: must be positive\n", threads); return 2; }
-    if (val_tokens < -1) { fprintf(stderr, "mxlm eval: --val-tokens must be >= 0\n"); return 2; }
+    /* given values in range; not given: 0 (seq, batch) and -1 (val-tokens) below mean the run's */
+    if (batch != INT_MIN && (batch < 1 || batch > 1024)) {
+        fprintf(stderr, "mxlm eval: --batch %d: 1..1024\n", batch);
+        return 2;
+    }
+    if (seq != INT_MIN && seq < 1) { fprintf(stderr, "mxlm eval: --seq %d: must be positive\n", seq); return 2; }
+    if (val_tokens != INT64_MIN && val_tokens < 0) {
+        fprintf(stderr, "mxlm eval: --val-tokens %lld: must be >= 0 (0: every window)\n", (long long)val_tokens);
+        return 2;
+    }
+    if (batch == INT_MIN) batch = 0;
+    if (seq == INT_MIN) seq = 0;
+    if (val_tokens == INT64_MIN) val_tokens = -1;
     if (val && npos) { fprintf(stderr, "mxlm eval: give --val GLOB or text INPUT files, not both\n"); return 2; }
     int fmt = !strcmp(format, "auto") ? MX_FMT_AUTO : !strcmp(format, "jsonl") ? MX_FMT_JSONL
             : !strcmp(format, "text") ? MX_FMT_TEXT : -1;
@@ -201,7 +209,6 @@ int cmd_eval(int argc, char** argv) {
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm eval: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm eval: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
     if (hf && !val && !npos) { fprintf(stderr, "mxlm eval: --hf needs --val GLOB or text INPUT files\n"); return 2; }
-    if (threads > 0) omp_set_num_threads(threads);
 
     cli_model cm;
     if ((rc = cli_model_open(&cm, "eval", run, ckpt, hf, recipe))) return rc;
@@ -222,8 +229,14 @@ int cmd_eval(int argc, char** argv) {
     }
     mx_tokenizer* tok = NULL;
     char tokwhat[1400];
-    if ((rc = cli_tokenizer_open("eval", encoding, ranks, pattern, cm.run, npos ? NULL : glob, &tok, tokwhat,
+    const char* mdir = cm.from_run ? cm.run : cm.source; /* the model's directory: its tokenizer.txt */
+    if ((rc = cli_tokenizer_open("eval", encoding, ranks, pattern, mdir, npos ? NULL : glob, &tok, tokwhat,
                                  sizeof tokwhat))) {
+        cli_model_free(&cm);
+        return rc;
+    }
+    if ((rc = cli_tokenizers_agree("eval", &cm, npos ? NULL : glob, encoding, ranks, tok))) {
+        mx_tok_free(tok);
         cli_model_free(&cm);
         return rc;
     }
@@ -282,13 +295,8 @@ int cmd_eval(int argc, char** argv) {
         memset(&l, 0, sizeof l);
         rc = mx_loader_open(&l, glob, T, cfg->vocab);
         if (!rc) {
-            int64_t nv = mx_loader_n_val_windows(&l);
             int64_t vt = val_tokens >= 0 ? val_tokens : cm.val_tokens >= 0 ? cm.val_tokens : 8192;
-            int64_t want = vt == 0 || vt / T > nv ? nv : vt / T;
-            res.windows = want / B * B;
-            if (res.windows <= 0)
-                rc = mx_fail(MX_EINVAL, "eval: %s has %lld windows of %d + 1 tokens, fewer than one batch of %d", glob,
-                             (long long)nv, T, B);
+            rc = mx_val_windows(mx_loader_n_val_windows(&l), vt, T, B, glob, &res.windows);
         }
         float loss = 0.0f;
 #ifdef MXLM_CUDA
@@ -327,14 +335,14 @@ int cmd_eval(int argc, char** argv) {
                       "give --val)" : "");
         mx_tok_free(tok);
         cli_model_free(&cm);
-        return 1;
+        return rc == MX_EUSAGE ? 2 : 1;
     }
     res.bpb = res.bytes > 0 ? res.nats / log(2.0) / (double)res.bytes : NAN;
     const double ppl = exp(res.loss);
     if (json) {
-        printf("{\"loss\":%.9g", res.loss);
-        print_num(stdout, "perplexity", ppl, "%.9g");
-        print_num(stdout, "bits_per_byte", res.bpb, "%.9g");
+        print_num(stdout, "loss", res.loss);
+        print_num(stdout, "perplexity", ppl);
+        print_num(stdout, "bits_per_byte", res.bpb);
         printf(",\"tokens\":%lld,\"bytes\":", (long long)res.tokens);
         if (res.bytes >= 0) printf("%lld", (long long)res.bytes);
         else printf("null");
@@ -362,5 +370,10 @@ int cmd_eval(int argc, char** argv) {
     }
     mx_tok_free(tok);
     cli_model_free(&cm);
+    if (!isfinite(res.loss)) { /* the evaluation itself failed: said, and a non-zero exit (as train's divergence) */
+        fprintf(stderr, "mxlm eval: the loss is not finite (NaN or Inf: the model's weights or its recipe's numerics "
+                        "overflow); written as null in --json\n");
+        return 1;
+    }
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/using.h"
 #include "mxlm/hf.h"
+#include "mxlm/json.h"
 #include "mxlm/mx.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
@@ -35,9 +36,7 @@ static void json_floats(FILE* f, const float* x, size_t n) {
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         char b[32];
-        if (isfinite(x[i])) snprintf(b, sizeof b, "%.9g", (double)x[i]);
-        else snprintf(b, sizeof b, "null"); /* JSON has no NaN/Inf */
-        fprintf(f, "%s%s", i ? "," : "", b);
+        fprintf(f, "%s%s", i ? "," : "", mx_json_number(b, sizeof b, (double)x[i], 9));
     }
     fputc(']', f);
 }
@@ -118,7 +117,8 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     for (int i = 0; i < N; i++) fprintf(f, "%s%d", i ? "," : "", tok[i]);
     fprintf(f, "],\n  \"targets\": [");
     for (int i = 0; i < N; i++) fprintf(f, "%s%d", i ? "," : "", tgt[i]);
-    fprintf(f, "],\n  \"loss\": %.9g,\n  \"losses\": ", (double)loss);
+    char lb[32];
+    fprintf(f, "],\n  \"loss\": %s,\n  \"losses\": ", mx_json_number(lb, sizeof lb, (double)loss, 9));
     json_floats(f, m->losses, (size_t)N);
     fprintf(f, ",\n  \"logits_positions\": [");
     for (int i = 0; i < npos; i++) fprintf(f, "%s%d", i ? "," : "", all ? i : pos[i]);
@@ -145,18 +145,31 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     return 0;
 }
 
+/* The run's tokenizer record (RUN/tokenizer.txt) into the export (DIR/tokenizer.txt): train --init-from and
+ * eval --hf compare it with their shards' (tokrec.h). None recorded: nothing copied. 0, or 1 printed. */
+static int copy_tokrec(const char* run, const char* hf) {
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/tokenizer.txt", run);
+    snprintf(dst, sizeof dst, "%s/tokenizer.txt", hf);
+    char* text = mx_read_text(src);
+    if (!text) return 0;
+    int rc = cli_write_file_atomic(dst, text, strlen(text));
+    free(text);
+    return rc ? 1 : 0;
+}
+
 int cmd_export(int argc, char** argv) {
     const char *hf = NULL, *run = NULL, *ckpt_opt = NULL, *val_opt = NULL;
     int bf16 = 0, ref_tokens = 0, no_verify = 0;
     const cli_opt opts[] = {
-        {"hf", OPT_STR, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
+        {"hf", OPT_PATH, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
                              "(required)"},
-        {"run", OPT_STR, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
-        {"ckpt", OPT_STR, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
+        {"ckpt", OPT_PATH, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
         {"bf16", OPT_FLAG, &bf16, "write BF16 tensors (round to nearest even) instead of F32"},
         {"ref-tokens", OPT_INT, &ref_tokens, "also write mxlm_reference.json: our FP32 logits and loss on N tokens "
                                              "(validation window 0 of the run, else t mod vocab)"},
-        {"val", OPT_STR, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
+        {"val", OPT_PATH, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
         {"no-verify", OPT_FLAG, &no_verify, "skip reading the export back and comparing it with the checkpoint"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -218,6 +231,10 @@ int cmd_export(int argc, char** argv) {
     mx_model_config_describe(&cfg, d, sizeof d);
     if (mx_hf_export(&m, hf, bf16)) {
         fprintf(stderr, "mxlm export: %s\n", mx_last_error());
+        mx_llama_free(&m);
+        return 1;
+    }
+    if (copy_tokrec(run, hf)) {
         mx_llama_free(&m);
         return 1;
     }

@@ -36,11 +36,11 @@ static void usage(FILE* f) {
 int main(int argc, char** argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return cli_finish_stdout("help", argc < 2 ? 2 : 0);
     }
-    if (!strcmp(argv[1], "--version")) { printf("mxlm %s\n", MXLM_VERSION); return 0; }
+    if (!strcmp(argv[1], "--version")) { printf("mxlm %s\n", MXLM_VERSION); return cli_finish_stdout("--version", 0); }
     for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
-        if (!strcmp(argv[1], k_cmds[i].name)) return k_cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], k_cmds[i].name)) return cli_finish_stdout(argv[1], k_cmds[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "mxlm: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -58,21 +58,20 @@ int cmd_prep(int argc, char** argv) {
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *out = NULL, *trainp = NULL, *valp = NULL;
     const char *format = "auto", *field = "text";
     double val_fraction = 0; int64_t val_docs = 0, shard_tokens = 100000000;
-    int skip_bad = 0, threads = 0, quiet = 0;
+    int skip_bad = 0, quiet = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
-        {"ranks", OPT_STR, &ranks, "tiktoken rank file"},
+        {"ranks", OPT_PATH, &ranks, "tiktoken rank file"},
         {"pattern", OPT_STR, &pattern, "r50k | cl100k | o200k | llama3 (with --ranks)"},
-        {"out", OPT_STR, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
-        {"train-pattern", OPT_STR, &trainp, "training shard names (printf, one %d), or one file name"},
-        {"val-pattern", OPT_STR, &valp, "validation shard names (printf, one %d), or one file name"},
+        {"out", OPT_PATH, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
+        {"train-pattern", OPT_PATH, &trainp, "training shard names (printf, one %d), or one file name"},
+        {"val-pattern", OPT_PATH, &valp, "validation shard names (printf, one %d), or one file name"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) for validation"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) for validation"},
         {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000)"},
         {"format", OPT_STR, &format, "auto (.json* names are JSON Lines) | jsonl | text"},
         {"field", OPT_STR, &field, "JSON field holding the text (default text)"},
         {"skip-bad", OPT_FLAG, &skip_bad, "skip documents with invalid UTF-8 (counted) instead of failing"},
-        {"threads", OPT_INT, &threads, "threads (default: all cores)"},
         {"quiet", OPT_FLAG, &quiet, "no progress line"},
     };
     char* pos[64]; int npos = 0;
@@ -103,7 +102,6 @@ int cmd_prep(int argc, char** argv) {
     }
     if (val_fraction > 0 && val_docs > 0) { fprintf(stderr, "mxlm prep: give --val-fraction or --val-docs, not both\n"); return 2; }
     if (!isfinite(val_fraction)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm prep: --threads %d: must be >= 0\n", threads); return 2; }
     mx_tokenizer* t = NULL;
     if ((rc = open_tok(encoding, ranks, pattern, &t, "prep"))) return rc;
     prog pg = {now_s(), 0, quiet || !isatty(2)};
@@ -117,7 +115,7 @@ int cmd_prep(int argc, char** argv) {
         rec[0] = 0;
     }
     mx_prep_opts o = {(const char* const*)pos, npos, fmt, field, t, trainp, valp, shard_tokens, val_docs, val_fraction,
-                      skip_bad, threads, progress, &pg, rec};
+                      skip_bad, cli_threads(), progress, &pg, rec};
     mx_prep_stats st;
     rc = mx_prep_run(&o, &st);
     if (!pg.quiet) fprintf(stderr, "\n");
@@ -143,7 +141,7 @@ int cmd_bpe(int argc, char** argv) {
     const char* out = NULL;
     int vocab = 4096; double val_fraction = 0.05; int64_t val_docs = 0;
     cli_opt opts[] = {
-        {"out", OPT_STR, &out, "rank file to write (tiktoken format)"},
+        {"out", OPT_PATH, &out, "rank file to write (tiktoken format)"},
         {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096)"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) left out (default 0.05)"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) left out"},
@@ -152,6 +150,11 @@ int cmd_bpe(int argc, char** argv) {
     int rc = cli_parse(argc, argv, "bpe", k_bpe_usage, opts, sizeof opts / sizeof opts[0], pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     if (!out || npos < 1) { fprintf(stderr, "mxlm bpe: give --out FILE and input files\n"); return 2; }
+    for (int i = 0; i < npos; i++) {
+        const char* const files[] = {out, pos[i]};
+        static const char* const fnames[] = {"--out", "input"};
+        if (cli_paths_distinct("bpe", fnames, files, 2)) return 2;
+    }
     int64_t n = 0;
     if (mx_docs_count((const char* const*)pos, npos, MX_FMT_AUTO, "text", &n)) {
         fprintf(stderr, "mxlm bpe: %s\n", mx_last_error()); return 1;

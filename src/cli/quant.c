@@ -15,6 +15,11 @@ static float* read_f32(const char* path, size_t n) {
     FILE* f = fopen(path, "rb");
     if (!f) { fprintf(stderr, "mxlm quant: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
     struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "mxlm quant: --in %s is a directory, not a file of float32 values\n", path);
+        fclose(f);
+        return NULL;
+    }
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size != n * 4) {
         fprintf(stderr, "mxlm quant: %s has %lld bytes; --rows x --cols needs %zu (float32)\n", path,
                 (long long)st.st_size, n * 4);
@@ -55,11 +60,11 @@ int cmd_quant(int argc, char** argv) {
         {"seed", OPT_U64, &seed, "seed for sr bits and rhN signs (default 0)"},
         {"tensor-id", OPT_U64, &tensor_id, "stream id of the sr bits (default 0)"},
         {"rot-id", OPT_U64, &rot_id, "stream id of the rhN signs (default 0)"},
-        {"in", OPT_STR, &in, "input file: rows*cols float32, little-endian, row-major (required)"},
-        {"out", OPT_STR, &out, "output file: dequantized float32, same shape (required)"},
-        {"codes", OPT_STR, &codes_out, "also write the codes (mxfp4, nvfp4: packed E2M1, GEMM order; mxfp8, fp8: a byte each)"},
-        {"scales", OPT_STR, &scales_out, "also write the scales (mxfp4, mxfp8: E8M0 bytes; nvfp4: E4M3 bytes; fp8: the float32 scale)"},
-        {"tensor-scale", OPT_STR, &ts_out, "nvfp4: also write the FP32 tensor scale S (4 bytes, little-endian)"},
+        {"in", OPT_PATH, &in, "input file: rows*cols float32, little-endian, row-major (required)"},
+        {"out", OPT_PATH, &out, "output file: dequantized float32, same shape (required)"},
+        {"codes", OPT_PATH, &codes_out, "also write the codes (mxfp4, nvfp4: packed E2M1, GEMM order; mxfp8, fp8: a byte each)"},
+        {"scales", OPT_PATH, &scales_out, "also write the scales (mxfp4, mxfp8: E8M0 bytes; nvfp4: E4M3 bytes; fp8: the float32 scale)"},
+        {"tensor-scale", OPT_PATH, &ts_out, "nvfp4: also write the FP32 tensor scale S (4 bytes, little-endian)"},
     };
     const char* usage = "--rows R --cols C --in X.f32 --out Y.f32 [options]\n\n"
                         "Writes quantize(rotate(X)): for 1xB blocks and rotation run along rows, for Bx1 along\n"
@@ -102,6 +107,9 @@ int cmd_quant(int argc, char** argv) {
     else if (ts_out && fmt != Q_NVFP4) err = "--tensor-scale applies to --format nvfp4 only";
     else if ((codes_out || scales_out) && fmt == Q_BF16) err = "--codes/--scales do not apply to bf16";
     if (err) { fprintf(stderr, "mxlm quant: %s\n", err); return 2; }
+    const char* const files[] = {in, out, codes_out, scales_out, ts_out};
+    static const char* const fnames[] = {"--in", "--out", "--codes", "--scales", "--tensor-scale"};
+    if (cli_paths_distinct("quant", fnames, files, 5)) return 2;
     if (row && mx_check_shape(rows, cols, (mx_layout)layout)) {
         fprintf(stderr, "mxlm quant: %s\n", mx_last_error());
         return 2;

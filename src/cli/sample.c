@@ -4,7 +4,6 @@
  * document token) in one forward, then one token at a time. The same seed
  * gives the same text on a device (Philox draws, decode.h). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +30,13 @@ static const char* k_usage =
 int cmd_sample(int argc, char** argv) {
     const char *run = NULL, *ckpt = NULL, *hf = NULL, *recipe = NULL, *prompt = "";
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *device = "cpu", *gemm = "fast";
-    int tokens = 64, top_k = 0, threads = 0, ignore_eot = 0, json = 0;
+    int tokens = 64, top_k = 0, ignore_eot = 0, json = 0;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1;
     const cli_opt opts[] = {
-        {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint and tokenizer.txt)"},
-        {"ckpt", OPT_STR, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
-        {"hf", OPT_STR, &hf, "a Hugging Face Llama directory instead of a run (needs --encoding or --ranks)"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (its latest checkpoint and tokenizer.txt)"},
+        {"ckpt", OPT_PATH, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
+        {"hf", OPT_PATH, &hf, "a Hugging Face Llama directory instead of a run (needs --encoding or --ranks)"},
         {"prompt", OPT_STR, &prompt, "text to continue (default: none, a new document)"},
         {"tokens", OPT_INT, &tokens, "tokens to generate (default 64; prompt + tokens <= the model's context)"},
         {"temperature", OPT_DOUBLE, &temperature, "softmax temperature (default 1; 0 = greedy)"},
@@ -47,9 +46,8 @@ int cmd_sample(int argc, char** argv) {
         {"ignore-eot", OPT_FLAG, &ignore_eot, "keep generating after the document token"},
         {"recipe", OPT_STR, &recipe, "precision recipe of the forward (default the run's; fp32 for --hf)"},
         {"encoding", OPT_STR, &encoding, "tokenizer: a named encoding (default the run's)"},
-        {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
+        {"ranks", OPT_PATH, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; the text does not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line (prompt ids, generated ids, text) instead of the text"},
         {"device", OPT_STR, &device, "cpu (default) or cuda (CUDA build: the forward and the cache on the GPU)"},
         {"gemm", OPT_STR, &gemm, "with --device cuda: MXFP4 GEMMs fast (E4M3 fold, default) or exact"},
@@ -64,7 +62,6 @@ int cmd_sample(int argc, char** argv) {
     }
     if (top_k < 0) { fprintf(stderr, "mxlm sample: --top-k %d: must be >= 0\n", top_k); return 2; }
     if (!(top_p > 0 && top_p <= 1)) { fprintf(stderr, "mxlm sample: --top-p %g: in (0, 1]\n", top_p); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm sample: --threads %d: must be positive\n", threads); return 2; }
     const int on_gpu = !strcmp(device, "cuda") || !strcmp(device, "gpu");
     if (!on_gpu && strcmp(device, "cpu")) { fprintf(stderr, "mxlm sample: --device: cpu or cuda, not '%s'\n", device); return 2; }
     if (strcmp(gemm, "fast") && strcmp(gemm, "exact")) {
@@ -77,13 +74,18 @@ int cmd_sample(int argc, char** argv) {
     if ((rc = cli_tokenizer_check("sample", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm sample: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm sample: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
-    if (threads > 0) omp_set_num_threads(threads);
 
     cli_model cm;
     if ((rc = cli_model_open(&cm, "sample", run, ckpt, hf, recipe))) return rc;
     mx_tokenizer* tok = NULL;
     char tokwhat[1400];
-    if ((rc = cli_tokenizer_open("sample", encoding, ranks, pattern, cm.run, cm.val, &tok, tokwhat, sizeof tokwhat))) {
+    const char* mdir = cm.from_run ? cm.run : cm.source; /* the model's directory: its tokenizer.txt */
+    if ((rc = cli_tokenizer_open("sample", encoding, ranks, pattern, mdir, cm.val, &tok, tokwhat, sizeof tokwhat))) {
+        cli_model_free(&cm);
+        return rc;
+    }
+    if (!rc && (rc = cli_tokenizers_agree("sample", &cm, NULL, encoding, ranks, tok))) {
+        mx_tok_free(tok);
         cli_model_free(&cm);
         return rc;
     }

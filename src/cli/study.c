@@ -356,7 +356,10 @@ static int cmd_run(int argc, char** argv) {
         }
         if (!strcmp(argv[i], "--dry-run")) { dry = 1; continue; }
         if (!strcmp(argv[i], "--extend")) { extend = 1; continue; }
-        if ((v = own_opt(argc, argv, &i, "out", &missing))) out = v;
+        if ((v = own_opt(argc, argv, &i, "out", &missing))) {
+            out = v;
+            if (cli_path_check("study run", "out", v)) { free(pass); return 2; }
+        }
         else if ((v = own_opt(argc, argv, &i, "target-rule", &missing))) rule = v;
         else if ((v = own_opt(argc, argv, &i, "recipes", &missing))) { if (n_lists < 64) lists[n_lists++] = (char*)v; }
         else if ((v = own_opt(argc, argv, &i, "recipe", &missing))) { if (n_rec < 256) recipes[n_rec++] = (char*)v; }
@@ -364,7 +367,10 @@ static int cmd_run(int argc, char** argv) {
         else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) baseline = v;
         else if ((v = own_opt(argc, argv, &i, "machine", &missing))) machine = v;
         else if ((v = own_opt(argc, argv, &i, "parallel", &missing))) parallel_s = v;
-        else if ((v = own_opt(argc, argv, &i, "threads", &missing))) threads_s = v; /* per run; see --parallel */
+        else if ((v = own_opt(argc, argv, &i, "threads", &missing))) { /* per run; see --parallel */
+            threads_s = v;
+            if (cli_common_set("study run", "threads", v)) { free(pass); return 2; } /* the shared check (cli.c) */
+        }
         else if ((v = own_opt(argc, argv, &i, "target", &missing))) { if (pos_number(v, &target)) bad = "--target"; }
         else if ((v = own_opt(argc, argv, &i, "budget-factor", &missing))) {
             if (pos_number(v, &factor)) bad = "--budget-factor";
@@ -468,14 +474,7 @@ static int cmd_run(int argc, char** argv) {
             rc = 2;
         } else parallel = (int)x;
     }
-    if (!rc && threads_s) {
-        char* end = NULL;
-        long x = strtol(threads_s, &end, 10);
-        if (end == threads_s || *end || x < 1) {
-            fprintf(stderr, "mxlm study run: --threads: '%s' is not a positive integer\n", threads_s);
-            rc = 2;
-        } else threads = (int)x;
-    }
+    threads = cli_threads(); /* checked as parsed */
     if (!rc && parallel > 1 && gpus_opt) {
         fprintf(stderr, "mxlm study run: --parallel runs one single-GPU run per GPU; it does not combine with --gpus\n");
         rc = 2;

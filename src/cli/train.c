@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "mxlm/config.h"
 #include "mxlm/engine.h"
 #include "mxlm/linear_plan.h"
+#include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
 
@@ -81,7 +81,7 @@ static const mx_config_key k_train_keys[] = {
         {"norm-eps", 0}, {"device", 0}, {"gemm", 0}, {"init-from", 0}, {"threads", 0}, {"log-every", 0},
         {"describe", 1}, {"on-nonfinite", 0}, {"max-skips", 0}, {"spike-window", 0}, {"spike-z", 0},
         {"skip-spikes", 1}, {"ignore-limits", 1}, {"recompute", 0}, {"gpus", 0}, {"nccl", 0}, {"final-ckpt", 0}, {"head", 0}, {"attn", 0}, {"mem-limit-mib", 0}, {"debug-nan-at", 0},
-        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {"schedule-steps", 0}, {"ckpt", 0},
+        {"sample-every", 0}, {"debug-nan-grad-at", 0}, {"debug-spike-at", 0}, {"schedule-steps", 0}, {"ckpt", 0}, {"run-id", 0},
         {"list-recipes", 1}, {NULL, 0}};
 static int load_config(const char* path, char*** out, int* nout, const mx_config_key** keys_out) {
     if (keys_out) *keys_out = k_train_keys;
@@ -99,8 +99,21 @@ static int bad_num(const char* opt, double x, const char* want) {
     return 2;
 }
 
+/* --run-id: 1 to 16 hex digits, not 0 (2 and a message when not). */
+static int parse_run_id(const char* s, uint64_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 16);
+    if (errno || end == s || *end || strlen(s) > 16 || !x || *s == '-' || *s == '+' || isspace((unsigned char)*s)) {
+        fprintf(stderr, "mxlm train: --run-id '%s': 1 to 16 hex digits, not 0\n", s);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
+
 /* Ranges of the numeric options (NaN and Inf included), before anything is created: 2 with the option named. */
-static int check_numbers(const mx_train_config* c, int threads, int log_every, int vocab, int dim, int layers,
+static int check_numbers(const mx_train_config* c, int log_every, int vocab, int dim, int layers,
                          int heads, int kvh, int ffn, int context, double rope_theta, double norm_eps,
                          int64_t eval_every_tokens, int64_t mem_limit_mib) {
     if (!(isfinite(c->lr) && c->lr > 0 && c->lr <= 10)) return bad_num("lr", c->lr, "must be in (0, 10]");
@@ -134,7 +147,6 @@ static int check_numbers(const mx_train_config* c, int threads, int log_every, i
         {"max-skips", c->max_skips, 0, INT64_MAX / 2},
         {"spike-window", c->spike_window, 0, MX_SPIKE_WINDOW_MAX},
         {"sample-every", c->sample_every, 0, INT64_MAX / 2},
-        {"threads", threads, 0, 4096},
         {"log-every", log_every, 0, INT32_MAX},
         {"vocab", vocab, 0, 1 << 24},
         {"dim", dim, 0, 1 << 20},
@@ -195,6 +207,22 @@ static int check_shapes(const mx_train_config* c, const mx_recipe* r) {
     return 0;
 }
 
+/* The training shards, the validation shards, the run resumed (its tokenizer.txt) and --init-from's export (its
+ * tokenizer.txt) must share one tokenizer (tokrec.h), checked before the run directory is made: 2 when not. */
+static int check_tokenizers(const mx_train_config* c) {
+    char tw[1100], vw[1100], rw[1300], iw[1300];
+    snprintf(tw, sizeof tw, "--train %s", c->train);
+    snprintf(vw, sizeof vw, "--val %s", c->val);
+    snprintf(rw, sizeof rw, "the run %s (tokenizer.txt)", c->out);
+    snprintf(iw, sizeof iw, "--init-from %s (tokenizer.txt)", c->init_from);
+    const mx_tok_source src[4] = {{tw, c->train, NULL, NULL}, {vw, c->val, NULL, NULL},
+                                  {rw, NULL, c->resume ? c->out : NULL, NULL},
+                                  {iw, NULL, c->init_from[0] ? c->init_from : NULL, NULL}};
+    if (mx_tokrec_agree(src, 4) == 0) return 0;
+    fprintf(stderr, "mxlm train: %s (nothing was created)\n", mx_last_error());
+    return 2;
+}
+
 /* Notes of the data-parallel launcher (engine.h): progress on stdout, a rank's failure on stderr. */
 static void launch_note(const char* line, int is_error, void* user) {
     (void)user;
@@ -246,7 +274,8 @@ static int resume_may_change(const char* k) {
     return 0;
 }
 
-static int same_value(const char* a, const char* b) {
+static int same_value(const char* key, const char* a, const char* b) {
+    if (!strcmp(key, "run-id")) return strtoull(a, NULL, 16) == strtoull(b, NULL, 16); /* hex, any width */
     char *ea = NULL, *eb = NULL;
     double x = strtod(a, &ea), y = strtod(b, &eb);
     if (ea != a && !*ea && eb != b && !*eb) return x == y || (x != x && y != y);
@@ -272,7 +301,14 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
     char cpath[1200], latest[1200];
     snprintf(cpath, sizeof cpath, "%s/config.txt", out);
     struct stat st;
-    if (stat(cpath, &st) != 0) return 0; /* nothing recorded: the trainer decides (restart, or no run) */
+    if (stat(cpath, &st) != 0) { /* nothing recorded: the trainer decides (restart, or no run) - unless it has
+                                  * checkpoints, whose configuration is lost: no option is to blame */
+        const int e = errno;
+        if (!mx_ckpt_latest(out, latest, sizeof latest) && !(ckpt && stat(ckpt, &st) == 0)) return 0;
+        fprintf(stderr, "mxlm train: --resume: %s has checkpoints but no config.txt (%s: %s): the run's configuration "
+                        "is lost, so it cannot be resumed; put its config.txt back\n", out, cpath, strerror(e));
+        return 1;
+    }
     char** t = NULL;
     int nt = 0;
     int rc = load_config(cpath, &t, &nt, NULL);
@@ -318,7 +354,7 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
             const char* rv = NULL;
             if (!strncmp(b[j], want, strlen(want))) rv = b[j] + strlen(want);
             else if (!strcmp(b[j] + 2, key) && !strncmp(b[j], "--", 2)) rv = "1";
-            if (rv && !same_value(rv, val)) {
+            if (rv && !same_value(key, rv, val)) {
                 fprintf(stderr, "mxlm train: --resume: --%s %s differs from the run's %s = %s (%s); a resumed run "
                                 "keeps its configuration (drop --%s, or train into another --out)\n",
                         key, val, key, rv, cpath, key);
@@ -340,6 +376,7 @@ int cmd_train(int argc, char** argv) {
     }
     char** cf = NULL;
     int ncf = 0;
+    if (config && cli_path_check("train", "config", config)) return 2;
     int rc = config ? load_config(config, &cf, &ncf, NULL) : 0;
     if (rc) return rc;
     for (int i = 0; i < ncf; i++) resume |= !strcmp(cf[i], "--resume");
@@ -378,7 +415,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     mx_train_config c;
     mx_train_config_default(&c);
     const char *config = config_path, *preset = "tiny", *recipe = "mxfp4-fdw-h16", *train = NULL, *val = NULL, *out = NULL;
-    int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0, threads = 0;
+    int vocab = 0, dim = 0, layers = 0, heads = 0, kvh = 0, ffn = 0, context = 0, describe = 0;
     int log_every = 0;
     const char* on_nonfinite = NULL;
     const char *device = NULL, *gemm = NULL, *init_from = NULL;
@@ -390,15 +427,16 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int64_t eval_every_tokens = 0;
     int gpus = 0, nccl = 0;
     const char* ckpt = NULL;
+    const char* run_id = NULL;
     int list_recipes = 0;
     c.warmup = INT64_MIN; /* not given: steps / 20 */
     const cli_opt opts[] = {
-        {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
+        {"config", OPT_PATH, &config, "config file of 'key = value' lines (flag names); flags override it"},
         {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
         {"recipe", OPT_STR, &recipe, "precision recipe (default mxfp4-fdw-h16; see mxlm quant --help)"},
         {"steps", OPT_I64, &c.steps, "optimizer steps (default 200)"},
         {"seed", OPT_U64, &c.seed, "run seed: init, data order, SR bits (default 1)"},
-        {"out", OPT_STR, &out, "run directory (default runs/tiny)"},
+        {"out", OPT_PATH, &out, "run directory (default runs/tiny)"},
         {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 8)"},
         {"seq", OPT_INT, &c.seq, "tokens per sequence (default: the model's context)"},
         {"accum", OPT_INT, &c.accum, "micro-batches per step (gradient accumulation, default 1)"},
@@ -410,8 +448,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"adam-eps", OPT_DOUBLE, &c.adamw.eps, "AdamW eps (1e-5)"},
         {"weight-decay", OPT_DOUBLE, &c.adamw.weight_decay, "weight decay on matrices (0.1)"},
         {"clip", OPT_DOUBLE, &c.clip, "global gradient-norm clip (1.0; 0 = off)"},
-        {"train", OPT_STR, &train, "training shards, a glob (default the embedded corpus)"},
-        {"val", OPT_STR, &val, "validation shards, a glob (default the embedded corpus)"},
+        {"train", OPT_PATH, &train, "training shards, a glob (default the embedded corpus)"},
+        {"val", OPT_PATH, &val, "validation shards, a glob (default the embedded corpus)"},
         {"val-tokens", OPT_I64, &c.val_tokens, "validation tokens (default 8192)"},
         {"eval-every", OPT_I64, &c.eval_every, "evaluate every N steps (default 25; always at 0 and the end)"},
         {"eval-every-tokens", OPT_I64, &eval_every_tokens, "evaluate every N tokens (rounded up to whole steps)"},
@@ -424,9 +462,11 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"resume", OPT_FLAG, &c.resume, "continue the run in --out from its latest checkpoint, with its config.txt "
                                         "(options given must agree, except --steps, which extends a run, and the "
                                         "device and policy options)"},
-        {"ckpt", OPT_STR, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
+        {"ckpt", OPT_PATH, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
         {"schedule-steps", OPT_I64, &c.sched_steps, "the LR schedule's length (default --steps; steps past it run at "
                                                    "the floor; set by --resume when --steps extends a run)"},
+        {"run-id", OPT_STR, &run_id, "the run's id, 16 hex digits (default: random at creation; kept in config.txt and "
+                                     "every checkpoint: --resume refuses another run's checkpoint)"},
         {"list-recipes", OPT_FLAG, &list_recipes, "print the named recipes, one per line with a description, and exit"},
         {"bf16-first", OPT_INT, &c.bf16_first, "keep the first K blocks in bf16"},
         {"bf16-last", OPT_INT, &c.bf16_last, "keep the last K blocks in bf16"},
@@ -454,9 +494,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"gpus", OPT_INT, &gpus, "data-parallel GPUs, one process each, NCCL + ZeRO-1 (default 1; under mpirun: "
                                  "the MPI world size)"},
         {"nccl", OPT_INT, &nccl, "1: the NCCL engine even on one GPU (world size 1; for checks)"},
-        {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
+        {"init-from", OPT_PATH, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
-        {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
         {"describe", OPT_FLAG, &describe, "print the model, its parameter count and the recipe, then exit"},
         {"on-nonfinite", OPT_STR, &on_nonfinite, "abort (default): a NaN/Inf loss or gradient ends the run; skip: "
@@ -491,6 +530,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         return 0;
     }
+    if (run_id && parse_run_id(run_id, &c.run_id)) return 2;
     if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
     if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
     if (c.warmup == INT64_MIN) c.warmup = -1;
@@ -498,7 +538,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         fprintf(stderr, "mxlm train: --warmup %lld: must be >= 0 (or -1: steps / 20)\n", (long long)c.warmup);
         return 2;
     }
-    if (check_numbers(&c, threads, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
+    if (check_numbers(&c, log_every, vocab, dim, layers, heads, kvh, ffn, context, rope_theta, norm_eps,
                       eval_every_tokens, mem_limit_mib))
         return 2;
 
@@ -517,7 +557,6 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (train) snprintf(c.train, sizeof c.train, "%s", train);
     if (val) snprintf(c.val, sizeof c.val, "%s", val);
     if (out) snprintf(c.out, sizeof c.out, "%s", out);
-    if (threads > 0) omp_set_num_threads(threads);
     if (c.seq <= 0) c.seq = c.model.seq_len;
     int drank = 0, dworld = 0, dlocal = 0;
     const char* dtoken = NULL;
@@ -578,6 +617,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         return 0;
     }
 
+    if (check_tokenizers(&c)) return 2;
     if (c.gpus > 1 || c.nccl) {
         if (!mx_dist_available()) {
             fprintf(stderr, "mxlm train: --gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)\n");
@@ -603,7 +643,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
      * 2 usage, 3 diverged, 4 budget spent without reaching --target-loss, 5 refused by the limits */
     if (rc < 0) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
-        return 1;
+        return rc == MX_EUSAGE ? 2 : 1;
     }
     if (rc == MX_LIMITS) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mxlm/config.h"
 #include "mxlm/data.h"
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
@@ -21,22 +22,7 @@
 #include "mxlm/util.h"
 
 /* The value of "key = value" in text (the first such line) into out; 1 found, 0 not. */
-int cli_kv_get(const char* text, const char* key, char* out, size_t n) {
-    size_t kl = strlen(key);
-    for (const char* p = text; p && *p;) {
-        const char* e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > kl + 3 && !strncmp(p, key, kl) && !strncmp(p + kl, " = ", 3)) {
-            size_t vl = len - kl - 3;
-            if (vl >= n) vl = n - 1;
-            memcpy(out, p + kl + 3, vl);
-            out[vl] = 0;
-            return 1;
-        }
-        p = e ? e + 1 : NULL;
-    }
-    return 0;
-}
+int cli_kv_get(const char* text, const char* key, char* out, size_t n) { return mx_config_get(text, key, out, n); }
 
 static int kv_int(const char* text, const char* key, long long* v) {
     char b[64], *end = NULL;
@@ -232,6 +218,23 @@ int cli_tokenizer_open(const char* cmd, const char* encoding, const char* ranks,
         return 1;
     }
     return 0;
+}
+
+int cli_tokenizers_agree(const char* cmd, const cli_model* cm, const char* glob, const char* encoding,
+                         const char* ranks, const mx_tokenizer* tok) {
+    char mwhat[4300], gwhat[1100], twhat[1100];
+    snprintf(mwhat, sizeof mwhat, "the model (%s/tokenizer.txt)", cm->from_run ? cm->run : cm->source);
+    snprintf(gwhat, sizeof gwhat, "the validation shards %s", glob ? glob : "");
+    snprintf(twhat, sizeof twhat, "%s %s", ranks ? "--ranks" : "--encoding", ranks ? ranks : encoding);
+    mx_tokrec given;
+    const int has_given =
+        tok && (encoding || ranks) && mx_tokrec_make(&given, tok, ranks ? NULL : encoding, ranks) == 0;
+    const mx_tok_source src[3] = {{mwhat, NULL, cm->from_run ? cm->run : cm->source, NULL},
+                                  {gwhat, glob && glob[0] ? glob : NULL, NULL, NULL},
+                                  {twhat, NULL, NULL, has_given ? &given : NULL}};
+    if (mx_tokrec_agree(src, 3) == 0) return 0;
+    fprintf(stderr, "mxlm %s: %s\n", cmd, mx_last_error());
+    return 2;
 }
 
 void cli_json_str(FILE* f, const char* s, size_t n) {

@@ -42,6 +42,10 @@ int cli_model_from_kv(const char* text, mx_model_config* c, const char** missing
  * is known; `what` (n bytes) says where it came from. Returns the exit status on an error (printed). */
 int cli_tokenizer_open(const char* cmd, const char* encoding, const char* ranks, const char* pattern,
                        const char* run, const char* glob, mx_tokenizer** t, char* what, size_t n);
+/* The model's tokenizer (its directory's tokenizer.txt), that of the shards of `glob` (NULL: none) and the one
+ * given (tok from --encoding or --ranks, else NULL) must be one: 0, or 2 and a message naming both. */
+int cli_tokenizers_agree(const char* cmd, const cli_model* cm, const char* glob, const char* encoding,
+                         const char* ranks, const mx_tokenizer* tok);
 /* Usage check of --encoding/--ranks/--pattern without loading anything (2 and a message when wrong). */
 int cli_tokenizer_check(const char* cmd, const char* encoding, const char* ranks, const char* pattern);
 

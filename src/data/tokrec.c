@@ -4,6 +4,7 @@
 #include "mxlm/tokrec.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,4 +173,58 @@ int mx_tokrec_record_run(const char* dir, const mx_shard* s) {
     snprintf(p, sizeof p, "%s/tokenizer.txt", dir);
     rc = mx_write_atomic(p, text, (size_t)len);
     return rc ? rc : 1;
+}
+
+void mx_tokrec_describe(const mx_tokrec* r, char* buf, size_t n) {
+    snprintf(buf, n, "%s %s (vocab %u, crc32 %08x)", r->ranks[0] && !r->encoding[0] ? "ranks" : "encoding",
+             r->ranks[0] && !r->encoding[0] ? r->ranks : r->encoding, r->vocab, r->crc);
+}
+
+/* The first record seen (*have, into first / first_what) or a comparison with it. */
+static int agree_one(const mx_tokrec* r, const char* what, mx_tokrec* first, char* first_what, size_t fn, int* have) {
+    if (!*have) {
+        *first = *r;
+        snprintf(first_what, fn, "%s", what);
+        *have = 1;
+        return MX_OK;
+    }
+    if (r->vocab == first->vocab && r->crc == first->crc) return MX_OK;
+    char a[1200], b[1200];
+    mx_tokrec_describe(first, a, sizeof a);
+    mx_tokrec_describe(r, b, sizeof b);
+    return mx_fail(MX_EINVAL, "tokenizers differ: %s is tokenized with %s, but %s with %s (token ids of one "
+                              "tokenizer mean other text under another)", first_what, a, what, b);
+}
+
+/* The records of every shard matching glob, each compared (agree_one). */
+static int agree_glob(const mx_tok_source* s, mx_tokrec* first, char* fw, size_t fn, int* have) {
+    glob_t g;
+    if (glob(s->glob, 0, NULL, &g) != 0) return MX_OK; /* nothing to compare: the loader says what is missing */
+    int rc = MX_OK;
+    for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
+        mx_shard sh;
+        mx_tokrec r;
+        if (mx_shard_open(&sh, g.gl_pathv[i]) != 0) continue; /* unreadable: the loader's message */
+        const int found = mx_tokrec_of_shard(&sh, &r) > 0;
+        mx_shard_close(&sh);
+        char what[2400];
+        snprintf(what, sizeof what, "%s (%s)", s->what, g.gl_pathv[i]);
+        if (found) rc = agree_one(&r, what, first, fw, fn, have);
+    }
+    globfree(&g);
+    return rc;
+}
+
+int mx_tokrec_agree(const mx_tok_source* src, int n) {
+    mx_tokrec first;
+    char fw[2400] = "";
+    int have = 0, rc = MX_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        mx_tokrec r;
+        if (src[i].glob) rc = agree_glob(&src[i], &first, fw, sizeof fw, &have);
+        else if (src[i].rec) rc = agree_one(src[i].rec, src[i].what, &first, fw, sizeof fw, &have);
+        else if (src[i].dir && mx_tokrec_read_run(src[i].dir, &r) == 1)
+            rc = agree_one(&r, src[i].what, &first, fw, sizeof fw, &have);
+    }
+    return rc;
 }

@@ -395,6 +395,21 @@ static float f16_to_f32(uint16_t h) {
 enum { DT_F32, DT_BF16, DT_F16 };
 typedef struct { int present, dtype; uint64_t begin; size_t dst_off, numel; } plan;
 
+static uint64_t plan_end(const plan* p) { return p->begin + (uint64_t)p->numel * (p->dtype == DT_F32 ? 4 : 2); }
+
+/* Two present tensors whose bytes overlap (*a, *b; the file would give one memory two meanings): 1, else 0. */
+static int overlapping(const plan* pl, int ns, int* a, int* b) {
+    for (int i = 0; i < ns; i++)
+        for (int j = i + 1; j < ns && pl[i].present; j++)
+            if (pl[j].present && pl[i].numel && pl[j].numel && pl[i].begin < plan_end(&pl[j]) &&
+                pl[j].begin < plan_end(&pl[i])) {
+                *a = i;
+                *b = j;
+                return 1;
+            }
+    return 0;
+}
+
 static int is_ignorable(const char* name) {
     size_t l = strlen(name), s = strlen("rotary_emb.inv_freq");
     return l >= s && !strcmp(name + l - s, "rotary_emb.inv_freq"); /* a buffer some old exports carry */
@@ -494,6 +509,12 @@ int mx_hf_load(const char* dir, mx_llama* m) {
             rc = mx_fail(MX_EFORMAT, "%s: tensor %s is missing", path, name);
             goto out;
         }
+        if (s.t == MX_P_HEAD && tie) {
+            rc = mx_fail(MX_EFORMAT, "%s: config.json has tie_word_embeddings: true, but the file holds a separate %s: "
+                         "which head is meant? (tie_word_embeddings false to use it, or a file without it)", path,
+                         name);
+            goto out;
+        }
         const mx_json* dt = mx_json_get(e, "dtype");
         const mx_json* sh = mx_json_get(e, "shape");
         const mx_json* of = mx_json_get(e, "data_offsets");
@@ -535,6 +556,16 @@ int mx_hf_load(const char* dir, mx_llama* m) {
         pl[i].present = 1;
         pl[i].dtype = dtype;
         pl[i].begin = 8 + hlen + b0;
+    }
+    int oa, ob;
+    if (overlapping(pl, ns, &oa, &ob)) {
+        char na[128], nb[128];
+        slot sa = slot_at(mc, oa), sb = slot_at(mc, ob);
+        mx_hf_tensor_name(sa.t, sa.layer, na, sizeof na);
+        mx_hf_tensor_name(sb.t, sb.layer, nb, sizeof nb);
+        rc = mx_fail(MX_EFORMAT, "%s: tensors %s and %s overlap in the file's data: corrupt or hand-made file",
+                     path, na, nb);
+        goto out;
     }
     /* nothing else than what a plain Llama has */
     for (int j = 0; j < root.n; j++) {

@@ -149,8 +149,10 @@ int mx_llama_create(mx_llama* m, const mx_model_config* cfg, const mx_recipe* re
     m->grads = calloc(m->n_params, sizeof(float));
     m->lstate = calloc((size_t)cfg->n_layers * MX_LIN_PER_BLOCK, sizeof(mx_linear_state));
     if (!m->params || !m->grads || !m->lstate) {
+        const size_t np = m->n_params; /* mx_llama_free clears it */
         mx_llama_free(m);
-        return mx_fail(MX_ENOMEM, "model: out of memory for %zu parameters", m->n_params);
+        return mx_fail(MX_ENOMEM, "model: out of memory for %zu parameters (%.1f GiB of weights and as much of "
+                                  "gradients)", np, (double)np * 4 / (1 << 30));
     }
     return MX_OK;
 }

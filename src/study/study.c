@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "mxlm/config.h"
 #include "mxlm/json.h"
 #include "mxlm/study.h"
 #include "mxlm/util.h"
@@ -43,21 +44,7 @@ static char* read_text(const char* path) {
 }
 
 /* The value of "key = value" in config text (copied into out); 0 if absent. */
-static int cfg_get(const char* text, const char* key, char* out, size_t n) {
-    size_t kl = strlen(key);
-    for (const char* p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, kl) || (p[kl] != ' ' && p[kl] != '=')) continue;
-        const char* v = p + kl;
-        while (*v == ' ') v++;
-        if (*v != '=') continue;
-        v++;
-        while (*v == ' ') v++;
-        size_t l = strcspn(v, "\n");
-        snprintf(out, n, "%.*s", (int)l, v);
-        return 1;
-    }
-    return 0;
-}
+static int cfg_get(const char* text, const char* key, char* out, size_t n) { return mx_config_get(text, key, out, n); }
 
 static int64_t cfg_i64(const char* text, const char* key, int64_t dflt) {
     char v[64];
@@ -1329,8 +1316,8 @@ char* mx_study_markdown(const mx_study* s) {
 /* ---- JSON ----------------------------------------------------------------------------- */
 
 static void js_num(mx_sbuf* b, double x) {
-    if (isfinite(x)) mx_sb_printf(b, "%.17g", x);
-    else mx_sb_printf(b, "null");
+    char t[32];
+    mx_sb_printf(b, "%s", mx_json_number(t, sizeof t, x, 17));
 }
 
 static void js_str(mx_sbuf* b, const char* t) {

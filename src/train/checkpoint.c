@@ -132,6 +132,40 @@ static void first_diff(const char* a, const char* b, char* out, size_t n) {
     snprintf(out, n, "(no line differs)");
 }
 
+/* The id of a fingerprint's last line "run-id = HEX" (0: none), *line_at where that line starts (or the end). */
+static uint64_t fp_run_id(const char* fp, size_t* line_at) {
+    const char* k = "run-id = ";
+    size_t n = strlen(fp);
+    *line_at = n;
+    if (n < 2) return 0;
+    size_t s = n - 1; /* the start of the last line (fp ends in a newline) */
+    while (s > 0 && fp[s - 1] != '\n') s--;
+    if (strncmp(fp + s, k, strlen(k))) return 0;
+    *line_at = s;
+    return strtoull(fp + s + strlen(k), NULL, 16);
+}
+
+/* The file's fingerprint against the run's: first the run ids (another run's checkpoint), then the rest. */
+static int fp_check(const char* path, const char* file_fp, const char* want, uint64_t* file_id) {
+    size_t fa, wa;
+    *file_id = fp_run_id(file_fp, &fa);
+    const uint64_t want_id = fp_run_id(want, &wa);
+    if (*file_id && *file_id != want_id)
+        return mx_fail(MX_EINVAL, "%s belongs to another run (run id %016llx; this run's is %016llx): a run resumes "
+                                  "only its own checkpoints. To start a new run from those weights: mxlm export --run "
+                                  "THAT_RUN --hf DIR, then mxlm train --init-from DIR", path,
+                       (unsigned long long)*file_id, (unsigned long long)want_id);
+    if (fa == wa && !strncmp(file_fp, want, fa)) return MX_OK;
+    char* a = strndup(file_fp, fa);
+    char* b = strndup(want, wa);
+    char why[600];
+    if (a && b) first_diff(a, b, why, sizeof why);
+    else snprintf(why, sizeof why, "(out of memory)");
+    free(a);
+    free(b);
+    return mx_fail(MX_EFORMAT, "%s: checkpoint does not match this run's configuration: %s", path, why);
+}
+
 /* Both loads: fingerprint NULL skips its check (fp_out gets the file's); m, v
  * NULL skip the AdamW moments. */
 static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint,
@@ -183,14 +217,14 @@ static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckp
     if (take(&r, fp, flen)) { rc = mx_fail(MX_EIO, "%s: read error", path); goto out; }
     fp[flen] = 0;
     if (fp_out && fp_n) snprintf(fp_out, fp_n, "%s", fp);
-    if (fingerprint && (strlen(fp) != flen || strcmp(fp, fingerprint))) {
-        char why[600];
-        first_diff(fp, fingerprint, why, sizeof why);
-        rc = mx_fail(MX_EFORMAT, "%s: checkpoint does not match this run's configuration: %s", path, why);
-        goto out;
-    }
     mx_ckpt_meta mt;
     memset(&mt, 0, sizeof mt);
+    size_t at;
+    mt.run_id = fp_run_id(fp, &at);
+    if (fingerprint && (strlen(fp) != flen || (rc = fp_check(path, fp, fingerprint, &mt.run_id)))) {
+        if (!rc) rc = mx_fail(MX_EFORMAT, "%s: checkpoint fingerprint holds a NUL byte", path);
+        goto out;
+    }
     uint64_t np, nl;
     int bad = take(&r, &mt.step, 8) || take(&r, &mt.sample, 8) || take(&r, &mt.tokens, 8) ||
               take(&r, &mt.val_loss0, 4) || take(&r, &mt.tokens_to_target, 8);

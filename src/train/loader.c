@@ -122,3 +122,16 @@ int mx_loader_val_window(const mx_loader* l, int64_t i, int32_t* inp, int32_t* t
     }
     return mx_fail(MX_EINVAL, "loader: validation window out of range");
 }
+
+int mx_val_windows(int64_t n_windows, int64_t val_tokens, int T, int B, const char* set, int64_t* n) {
+    const int64_t want = val_tokens == 0 || val_tokens / T > n_windows ? n_windows : val_tokens / T;
+    *n = want / B * B;
+    if (*n > 0) return MX_OK;
+    if (want < n_windows || n_windows >= B)
+        return mx_fail(MX_EUSAGE, "--val-tokens %lld makes %lld validation window%s of %d + 1 tokens (--seq %d), "
+                                  "fewer than one batch of %d (--batch): give --val-tokens %lld or more",
+                       (long long)val_tokens, (long long)want, want == 1 ? "" : "s", T, T, B, (long long)B * T);
+    return mx_fail(MX_EINVAL, "the validation set %s has %lld window%s of %d + 1 tokens, fewer than one batch of %d: "
+                              "give more validation data, or a smaller --batch or --seq", set, (long long)n_windows,
+                   n_windows == 1 ? "" : "s", T, B);
+}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mxlm/json.h"
 #include "mxlm/train.h"
 
 void mx_telemetry_reset(mx_llama* mdl) {
@@ -16,8 +17,8 @@ void mx_telemetry_reset(mx_llama* mdl) {
 }
 
 static void put_num(FILE* f, double x) {
-    if (isfinite(x)) fprintf(f, "%.9g", x);
-    else fprintf(f, "%s", x != x ? "null" : x > 0 ? "1e999" : "-1e999"); /* JSON has no inf */
+    char b[32];
+    fputs(mx_json_number(b, sizeof b, x, 9), f);
 }
 
 int mx_telemetry_write(const mx_llama* mdl, int64_t step, void* file) {

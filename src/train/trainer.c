@@ -27,9 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mxlm/config.h"
 #include "mxlm/data.h"
 #include "mxlm/engine.h"
 #include "mxlm/hf.h"
+#include "mxlm/json.h"
 #include "mxlm/tokrec.h"
 #include "mxlm/train.h"
 #include "mxlm/util.h"
@@ -82,15 +84,22 @@ const char* const mx_nonfinite_names[] = {"abort", "skip", NULL};
 #define ADD(...) do { int k_ = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, __VA_ARGS__); \
                       if (k_ > 0) len += (size_t)k_; } while (0)
 
+/* A string option's value as config.txt holds it (quoted and escaped where needed: config.h). */
+static const char* cv(char* b, size_t n, const char* v) {
+    mx_config_value_write(v, b, n);
+    return b;
+}
+
 int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* buf, size_t n) {
     size_t len = 0;
     if (n) buf[0] = 0;
     const mx_model_config* m = &c->model;
-    if (!trajectory_only) ADD("preset = %s\n", m->name);
+    char q[4400];
+    if (!trajectory_only) ADD("preset = %s\n", cv(q, sizeof q, m->name));
     ADD("vocab = %d\ndim = %d\nlayers = %d\nheads = %d\nkv-heads = %d\nffn = %d\ncontext = %d\n", m->vocab, m->dim,
         m->n_layers, m->n_heads, m->n_kv_heads, m->ffn, m->seq_len);
     ADD("rope-theta = %.9g\nnorm-eps = %.9g\n", (double)m->rope_theta, (double)m->norm_eps);
-    ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", c->recipe, c->bf16_first, c->bf16_last);
+    ADD("recipe = %s\nbf16-first = %d\nbf16-last = %d\n", cv(q, sizeof q, c->recipe), c->bf16_first, c->bf16_last);
     /* the fingerprint's "steps" is the schedule's length: an extended run (a larger --steps) keeps its own */
     const int64_t sched = c->sched_steps > 0 ? c->sched_steps : c->steps;
     ADD("batch = %d\nseq = %d\naccum = %d\nsteps = %lld\nseed = %llu\n", c->batch, c->seq, c->accum,
@@ -100,14 +109,14 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
     ADD("lr = %s\nmin-lr-frac = %s\nwarmup = %lld\n", dbl(d[0], c->lr), dbl(d[1], c->min_lr_frac), (long long)c->warmup);
     ADD("beta1 = %s\nbeta2 = %s\nadam-eps = %s\nweight-decay = %s\nclip = %s\n", dbl(d[2], c->adamw.beta1),
         dbl(d[3], c->adamw.beta2), dbl(d[4], c->adamw.eps), dbl(d[5], c->adamw.weight_decay), dbl(d[6], c->clip));
-    ADD("train = %s\n", c->train);
+    ADD("train = %s\n", cv(q, sizeof q, c->train));
     if (c->gpus > 1) ADD("gpus = %d\n", c->gpus); /* the step's batch is gpus x batch x accum */
-    if (c->init_from[0]) ADD("init-from = %s\n", c->init_from);
+    if (c->init_from[0]) ADD("init-from = %s\n", cv(q, sizeof q, c->init_from));
     if (c->head == MX_HEAD_BF16) ADD("head = bf16\n"); /* resolved by mx_train_run; fp32 (the default) unwritten */
     if (!trajectory_only) {
         ADD("device = %s\ngemm = %s\nrecompute = %d\nattn = %s\n", mx_device_names[c->device],
             mx_gemm_names[c->gemm_exact != 0], c->recompute, mx_attn_names[c->attn]);
-        ADD("val = %s\nval-tokens = %lld\n", c->val, (long long)c->val_tokens);
+        ADD("val = %s\nval-tokens = %lld\n", cv(q, sizeof q, c->val), (long long)c->val_tokens);
         ADD("eval-every = %lld\nckpt-every = %lld\ntelemetry-every = %lld\n", (long long)c->eval_every,
             (long long)c->ckpt_every, (long long)c->telemetry_every);
         ADD("target-loss = %s\nkeep-ckpts = %d\n", dbl(d[0], c->target_loss), c->keep_ckpts);
@@ -115,6 +124,7 @@ int mx_train_config_text(const mx_train_config* c, int trajectory_only, char* bu
             mx_nonfinite_names[c->on_nonfinite], (long long)c->max_skips, c->spike_window,
             dbl(d[1], c->spike_z), c->skip_spikes);
     }
+    if (c->run_id) ADD("run-id = %016llx\n", (unsigned long long)c->run_id); /* the last line (checkpoint.c) */
     return (int)len;
 }
 
@@ -297,8 +307,8 @@ static double now_s(void) {
 }
 
 static void jnum(FILE* f, const char* key, double x) {
-    if (isfinite(x)) fprintf(f, ",\"%s\":%.9g", key, x);
-    else fprintf(f, ",\"%s\":null", key);
+    char b[32];
+    fprintf(f, ",\"%s\":%s", key, mx_json_number(b, sizeof b, x, 9));
 }
 
 static void emit(mx_train_cb cb, void* user, mx_train_event ev) {
@@ -328,6 +338,7 @@ typedef struct {
     /* the run directory */
     FILE* metrics;
     int lock_fd;
+    int made_dir;         /* this trainer created the run directory: removed when refused before the first step */
     int resume, restart;  /* continuing from `latest`; --resume of a run without a checkpoint yet */
     int finished;         /* --resume of a run whose outcome is recorded: nothing to do, nothing written */
     int64_t ckpt_step;    /* the step of the newest checkpoint written or loaded (-1: none) */
@@ -391,10 +402,7 @@ static int do_eval(run_state* r, int64_t step, int64_t tokens, float* out, mx_tr
     return MX_OK;
 }
 
-static const char* fnum(char* b, size_t n, double x) {
-    if (isfinite(x)) snprintf(b, n, "%.9g", x); else snprintf(b, n, "null"); /* NaN is not JSON */
-    return b;
-}
+static const char* fnum(char* b, size_t n, double x) { return mx_json_number(b, n, x, 9); }
 
 static int64_t peak_rss(void) {
     struct rusage u;
@@ -483,8 +491,22 @@ static int shards_match(const char* what, const char* pattern) {
     return MX_OK;
 }
 
+/* A new run's id: 64 random bits (/dev/urandom; else the clock and the pid), never 0. */
+static uint64_t new_run_id(void) {
+    uint64_t x = 0;
+    FILE* f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        x = ((uint64_t)t.tv_sec * 1000000007ull) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 32);
+    }
+    if (f) fclose(f);
+    return x ? x : 1;
+}
+
 static int check_config(run_state* r) {
     mx_train_config* c = &r->c;
+    if (!c->run_id && !c->resume) c->run_id = new_run_id(); /* a resumed run keeps config.txt's */
     mx_engine_ranks(c, &r->rank, &r->world);
     if (c->gpus < 1) c->gpus = 1;
     if (!c->comm && c->gpus > 1)
@@ -577,6 +599,7 @@ static int check_memory(run_state* r) {
 static int open_run_dir(run_state* r) {
     const mx_train_config* c = &r->c;
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
+    r->made_dir = r->io && !file_exists(c->out);
     int rc = mx_mkdirs(c->out);
     if (rc) return rc;
     snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out);
@@ -652,6 +675,22 @@ static int64_t shard_bytes(const char* pattern) {
     return n;
 }
 
+/* The step-like options of a resumed run against the checkpoint's step: --steps not below it, the positions
+ * (--halt-at, the --debug-*-at hooks; 0: off) past it, else they would never be reached. MX_EUSAGE (2). */
+static int check_resume_steps(const mx_train_config* c, const mx_ckpt_meta* meta, const char* ckpt) {
+    const struct { const char* name; int64_t v; int position; } opt[] = {
+        {"steps", c->steps, 0}, {"halt-at", c->halt_at, 1}, {"debug-nan-at", c->debug_nan_at, 1},
+        {"debug-nan-grad-at", c->debug_nan_grad_at, 1}, {"debug-spike-at", c->debug_spike_at, 1}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        if (opt[i].position ? !(opt[i].v > 0 && opt[i].v <= meta->step) : opt[i].v >= meta->step) continue;
+        return mx_fail(MX_EUSAGE, "train: --%s %lld is %s the checkpoint's step %lld (%s)%s", opt[i].name,
+                       (long long)opt[i].v, opt[i].position ? "not past" : "below", (long long)meta->step, ckpt,
+                       opt[i].position ? ": it would never be reached; give a later step, or resume an older "
+                                         "checkpoint (--ckpt)" : "");
+    }
+    return MX_OK;
+}
+
 static int load_state(run_state* r, mx_train_result* res) {
     const mx_train_config* c = &r->c;
     const int B = c->batch, T = c->seq;
@@ -666,12 +705,8 @@ static int load_state(run_state* r, mx_train_result* res) {
     if (!rc) rc = mx_loader_open(&r->train, c->train, T, c->model.vocab);
     if (!rc) rc = mx_loader_open(&r->val, c->val, T, c->model.vocab);
     if (rc) return rc;
-    int64_t nv = mx_loader_n_val_windows(&r->val), want = c->val_tokens / T;
-    if (want > nv) want = nv;
-    r->n_val = want / B * B;
-    if (r->n_val <= 0)
-        return mx_fail(MX_EINVAL, "train: the validation set (%s) has %lld windows of %d, fewer than one batch of %d",
-                       c->val, (long long)nv, T, B);
+    rc = mx_val_windows(mx_loader_n_val_windows(&r->val), c->val_tokens, T, B, c->val, &r->n_val);
+    if (rc) return rc;
     size_t np = r->model.n_params;
     r->nls = (size_t)c->model.n_layers * MX_LIN_PER_BLOCK;
     r->m = calloc(np, sizeof(float));
@@ -689,9 +724,13 @@ static int load_state(run_state* r, mx_train_result* res) {
     if (r->resume) {
         rc = mx_ckpt_load(r->latest, &r->model, r->m, r->v, &meta, r->fingerprint);
         if (rc) return rc;
-        if (meta.step > c->steps)
-            return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
-                           (long long)c->steps, (long long)meta.step, r->latest);
+        rc = check_resume_steps(c, &meta, r->latest);
+        if (rc) return rc;
+        if (!meta.run_id && c->run_id) {
+            snprintf(r->msg, sizeof r->msg, "note: %s records no run id (written before runs had one): taken as "
+                     "this run's", r->latest);
+            say(r);
+        }
         r->ckpt_step = meta.step;
         snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
         r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
@@ -941,6 +980,18 @@ static int finish(run_state* r, mx_train_result* res, const char* status, int rc
     return rc;
 }
 
+/* The files a trainer writes before its first step, then the directory itself (rmdir: only when that left it
+ * empty, so nothing else is ever removed). */
+static void remove_made_dir(const char* dir) {
+    static const char* const files[] = {".lock", "config.txt", "tokenizer.txt", "metrics.jsonl", "summary.json"};
+    char p[1200];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 /* ---- the training run: set up, evaluate, step until the budget, the outcome ----------------- */
 
 static int run_loop(run_state* r, mx_train_result* res);
@@ -961,9 +1012,11 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
     res->val_loss0 = res->val_loss = NAN;
     const mx_train_config* c = &r->c;
 
+    int64_t nv;
     int rc = check_config(r);
     if (!rc) rc = choose_engine(r);
     if (!rc) rc = check_memory(r);
+    if (!rc) rc = mx_val_windows(INT64_MAX, c->val_tokens, c->seq, c->batch, c->val, &nv); /* the option alone */
     if (rc) return rc;
     int stale = 0;
     rc = open_run_dir(r);
@@ -982,7 +1035,11 @@ int mx_train_run(const mx_train_config* cfg, mx_train_result* res, mx_train_cb c
         return MX_OK;
     }
     if (!rc) rc = write_run_files(r, res, &stale);
-    if (rc) { run_free(r); return rc; }
+    if (rc) { /* refused before the first step: a run directory this trainer made is not left behind */
+        run_free(r);
+        if (r->made_dir) remove_made_dir(c->out);
+        return rc;
+    }
     announce(r, stale);
 
     /* SIGINT / SIGTERM: a checkpoint at the next step boundary, then MX_STOPPED (one process only: the

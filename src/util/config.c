@@ -25,6 +25,88 @@ static const char* show(char* buf, size_t cap, const char* s, size_t n) {
     return buf;
 }
 
+/* Must v be quoted to be read back as written? */
+static int needs_quotes(const char* v) {
+    size_t n = strlen(v);
+    if (!n) return 0;
+    if (is_ws((unsigned char)v[0]) || v[0] == '"' || is_ws((unsigned char)v[n - 1])) return 1;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) return 1;
+    return 0;
+}
+
+int mx_config_value_write(const char* v, char* out, size_t n) {
+    if (!needs_quotes(v)) return snprintf(out, n, "%s", v);
+    size_t o = 0;
+#define PUT(c) do { if (o + 1 < n) out[o] = (char)(c); o++; } while (0)
+    PUT('"');
+    for (const unsigned char* p = (const unsigned char*)v; *p; p++) {
+        const char* e = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : *p == '\t' ? "\\t"
+                      : *p == '\r' ? "\\r" : NULL;
+        char hex[8];
+        if (!e && (*p < 0x20 || *p == 0x7f)) { snprintf(hex, sizeof hex, "\\x%02x", *p); e = hex; }
+        if (e) for (; *e; e++) PUT(*e);
+        else PUT(*p);
+    }
+    PUT('"');
+#undef PUT
+    if (n) out[o < n ? o : n - 1] = 0;
+    return (int)o;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int mx_config_value_read(const char* v, size_t len, char* out, size_t n) {
+    while (len && is_ws((unsigned char)*v)) { v++; len--; }
+    while (len && is_ws((unsigned char)v[len - 1])) len--;
+    size_t o = 0;
+    if (len < 2 || v[0] != '"' || v[len - 1] != '"') { /* as it is */
+        if (n) { o = len < n ? len : n - 1; memcpy(out, v, o); out[o] = 0; }
+        return (int)len;
+    }
+    for (size_t i = 1; i < len - 1; i++) {
+        char c = v[i];
+        if (c == '"') return -1; /* an unescaped quote before the end */
+        if (c == '\\') {
+            if (++i >= len - 1) return -1;
+            c = v[i];
+            if (c == 'n') c = '\n';
+            else if (c == 't') c = '\t';
+            else if (c == 'r') c = '\r';
+            else if (c == 'x') {
+                int h = i + 2 < len - 1 ? hexval(v[i + 1]) : -1, l = h >= 0 ? hexval(v[i + 2]) : -1;
+                if (h < 0 || l < 0 || (h == 0 && l == 0)) return -1;
+                c = (char)(h * 16 + l);
+                i += 2;
+            } else if (c != '\\' && c != '"') return -1;
+        }
+        if (o + 1 < n) out[o] = c;
+        o++;
+    }
+    if (n) out[o < n ? o : n - 1] = 0;
+    return (int)o;
+}
+
+int mx_config_get(const char* text, const char* key, char* out, size_t n) {
+    size_t kl = strlen(key);
+    for (const char* p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        const char* k = p;
+        while (*k == ' ' || *k == '\t') k++;
+        if (strncmp(k, key, kl)) continue;
+        const char* eq = k + kl;
+        while (*eq == ' ' || *eq == '\t') eq++;
+        if (*eq != '=') continue;
+        const char* v = eq + 1;
+        size_t vl = strcspn(v, "\n");
+        return mx_config_value_read(v, vl, out, n) >= 0;
+    }
+    return 0;
+}
+
 static int is_word(const char* s, size_t n, const char* w) { return strlen(w) == n && !memcmp(s, w, n); }
 
 void mx_config_free(char** argv, int argc) {
@@ -118,8 +200,14 @@ int mx_config_tokens(const char* text, size_t len, const char* origin, const mx_
         size_t o = 2 + klen;
         if (!flag) {
             t[o++] = '=';
-            memcpy(t + o, vb, vlen);
-            o += vlen;
+            int vl = mx_config_value_read(vb, vlen, t + o, vlen + 1); /* never longer than its text */
+            if (vl < 0) {
+                free(t);
+                rc = mx_fail(MX_EFORMAT, "%s:%zu: %s: a malformed quoted value (escapes: \\\\ \\\" \\n \\t \\r "
+                             "\\xNN)", origin, lineno, show(q, sizeof q, b, klen));
+                break;
+            }
+            o += (size_t)vl;
         }
         t[o] = 0;
         v[n++] = t;

@@ -347,3 +347,9 @@ const char* mx_json_str(const mx_json* o, const char* key) {
     const mx_json* x = mx_json_get(o, key);
     return x && x->t == MX_JSON_STR ? x->s : NULL;
 }
+
+const char* mx_json_number(char* b, size_t n, double x, int sig) {
+    if (isfinite(x)) snprintf(b, n, "%.*g", sig, x);
+    else snprintf(b, n, "null");
+    return b;
+}
