@@ -16,8 +16,36 @@ extern "C" {
 typedef struct { char* s; size_t n, cap; int oom; } mx_sbuf;
 void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Write data[n] to `path` atomically: a temporary file beside it (path.tmp.PID), fsync, rename.
- * On failure the temporary file is removed and `path` is untouched. */
+/* An output file, the one way every writer of the project writes a file (issue 48, class 1):
+ *   a new path or a regular file: a temporary file in the target's folder ("NAME.tmp.PID": never a
+ *     "*.bin" name a shard glob picks up), fsync, rename onto the target, the folder fsync'ed; a
+ *     reader sees the old file or the new one, never half;
+ *   a symbolic link to a regular file: the same on the link's target (realpath), so the link stays a
+ *     link;
+ *   a device or a FIFO (or a link to one): written through, as a shell's '>' does (a FIFO without a
+ *     reader is refused, not waited for);
+ *   a directory, a socket or a dangling link: refused with the reason.
+ * mx_out_open fills *o; mx_out_write keeps the first error; mx_out_sync fsyncs and closes;
+ * mx_out_commit (syncing first when needed) renames; mx_out_abort removes the temporary. After
+ * commit or abort, *o owns nothing. `what` names the file in messages ("checkpoint", "shard"). */
+typedef struct {
+    int fd, err;
+    int direct;   /* written through: no temporary, no rename */
+    int synced;   /* mx_out_sync done */
+    char* target; /* the file renamed onto (the link's target for a link); malloc'ed */
+    char* tmp;    /* the temporary (NULL when direct); malloc'ed */
+} mx_outfile;
+int mx_out_open(mx_outfile* o, const char* path);
+/* The rules above without opening anything: *target (malloc'ed; the caller frees it) is the file to
+ * replace, *direct = 1 for a device or a FIFO (write through `path` itself); an error for the refused. */
+int mx_out_resolve(const char* path, char** target, int* direct);
+void mx_out_write(mx_outfile* o, const void* data, size_t n);
+int mx_out_sync(mx_outfile* o, const char* what);
+int mx_out_commit(mx_outfile* o, const char* what);
+void mx_out_abort(mx_outfile* o);
+
+/* Write data[n] to `path` through an mx_outfile (above): atomically for a regular file. On failure
+ * the temporary file is removed and `path` is untouched. */
 int mx_write_atomic(const char* path, const void* data, size_t n);
 
 /* Create a directory and its missing parents (mode 0755); an existing directory is fine, an

@@ -105,10 +105,15 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
 }
 
 /* ---- prep ------------------------------------------------------------------------ */
+/* One shard of this run: written as `part` (hidden, beside the target: no shard glob takes it) and renamed
+ * onto `target` (the name, or the regular file a link names) once the whole run succeeded; a device or a
+ * FIFO (part NULL) is written through at once (util.h, mx_out_resolve). */
+typedef struct { char* target; char* part; int renamed; } shard_out;
+
 typedef struct {
     const char* pattern; int split;      /* 0 train, 1 val */
     uint32_t* buf; int64_t n, cap;
-    char** names; int n_names;           /* final names of the shards written (as .part) */
+    shard_out* outs; int n_names;        /* the shards written */
     int64_t tokens;
     const char* tok_record;              /* the tokenizer record written in every shard's header (tokrec.h) */
 } sink;
@@ -168,17 +173,31 @@ static int sink_name(const sink* s, int idx, char* out, size_t sz) {
     }
     return 0;
 }
+/* The hidden temporary name of a target: DIR/.BASE.part. */
+static char* part_name(const char* target) {
+    const char* sl = strrchr(target, '/');
+    size_t dl = sl ? (size_t)(sl - target + 1) : 0, n = strlen(target) + 8;
+    char* p = malloc(n);
+    if (p) snprintf(p, n, "%.*s.%s.part", (int)dl, target, target + dl);
+    return p;
+}
+
 static int sink_flush(sink* s, int64_t n, int version) {
-    char name[1200], part[1300];
+    char name[1200];
     int rc = sink_name(s, s->n_names, name, sizeof name);
     if (rc) return rc;
-    snprintf(part, sizeof part, "%s.part", name);
-    rc = mx_shard_write_tok(part, s->buf, n, version, s->tok_record);
+    shard_out* x = realloc(s->outs, (size_t)(s->n_names + 1) * sizeof *x);
+    if (!x) return mx_fail(MX_ENOMEM, "out of memory");
+    s->outs = x;
+    shard_out* o = &s->outs[s->n_names];
+    int direct = 0;
+    *o = (shard_out){0};
+    rc = mx_out_resolve(name, &o->target, &direct);
     if (rc) return rc;
-    char** x = realloc(s->names, (size_t)(s->n_names + 1) * sizeof *x);
-    if (!x) { unlink(part); return mx_fail(MX_ENOMEM, "out of memory"); }
-    s->names = x;
-    s->names[s->n_names++] = strdup(name);
+    if (!direct && !(o->part = part_name(o->target))) { free(o->target); return mx_fail(MX_ENOMEM, "out of memory"); }
+    rc = mx_shard_write_tok(direct ? o->target : o->part, s->buf, n, version, s->tok_record);
+    if (rc) { free(o->target); free(o->part); return rc; }
+    s->n_names++;
     memmove(s->buf, s->buf + n, (size_t)(s->n - n) * sizeof *s->buf);
     s->n -= n;
     return 0;
@@ -200,20 +219,25 @@ static int sink_add(sink* s, const uint32_t* ids, size_t n, int64_t shard_tokens
     }
     return 0;
 }
-static void sink_discard(sink* s) {
+/* A failed run: its temporaries removed, and the shards it renamed into place (nothing half-done is left;
+ * a file this run did not write is never touched). */
+static void sink_undo(sink* s) {
     for (int i = 0; i < s->n_names; i++) {
-        char part[1300];
-        snprintf(part, sizeof part, "%s.part", s->names[i]);
-        unlink(part);
-        free(s->names[i]);
+        shard_out* o = &s->outs[i];
+        if (o->part && !o->renamed) unlink(o->part);
+        if (o->part && o->renamed) unlink(o->target);
     }
-    free(s->names); free(s->buf);
+}
+static void sink_discard(sink* s) {
+    for (int i = 0; i < s->n_names; i++) { free(s->outs[i].target); free(s->outs[i].part); }
+    free(s->outs); free(s->buf);
 }
 static int sink_commit(sink* s) {
     for (int i = 0; i < s->n_names; i++) {
-        char part[1300];
-        snprintf(part, sizeof part, "%s.part", s->names[i]);
-        if (rename(part, s->names[i]) != 0) return mx_fail(MX_EIO, "%s: cannot rename: %s", part, strerror(errno));
+        shard_out* o = &s->outs[i];
+        if (!o->part) continue;
+        if (rename(o->part, o->target) != 0) return mx_fail(MX_EIO, "%s: cannot rename: %s", o->part, strerror(errno));
+        o->renamed = 1;
     }
     return 0;
 }
@@ -347,15 +371,7 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     if (!rc) rc = sink_commit(&sk[1]);
     st->train_tokens = sk[0].tokens; st->val_tokens = sk[1].tokens;
     st->train_shards = sk[0].n_names; st->val_shards = sk[1].n_names;
-    if (rc) {
-        /* remove everything this run wrote (renamed shards too: nothing half-done is left) */
-        for (int s = 0; s < 2; s++)
-            for (int i = 0; i < sk[s].n_names; i++) {
-                char part[1300];
-                snprintf(part, sizeof part, "%s.part", sk[s].names[i]);
-                if (access(part, F_OK) != 0) unlink(sk[s].names[i]);
-            }
-    }
+    if (rc) { sink_undo(&sk[0]); sink_undo(&sk[1]); }
     sink_discard(&sk[0]); sink_discard(&sk[1]);
     return rc;
 }

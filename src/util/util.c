@@ -48,25 +48,143 @@ int mx_mkdirs(const char* path) {
     return MX_OK;
 }
 
-int mx_write_atomic(const char* path, const void* data, size_t n) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return mx_fail(MX_EINVAL, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char* p = data;
-    size_t done = 0;
-    int err = 0;
-    while (done < n && !err) {
-        ssize_t k = write(fd, p + done, n - done);
-        if (k < 0 && errno != EINTR) err = errno;
-        if (k > 0) done += (size_t)k;
+/* ---- output files (util.h: mx_outfile) ---------------------------------------------------- */
+
+static int io_fail(int err, const char* path, const char* what, const char* how) {
+    return mx_fail(MX_EIO, "%s: cannot write%s%s: %s", path, what ? " " : "", what ? what : "", how ? how : strerror(err));
+}
+static int out_fail(mx_outfile* o, int err, const char* path, const char* what, const char* how) {
+    o->err = err;
+    return io_fail(err, path, what, how);
+}
+
+int mx_out_resolve(const char* path, char** target, int* direct) {
+    struct stat ls, st;
+    *direct = 0;
+    *target = NULL;
+    if (lstat(path, &ls) != 0) {
+        if (errno != ENOENT) return io_fail(errno, path, NULL, NULL);
+        *target = strdup(path);
+    } else if (stat(path, &st) != 0) {
+        return io_fail(errno, path, NULL, "a symbolic link to nothing (remove it or point it at a file)");
+    } else if (S_ISDIR(st.st_mode)) {
+        return io_fail(EISDIR, path, NULL, "a directory, not a file");
+    } else if (S_ISREG(st.st_mode)) {
+        *target = S_ISLNK(ls.st_mode) ? realpath(path, NULL) : strdup(path);
+        if (S_ISLNK(ls.st_mode) && !*target) return io_fail(errno, path, NULL, NULL);
+    } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode)) {
+        *target = strdup(path);
+        *direct = 1;
+    } else {
+        return io_fail(EINVAL, path, NULL, "not a regular file, a device or a FIFO");
     }
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) { unlink(tmp); return mx_fail(MX_EIO, "%s: cannot write: %s", path, strerror(err)); }
+    if (!*target) return io_fail(ENOMEM, path, NULL, NULL);
     return MX_OK;
+}
+
+/* Open a device or a FIFO to write through (a FIFO without a reader: ENXIO at once, not a hang). */
+static int out_open_direct(mx_outfile* o) {
+    o->fd = open(o->target, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (o->fd < 0)
+        return out_fail(o, errno, o->target, NULL, errno == ENXIO ? "a FIFO that no process reads" : NULL);
+    int fl = fcntl(o->fd, F_GETFL);
+    if (fl != -1) fcntl(o->fd, F_SETFL, fl & ~O_NONBLOCK);
+    return MX_OK;
+}
+
+int mx_out_open(mx_outfile* o, const char* path) {
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    int rc = mx_out_resolve(path, &o->target, &o->direct);
+    if (rc) return rc;
+    if (o->direct) {
+        rc = out_open_direct(o);
+        if (rc) { free(o->target); o->target = NULL; }
+        return rc;
+    }
+    size_t n = strlen(o->target) + 32;
+    o->tmp = malloc(n);
+    if (!o->tmp) { free(o->target); o->target = NULL; return mx_fail(MX_ENOMEM, "out of memory"); }
+    snprintf(o->tmp, n, "%s.tmp.%d", o->target, (int)getpid());
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        o->err = errno;
+        rc = mx_fail(MX_EIO, "%s: cannot create: %s", o->tmp, strerror(o->err));
+        free(o->tmp); free(o->target);
+        o->tmp = o->target = NULL;
+        return rc;
+    }
+    return MX_OK;
+}
+
+void mx_out_write(mx_outfile* o, const void* data, size_t n) {
+    const char* p = data;
+    while (n && !o->err) {
+        ssize_t k = write(o->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (k < 0 && errno != EINTR) o->err = errno;
+        if (k > 0) { p += k; n -= (size_t)k; }
+    }
+}
+
+static void out_free(mx_outfile* o) {
+    if (o->fd >= 0) close(o->fd);
+    o->fd = -1;
+    free(o->tmp);
+    free(o->target);
+    o->tmp = o->target = NULL;
+}
+
+void mx_out_abort(mx_outfile* o) {
+    if (o->tmp) unlink(o->tmp);
+    out_free(o);
+}
+
+/* The first error (errno) of the writes, the fsync and the close. A device or a FIFO is not fsync'ed. */
+static int out_sync_err(mx_outfile* o) {
+    int err = o->err;
+    if (!err && !o->direct && fsync(o->fd) != 0) err = errno;
+    if (close(o->fd) != 0 && !err) err = errno;
+    o->fd = -1;
+    o->synced = 1;
+    return err;
+}
+
+int mx_out_sync(mx_outfile* o, const char* what) {
+    if (o->synced) return o->err ? MX_EIO : MX_OK;
+    int err = out_sync_err(o);
+    if (!err) return MX_OK;
+    int rc = out_fail(o, err, o->target, what, NULL);
+    mx_out_abort(o);
+    return rc;
+}
+
+static void fsync_parent(const char* path) {
+    const char* sl = strrchr(path, '/');
+    char* dir = sl ? strndup(path, sl == path ? 1 : (size_t)(sl - path)) : strdup(".");
+    int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    free(dir);
+}
+
+int mx_out_commit(mx_outfile* o, const char* what) {
+    int rc = mx_out_sync(o, what);
+    if (rc) return rc;
+    if (!o->direct && rename(o->tmp, o->target) != 0) {
+        rc = out_fail(o, errno, o->target, what, NULL);
+        mx_out_abort(o);
+        return rc;
+    }
+    if (!o->direct) fsync_parent(o->target);
+    out_free(o);
+    return MX_OK;
+}
+
+int mx_write_atomic(const char* path, const void* data, size_t n) {
+    mx_outfile o;
+    int rc = mx_out_open(&o, path);
+    if (rc) return rc;
+    mx_out_write(&o, data, n);
+    return mx_out_commit(&o, NULL);
 }
 
 int mx_pread_all(int fd, void* dst, size_t n, uint64_t off) {

@@ -1,0 +1,98 @@
+/* test_hostile.c: issue 48's classes of hostile input (docs/reliability.md "Hostile-input classes"),
+ * each through the CLI as a user would meet it:
+ *   1  an output path that exists and is not a regular file (a link, a FIFO, a directory);
+ *   2  two prep runs on one output (the lock; a failing run removes only its own files);
+ *   3  a second prep to the same outputs (refused without --replace; --replace removes the old set);
+ *   4  paths longer than mxlm takes (refused up front, exit 2);
+ *   12 --shard-tokens and other sizes below a sane minimum;
+ *   13 FIFOs and other special files as inputs (refused at once, nothing created);
+ *   14 a file size limit (ulimit -f) at a checkpoint: the full-disk error, the last checkpoint kept. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+/* TMP/hx_docs.jsonl: 40 small documents. */
+static const char* hx_docs(void) {
+    static char p[512];
+    if (!p[0]) {
+        snprintf(p, sizeof p, "%s/hx_docs.jsonl", test_tmpdir());
+        test_sh("for i in $(seq 1 40); do echo \"{\\\"text\\\":\\\"document $i: in the beginning was the word\\\"}\"; "
+                "done > %s", p);
+    }
+    return p;
+}
+
+/* mxlm prep --encoding tiny --quiet ARGS, output to TMP/LOG.log; the exit status. */
+static int hx_prep(const char* log, const char* args) {
+    return test_sh("%s prep --encoding tiny --quiet %s > %s/%s.log 2>&1", test_mxlm_bin(), args, test_tmpdir(), log);
+}
+
+/* TMP/hx_q.in: a 2 x 32 matrix of ones (float32). */
+static void hx_qin(void) {
+    test_sh("python3 -c \"import struct,sys; sys.stdout.buffer.write(struct.pack('<64f', *([1.0]*64)))\" > %s/hx_q.in",
+            test_tmpdir());
+}
+
+/* mxlm quant of TMP/hx_q.in into OUT, output to TMP/LOG.log; the exit status. */
+static int hx_quant(const char* log, const char* out) {
+    const char* t = test_tmpdir();
+    hx_qin();
+    return test_sh("%s quant --rows 2 --cols 32 --in %s/hx_q.in --out %s > %s/%s.log 2>&1", test_mxlm_bin(), t, out, t,
+                   log);
+}
+
+/* ---- class 1: writers and what is not a regular file ---------------------------------------- */
+
+TEST(hostile_out_link_stays_a_link) {
+    const char* t = test_tmpdir();
+    /* quant --out naming a link to a regular file: the file is written, the link stays a link */
+    test_sh("rm -rf %s/hx1 && mkdir -p %s/hx1/real && echo old > %s/hx1/real/q.out && ln -s real/q.out %s/hx1/q.lnk", t,
+            t, t, t);
+    char out[600];
+    snprintf(out, sizeof out, "%s/hx1/q.lnk", t);
+    CHECK_EQ_INT(hx_quant("hx1_q", out), 0);
+    CHECK(test_sh("test -L %s/hx1/q.lnk && test \"$(stat -c %%s %s/hx1/real/q.out)\" = 256", t, t) == 0);
+    CHECK(test_sh("test -z \"$(ls -A %s/hx1 | grep -v '^real$\\|^q.lnk$')\"", t) == 0); /* no temporary beside it */
+    /* prep --train-pattern naming a link to a regular file: the same */
+    test_sh("echo old > %s/hx1/real/s.bin && ln -s real/s.bin %s/hx1/s.lnk", t, t);
+    char a[1400];
+    snprintf(a, sizeof a, "--train-pattern %s/hx1/s.lnk %s", t, hx_docs());
+    CHECK_EQ_INT(hx_prep("hx1_p", a), 0);
+    CHECK(test_sh("test -L %s/hx1/s.lnk && test \"$(stat -c %%s %s/hx1/real/s.bin)\" -gt 100", t, t) == 0);
+    CHECK(test_sh("test -z \"$(ls -A %s/hx1 %s/hx1/real | grep -v ':$' | grep 'part\\|tmp')\"", t, t) == 0);
+}
+
+TEST(hostile_out_fifo_written_through) {
+    const char* t = test_tmpdir();
+    /* a FIFO (and a link to one) with a reader: written through, still a FIFO afterwards */
+    test_sh("rm -rf %s/hx1f && mkdir -p %s/hx1f && mkfifo %s/hx1f/f && ln -s f %s/hx1f/f.lnk", t, t, t, t);
+    char out[600];
+    snprintf(out, sizeof out, "%s/hx1f/f.lnk", t);
+    hx_qin();
+    CHECK_EQ_INT(test_sh("(timeout 20 cat %s/hx1f/f > %s/hx1f/got &) ; sleep 0.3; %s quant --rows 2 --cols 32 "
+                         "--in %s/hx_q.in --out %s > %s/hx1f.log 2>&1; r=$?; sleep 0.3; exit $r",
+                         t, t, test_mxlm_bin(), t, out, t),
+                 0);
+    CHECK(test_sh("test -p %s/hx1f/f && test -L %s/hx1f/f.lnk && test \"$(stat -c %%s %s/hx1f/got)\" = 256", t, t, t) ==
+          0);
+    /* a FIFO nobody reads: refused at once with the reason, not a hang */
+    CHECK_EQ_INT(test_sh("timeout 20 %s quant --rows 2 --cols 32 --in %s/hx_q.in --out %s/hx1f/f > %s/hx1f_nr.log "
+                         "2>&1", test_mxlm_bin(), t, t, t),
+                 1);
+    CHECK(test_log_has("hx1f_nr", "no process reads"));
+    CHECK(test_sh("test -p %s/hx1f/f", t) == 0);
+    /* a device: written through (/dev/null stays a device) */
+    CHECK_EQ_INT(hx_quant("hx1f_null", "/dev/null"), 0);
+    CHECK(test_sh("test -c /dev/null") == 0);
+    /* a directory and a dangling link: refused, untouched */
+    test_sh("mkdir -p %s/hx1f/d && ln -sf nowhere %s/hx1f/dang", t, t);
+    snprintf(out, sizeof out, "%s/hx1f/d", t);
+    CHECK_EQ_INT(hx_quant("hx1f_dir", out), 1);
+    CHECK(test_log_has("hx1f_dir", "a directory"));
+    snprintf(out, sizeof out, "%s/hx1f/dang", t);
+    CHECK_EQ_INT(hx_quant("hx1f_dang", out), 1);
+    CHECK(test_log_has("hx1f_dang", "a symbolic link to nothing"));
+    CHECK(test_sh("test -d %s/hx1f/d && test -L %s/hx1f/dang && test ! -e %s/hx1f/nowhere", t, t, t) == 0);
+}
