@@ -83,9 +83,12 @@ TEST(hostile_out_fifo_written_through) {
                  1);
     CHECK(test_log_has("hx1f_nr", "no process reads"));
     CHECK(test_sh("test -p %s/hx1f/f", t) == 0);
-    /* a device: written through (/dev/null stays a device) */
-    CHECK_EQ_INT(hx_quant("hx1f_null", "/dev/null"), 0);
-    CHECK(test_sh("test -c /dev/null") == 0);
+    /* a link to a device: written through (the test never names a device itself: a writer that replaced
+     * what it names would replace the device, while through a link only the link is lost) */
+    test_sh("ln -s /dev/null %s/hx1f/null.lnk", t);
+    snprintf(out, sizeof out, "%s/hx1f/null.lnk", t);
+    CHECK_EQ_INT(hx_quant("hx1f_null", out), 0);
+    CHECK(test_sh("test -L %s/hx1f/null.lnk && test -c /dev/null", t) == 0);
     /* a directory and a dangling link: refused, untouched */
     test_sh("mkdir -p %s/hx1f/d && ln -sf nowhere %s/hx1f/dang", t, t);
     snprintf(out, sizeof out, "%s/hx1f/d", t);
@@ -95,4 +98,32 @@ TEST(hostile_out_fifo_written_through) {
     CHECK_EQ_INT(hx_quant("hx1f_dang", out), 1);
     CHECK(test_log_has("hx1f_dang", "a symbolic link to nothing"));
     CHECK(test_sh("test -d %s/hx1f/d && test -L %s/hx1f/dang && test ! -e %s/hx1f/nowhere", t, t, t) == 0);
+}
+
+/* ---- class 2: two prep runs on one output ----------------------------------------------------- */
+
+TEST(hostile_prep_output_locked) {
+    const char* t = test_tmpdir();
+    char a[1400];
+    test_sh("rm -rf %s/hx2 && mkdir -p %s/hx2", t, t);
+    snprintf(a, sizeof a, "--out %s/hx2/x --val-docs 2 %s", t, hx_docs());
+    REQUIRE(hx_prep("hx2_a", a) == 0);
+    test_sh("md5sum %s/hx2/x_*.bin > %s/hx2.md5", t, t);
+    /* another prep holds the outputs (as a running one does): refused, its shards untouched */
+    CHECK_EQ_INT(test_sh("flock -n %s/hx2/.x_train_%%06d.bin.lock %s prep --encoding tiny --quiet %s > %s/hx2_b.log "
+                         "2>&1",
+                         t, test_mxlm_bin(), a, t),
+                 1);
+    CHECK(test_log_has("hx2_b", "another mxlm prep is writing"));
+    CHECK(test_sh("md5sum -c --quiet %s/hx2.md5", t) == 0);
+    /* two at once: at most one succeeds; what the winner reports is on disk, whole */
+    test_sh("for i in $(seq 1 3000); do echo \"{\\\"text\\\":\\\"doc $i $i $i of many words in a row\\\"}\"; done "
+            "> %s/hx2_big.jsonl", t);
+    snprintf(a, sizeof a, "--out %s/hx2/y --shard-tokens 65536 %s/hx2_big.jsonl", t, t);
+    test_sh("(%s prep --encoding tiny --quiet %s > %s/hx2_p1.log 2>&1; echo $? > %s/hx2_p1.rc) & "
+            "(%s prep --encoding tiny --quiet %s > %s/hx2_p2.log 2>&1; echo $? > %s/hx2_p2.rc) & wait",
+            test_mxlm_bin(), a, t, t, test_mxlm_bin(), a, t, t);
+    CHECK(test_sh("grep -qx 0 %s/hx2_p1.rc || grep -qx 0 %s/hx2_p2.rc", t, t) == 0);
+    CHECK(test_sh("test -s %s/hx2/y_train_000000.bin", t) == 0);
+    CHECK(test_sh("test -z \"$(ls -A %s/hx2 | grep part)\"", t) == 0);
 }

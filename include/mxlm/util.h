@@ -48,6 +48,11 @@ void mx_out_abort(mx_outfile* o);
  * the temporary file is removed and `path` is untouched. */
 int mx_write_atomic(const char* path, const void* data, size_t n);
 
+/* An exclusive lock (flock) on the file `path` (created, mode 0644), taken without waiting: 0 with *fd
+ * holding it (closing *fd releases it), 1 when another process holds it (*fd -1), an error (mx_fail)
+ * when the file cannot be made. mxlm train locks DIR/.lock, mxlm prep DIR/.NAME.lock of its outputs. */
+int mx_lock_take(const char* path, int* fd);
+
 /* Create a directory and its missing parents (mode 0755); an existing directory is fine, an
  * existing non-directory is an error. */
 int mx_mkdirs(const char* path);

@@ -173,12 +173,12 @@ static int sink_name(const sink* s, int idx, char* out, size_t sz) {
     }
     return 0;
 }
-/* The hidden temporary name of a target: DIR/.BASE.part. */
-static char* part_name(const char* target) {
-    const char* sl = strrchr(target, '/');
-    size_t dl = sl ? (size_t)(sl - target + 1) : 0, n = strlen(target) + 8;
+/* The hidden name beside a file: DIR/.BASE.SUFFIX (malloc'ed; NULL when out of memory). */
+static char* hidden_name(const char* path, const char* suffix) {
+    const char* sl = strrchr(path, '/');
+    size_t dl = sl ? (size_t)(sl - path + 1) : 0, n = strlen(path) + strlen(suffix) + 3;
     char* p = malloc(n);
-    if (p) snprintf(p, n, "%.*s.%s.part", (int)dl, target, target + dl);
+    if (p) snprintf(p, n, "%.*s.%s.%s", (int)dl, path, path + dl, suffix);
     return p;
 }
 
@@ -194,7 +194,7 @@ static int sink_flush(sink* s, int64_t n, int version) {
     *o = (shard_out){0};
     rc = mx_out_resolve(name, &o->target, &direct);
     if (rc) return rc;
-    if (!direct && !(o->part = part_name(o->target))) { free(o->target); return mx_fail(MX_ENOMEM, "out of memory"); }
+    if (!direct && !(o->part = hidden_name(o->target, "part"))) { free(o->target); return mx_fail(MX_ENOMEM, "out of memory"); }
     rc = mx_shard_write_tok(direct ? o->target : o->part, s->buf, n, version, s->tok_record);
     if (rc) { free(o->target); free(o->part); return rc; }
     s->n_names++;
@@ -242,6 +242,23 @@ static int sink_commit(sink* s) {
     return 0;
 }
 
+/* The lock of an output pattern (DIR/.PATTERN.lock, held while this run writes its shards; issue 48 class 2:
+ * a second prep on the same outputs is refused instead of both writing and one's clean-up deleting the
+ * other's shards). A device or a FIFO is not locked. *fd -1: none taken. */
+static int lock_output(const char* pattern, int* fd) {
+    *fd = -1;
+    char* target = NULL;
+    int direct = 0;
+    if (mx_out_resolve(pattern, &target, &direct) == 0 && direct) { free(target); return MX_OK; }
+    free(target);
+    char* lp = hidden_name(pattern, "lock");
+    if (!lp) return mx_fail(MX_ENOMEM, "out of memory");
+    int rc = mx_lock_take(lp, fd);
+    if (rc > 0) rc = mx_fail(MX_EINVAL, "prep: another mxlm prep is writing %s (it holds %s); nothing was written", pattern, lp);
+    free(lp);
+    return rc;
+}
+
 typedef struct {
     char* raw; size_t raw_len; int is_json;   /* the JSON line or the whole text file */
     char* text; size_t len;                   /* the document text (== raw for text files) */
@@ -249,18 +266,21 @@ typedef struct {
     int bad; size_t bad_off; int rc; char err[400];
 } pdoc;
 
+/* What a run writes: shard size and version, the split, the input's size (for the progress line). */
+typedef struct { int64_t shard_tokens, n_train, n_val; int version; uint64_t total_bytes; } prep_plan;
+static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan* pl);
+
 int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     memset(st, 0, sizeof *st);
     if (!o->tok || !o->train_pattern || o->n_inputs < 1) return mx_fail(MX_EINVAL, "prep: tokenizer, inputs and output needed");
-    int64_t shard_tokens = o->shard_tokens > 0 ? o->shard_tokens : 100000000;
-    if (shard_tokens > INT32_MAX) return mx_fail(MX_EINVAL, "prep: shard size %lld over 2^31-1 tokens", (long long)shard_tokens);
-    uint32_t vocab = mx_tok_vocab_size(o->tok), doc_tok = mx_tok_doc_token(o->tok);
-    int version = vocab <= 65536 ? 1 : 2;
-    uint64_t total_bytes = 0;
+    prep_plan pl = {.shard_tokens = o->shard_tokens > 0 ? o->shard_tokens : 100000000,
+                    .version = mx_tok_vocab_size(o->tok) <= 65536 ? 1 : 2};
+    if (pl.shard_tokens > INT32_MAX)
+        return mx_fail(MX_EINVAL, "prep: shard size %lld over 2^31-1 tokens", (long long)pl.shard_tokens);
     for (int i = 0; i < o->n_inputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) return mx_fail(MX_EIO, "%s: %s", o->inputs[i], strerror(errno));
-        total_bytes += (uint64_t)sb.st_size;
+        pl.total_bytes += (uint64_t)sb.st_size;
     }
     int64_t n_val = 0, n_all = -1;
     if (o->val_docs > 0 || o->val_fraction > 0) {
@@ -274,7 +294,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         return mx_fail(MX_EINVAL, "prep: the validation split (%s %lld documents) leaves no training document: the "
                                   "input has %lld", o->val_docs > 0 ? "--val-docs" : "--val-fraction:", (long long)n_val,
                        (long long)n_all);
-    int64_t n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    pl.n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    pl.n_val = n_val;
     /* the output folders (a pattern's directory part) */
     for (int s2 = 0; s2 < 2; s2++) {
         const char* pat = s2 ? o->val_pattern : o->train_pattern;
@@ -289,6 +310,20 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
             if ((rc = mx_mkdirs(dir))) return rc;
         }
     }
+    int lock_fd[2] = {-1, -1};
+    int rc = lock_output(o->train_pattern, &lock_fd[0]);
+    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
+        rc = lock_output(o->val_pattern, &lock_fd[1]);
+    if (!rc) rc = prep_locked(o, st, &pl);
+    for (int i = 0; i < 2; i++) if (lock_fd[i] >= 0) close(lock_fd[i]);
+    return rc;
+}
+
+/* mx_prep_run once its outputs are locked: tokenize, write the shards as hidden parts, rename them. */
+static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan* pl) {
+    const int64_t shard_tokens = pl->shard_tokens, n_train = pl->n_train, n_val = pl->n_val;
+    const int version = pl->version;
+    const uint32_t doc_tok = mx_tok_doc_token(o->tok);
     if (o->threads > 0) omp_set_num_threads(o->threads);
     sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0, o->tok_record},
                    {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0, o->tok_record}};
@@ -357,7 +392,7 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         }
         st->docs = doc_index;
         if (o->progress && !rc)
-            o->progress(o->progress_ctx, mx_docs_bytes_read(d), total_bytes, doc_index, sk[0].tokens + sk[1].tokens);
+            o->progress(o->progress_ctx, mx_docs_bytes_read(d), pl->total_bytes, doc_index, sk[0].tokens + sk[1].tokens);
     }
     for (int i = 0; i < MAXB; i++) mx_ids_free(&batch[i].ids);
     free(batch);

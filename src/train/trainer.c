@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -588,10 +587,9 @@ static int open_run_dir(run_state* r) {
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
     const int had_lock = file_exists(lpath); /* a trainer started here before */
-    r->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (r->lock_fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", c->out, strerror(errno));
-    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
-        return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
+    rc = mx_lock_take(lpath, &r->lock_fd);
+    if (rc < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written (%s)", c->out, mx_last_error());
+    if (rc > 0) return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
     rc = probe_dir(c->out);
     if (rc) return rc;
     mx_crash_point("locked", 0);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,17 @@ void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) {
         b->s = t;
         b->cap = cap;
     }
+}
+
+int mx_lock_take(const char* path, int* fd) {
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return mx_fail(MX_EIO, "%s: cannot create the lock file: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return 0;
+    const int e = errno;
+    close(*fd);
+    *fd = -1;
+    if (e == EWOULDBLOCK) return 1;
+    return mx_fail(MX_EIO, "%s: cannot lock: %s", path, strerror(e));
 }
 
 int mx_mkdirs(const char* path) {
