@@ -127,3 +127,40 @@ TEST(hostile_prep_output_locked) {
     CHECK(test_sh("test -s %s/hx2/y_train_000000.bin", t) == 0);
     CHECK(test_sh("test -z \"$(ls -A %s/hx2 | grep part)\"", t) == 0);
 }
+
+/* ---- class 3: a second prep to the same outputs ------------------------------------------------ */
+
+TEST(hostile_prep_stale_shards) {
+    const char* t = test_tmpdir();
+    char a[1400];
+    test_sh("rm -rf %s/hx3 && mkdir -p %s/hx3", t, t);
+    test_sh("for i in $(seq 1 4000); do echo \"{\\\"text\\\":\\\"doc $i $i $i of many words in a row\\\"}\"; done "
+            "> %s/hx3_big.jsonl", t);
+    /* small shards: several files */
+    snprintf(a, sizeof a, "--out %s/hx3/x --val-docs 10 --shard-tokens 65536 %s/hx3_big.jsonl", t, t);
+    REQUIRE(hx_prep("hx3_a", a) == 0);
+    REQUIRE(test_sh("test -s %s/hx3/x_train_000001.bin", t) == 0);
+    test_sh("md5sum %s/hx3/x_*.bin > %s/hx3.md5", t, t);
+    /* the same outputs again, other --shard-tokens: refused, nothing touched */
+    snprintf(a, sizeof a, "--out %s/hx3/x --val-docs 10 --shard-tokens 1000000 %s/hx3_big.jsonl", t, t);
+    CHECK_EQ_INT(hx_prep("hx3_b", a), 1);
+    CHECK(test_log_has("hx3_b", "already has"));
+    CHECK(test_log_has("hx3_b", "--replace"));
+    CHECK(test_sh("md5sum -c --quiet %s/hx3.md5", t) == 0);
+    /* a plain --train-pattern with a %d is refused the same way */
+    snprintf(a, sizeof a, "--train-pattern '%s/hx3/x_train_%%03d.bin' %s/hx3_big.jsonl", t, t);
+    CHECK_EQ_INT(hx_prep("hx3_c", a), 1);
+    CHECK(test_log_has("hx3_c", "already has"));
+    /* --replace: the whole set replaced, the old higher-numbered shards gone, a glob takes only the new */
+    snprintf(a, sizeof a, "--replace --out %s/hx3/x --val-docs 10 --shard-tokens 1000000 %s/hx3_big.jsonl", t, t);
+    CHECK_EQ_INT(hx_prep("hx3_d", a), 0);
+    CHECK(test_sh("test \"$(ls %s/hx3/x_train_*.bin)\" = %s/hx3/x_train_000000.bin", t, t) == 0);
+    CHECK(test_sh("test \"$(ls %s/hx3/x_val_*.bin)\" = %s/hx3/x_val_000000.bin", t, t) == 0);
+    /* an interrupted run leaves nothing a shard glob takes: its files are hidden (.NAME.part) */
+    test_sh("cat %s/hx3_big.jsonl %s/hx3_big.jsonl %s/hx3_big.jsonl > %s/hx3_big3.jsonl", t, t, t, t);
+    test_sh("%s prep --encoding tiny --quiet --threads 1 --out %s/hx3/k --shard-tokens 65536 %s/hx3_big3.jsonl & "
+            "p=$!; for i in $(seq 1 200); do ls -A %s/hx3 | grep -q '^\\.k_.*part' && break; sleep 0.01; done; "
+            "{ kill -9 $p; wait $p; } 2>/dev/null",
+            test_mxlm_bin(), t, t, t);
+    CHECK(test_sh("test -z \"$(ls %s/hx3 | grep '^k_')\"", t) == 0);
+}

@@ -15,14 +15,17 @@
 static const char* k_prep_usage =
     "--encoding NAME | --ranks FILE --pattern P   --out PREFIX | --train-pattern PAT [--val-pattern PAT]\n"
     "           [--val-fraction F | --val-docs N] [--shard-tokens N] [--format auto|jsonl|text] [--field text]\n"
-    "           [--skip-bad] [--threads N] [--quiet] INPUT...\n"
+    "           [--skip-bad] [--replace] [--threads N] [--quiet] INPUT...\n"
     "  INPUT: JSON Lines with a \"text\" field, or plain UTF-8 text files (one document each); plain, gzip or\n"
     "  zstd (recognised by content). Every document is preceded by the end-of-text token (<|begin_of_text|>\n"
     "  for llama3), as llm.c does. Shards: llm.c .bin, version 1 (uint16) when the vocabulary fits 65,536 ids,\n"
     "  else version 2 (uint32). --out PREFIX writes PREFIX_train_000000.bin ... and PREFIX_val_000000.bin.\n"
-    "  The validation split is the LAST documents. Shards are written as NAME.part and renamed only once\n"
-    "  everything succeeded; a malformed line, invalid UTF-8 or a truncated stream stops with file:line and\n"
-    "  leaves no shard (--skip-bad skips documents with invalid UTF-8 and reports how many).";
+    "  The validation split is the LAST documents. Shards are written as hidden DIR/.NAME.part files (no\n"
+    "  shard glob takes them) and renamed only once everything succeeded; a malformed line, invalid UTF-8 or\n"
+    "  a truncated stream stops with file:line and leaves no shard (--skip-bad skips documents with invalid\n"
+    "  UTF-8 and reports how many). An output that already has shards is refused unless --replace, which\n"
+    "  replaces the whole set: its shards this run does not write again are removed, so a glob such as\n"
+    "  'PREFIX_train_*.bin' never mixes two runs. A second prep on the same outputs is refused while one runs.";
 
 typedef struct { double t0, last; int quiet; } prog;
 static double now_s(void) {
@@ -58,7 +61,7 @@ int cmd_prep(int argc, char** argv) {
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *out = NULL, *trainp = NULL, *valp = NULL;
     const char *format = "auto", *field = "text";
     double val_fraction = 0; int64_t val_docs = 0, shard_tokens = 100000000;
-    int skip_bad = 0, threads = 0, quiet = 0;
+    int skip_bad = 0, threads = 0, quiet = 0, replace = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
         {"ranks", OPT_STR, &ranks, "tiktoken rank file"},
@@ -74,6 +77,7 @@ int cmd_prep(int argc, char** argv) {
         {"skip-bad", OPT_FLAG, &skip_bad, "skip documents with invalid UTF-8 (counted) instead of failing"},
         {"threads", OPT_INT, &threads, "threads (default: all cores)"},
         {"quiet", OPT_FLAG, &quiet, "no progress line"},
+        {"replace", OPT_FLAG, &replace, "an output that already has shards: replace the whole set (its other shards removed)"},
     };
     char* pos[64]; int npos = 0;
     int rc = cli_parse(argc, argv, "prep", k_prep_usage, opts, sizeof opts / sizeof opts[0], pos, &npos);
@@ -117,7 +121,7 @@ int cmd_prep(int argc, char** argv) {
         rec[0] = 0;
     }
     mx_prep_opts o = {(const char* const*)pos, npos, fmt, field, t, trainp, valp, shard_tokens, val_docs, val_fraction,
-                      skip_bad, threads, progress, &pg, rec};
+                      skip_bad, threads, progress, &pg, rec, replace};
     mx_prep_stats st;
     rc = mx_prep_run(&o, &st);
     if (!pg.quiet) fprintf(stderr, "\n");

@@ -1,6 +1,7 @@
 /* prep.c: documents (JSON Lines / text files, plain/gz/zst) -> llm.c token shards,
  * tokenized in parallel over documents (OpenMP), written in document order. */
 #include <errno.h>
+#include <dirent.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,7 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
 /* One shard of this run: written as `part` (hidden, beside the target: no shard glob takes it) and renamed
  * onto `target` (the name, or the regular file a link names) once the whole run succeeded; a device or a
  * FIFO (part NULL) is written through at once (util.h, mx_out_resolve). */
-typedef struct { char* target; char* part; int renamed; } shard_out;
+typedef struct { char* name; char* target; char* part; int renamed; } shard_out;
 
 typedef struct {
     const char* pattern; int split;      /* 0 train, 1 val */
@@ -194,9 +195,11 @@ static int sink_flush(sink* s, int64_t n, int version) {
     *o = (shard_out){0};
     rc = mx_out_resolve(name, &o->target, &direct);
     if (rc) return rc;
-    if (!direct && !(o->part = hidden_name(o->target, "part"))) { free(o->target); return mx_fail(MX_ENOMEM, "out of memory"); }
-    rc = mx_shard_write_tok(direct ? o->target : o->part, s->buf, n, version, s->tok_record);
-    if (rc) { free(o->target); free(o->part); return rc; }
+    o->name = strdup(name);
+    if (!direct) o->part = hidden_name(o->target, "part");
+    if (!o->name || (!direct && !o->part)) rc = mx_fail(MX_ENOMEM, "out of memory");
+    if (!rc) rc = mx_shard_write_tok(direct ? o->target : o->part, s->buf, n, version, s->tok_record);
+    if (rc) { free(o->name); free(o->target); free(o->part); return rc; }
     s->n_names++;
     memmove(s->buf, s->buf + n, (size_t)(s->n - n) * sizeof *s->buf);
     s->n -= n;
@@ -229,7 +232,7 @@ static void sink_undo(sink* s) {
     }
 }
 static void sink_discard(sink* s) {
-    for (int i = 0; i < s->n_names; i++) { free(s->outs[i].target); free(s->outs[i].part); }
+    for (int i = 0; i < s->n_names; i++) { free(s->outs[i].name); free(s->outs[i].target); free(s->outs[i].part); }
     free(s->outs); free(s->buf);
 }
 static int sink_commit(sink* s) {
@@ -240,6 +243,84 @@ static int sink_commit(sink* s) {
         o->renamed = 1;
     }
     return 0;
+}
+
+/* ---- an existing shard set (issue 48 class 3) ------------------------------------------------ */
+
+/* Does the file name `base` come out of the pattern's file name `pb` (its %d at pb + at) for some index?
+ * The digits may be padded with spaces (%6d) or zeros. */
+static int name_matches(const char* pb, int at, const char* base) {
+    char head[1100], pre[1100], suf[1100];
+    int j = at + 1;
+    while (pb[j] != 'd') j++;
+    snprintf(head, sizeof head, "%.*s", at, pb);
+    pattern_format(head, 0, pre, sizeof pre); /* the text around the conversion, %% undone */
+    pattern_format(pb + j + 1, 0, suf, sizeof suf);
+    size_t lp = strlen(pre), ls = strlen(suf), lb = strlen(base);
+    if (lb <= lp + ls || strncmp(base, pre, lp) || strcmp(base + lb - ls, suf)) return 0;
+    size_t k = lp;
+    while (k < lb - ls && base[k] == ' ') k++;
+    if (k == lb - ls) return 0;
+    for (; k < lb - ls; k++) if (base[k] < '0' || base[k] > '9') return 0;
+    return 1;
+}
+
+/* The names (DIR/BASE, malloc'ed) of the shard set a pattern already has: the files of its folder that
+ * it makes for some index (the one name of a plain pattern). A device or a FIFO holds no set. */
+static int old_set(const char* pattern, char*** names, int* n) {
+    *names = NULL; *n = 0;
+    int at = -1;
+    int rc = mx_prep_pattern_check(pattern, &at, NULL, NULL);
+    if (rc) return rc;
+    const char* sl = strrchr(pattern, '/');
+    const char* pb = sl ? sl + 1 : pattern;
+    if (at >= 0 && pattern + at < pb)
+        return mx_fail(MX_EINVAL, "output pattern '%s': the %%d must be in the file name, not the folder", pattern);
+    char raw[1100], dir[1100];
+    snprintf(raw, sizeof raw, "%.*s", sl ? (int)(sl - pattern) : 0, pattern);
+    pattern_format(raw, 0, dir, sizeof dir); /* the folder as the names have it (%% undone) */
+    DIR* d = opendir(!sl ? "." : dir[0] ? dir : "/");
+    if (!d) return MX_OK; /* no folder yet: no set */
+    struct dirent* e;
+    while (!rc && (e = readdir(d))) {
+        struct stat st;
+        char* full = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (!full) { rc = mx_fail(MX_ENOMEM, "out of memory"); break; }
+        sprintf(full, "%s%s%s", dir, sl ? "/" : "", e->d_name);
+        int ok = (at >= 0 ? name_matches(pb, (int)(pattern + at - pb), e->d_name) : !strcmp(e->d_name, pb)) &&
+                 stat(full, &st) == 0 && S_ISREG(st.st_mode);
+        char** x = ok ? realloc(*names, (size_t)(*n + 1) * sizeof *x) : NULL;
+        if (ok && !x) rc = mx_fail(MX_ENOMEM, "out of memory");
+        if (x) { *names = x; (*names)[(*n)++] = full; }
+        else free(full);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void free_names(char** names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Refuse an output that already holds shards (unless --replace). */
+static int check_old_set(const char* pattern, int replace, char*** names, int* n) {
+    int rc = old_set(pattern, names, n);
+    if (rc || !*n || replace) return rc;
+    rc = mx_fail(MX_EINVAL, "prep: the output '%s' already has %d shard(s) (%s%s); --replace replaces the whole set, "
+                            "or choose another output", pattern, *n, (*names)[0], *n > 1 ? ", ..." : "");
+    free_names(*names, *n);
+    *names = NULL; *n = 0;
+    return rc;
+}
+
+/* After a --replace run's shards are in place: the old set's files it did not write again are removed. */
+static void remove_stale(const sink* s, char** names, int n) {
+    for (int i = 0; i < n; i++) {
+        int again = 0;
+        for (int j = 0; j < s->n_names && !again; j++) again = !strcmp(names[i], s->outs[j].name);
+        if (!again) unlink(names[i]);
+    }
 }
 
 /* The lock of an output pattern (DIR/.PATTERN.lock, held while this run writes its shards; issue 48 class 2:
@@ -267,7 +348,10 @@ typedef struct {
 } pdoc;
 
 /* What a run writes: shard size and version, the split, the input's size (for the progress line). */
-typedef struct { int64_t shard_tokens, n_train, n_val; int version; uint64_t total_bytes; } prep_plan;
+typedef struct {
+    int64_t shard_tokens, n_train, n_val; int version; uint64_t total_bytes;
+    char** old[2]; int n_old[2];  /* the shard sets already there (train, val): --replace removes them */
+} prep_plan;
 static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan* pl);
 
 int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
@@ -314,8 +398,14 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     int rc = lock_output(o->train_pattern, &lock_fd[0]);
     if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
         rc = lock_output(o->val_pattern, &lock_fd[1]);
+    if (!rc) rc = check_old_set(o->train_pattern, o->replace, &pl.old[0], &pl.n_old[0]);
+    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
+        rc = check_old_set(o->val_pattern, o->replace, &pl.old[1], &pl.n_old[1]);
     if (!rc) rc = prep_locked(o, st, &pl);
-    for (int i = 0; i < 2; i++) if (lock_fd[i] >= 0) close(lock_fd[i]);
+    for (int i = 0; i < 2; i++) {
+        free_names(pl.old[i], pl.n_old[i]);
+        if (lock_fd[i] >= 0) close(lock_fd[i]);
+    }
     return rc;
 }
 
@@ -407,6 +497,7 @@ static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan
     st->train_tokens = sk[0].tokens; st->val_tokens = sk[1].tokens;
     st->train_shards = sk[0].n_names; st->val_shards = sk[1].n_names;
     if (rc) { sink_undo(&sk[0]); sink_undo(&sk[1]); }
+    else { remove_stale(&sk[0], pl->old[0], pl->n_old[0]); remove_stale(&sk[1], pl->old[1], pl->n_old[1]); }
     sink_discard(&sk[0]); sink_discard(&sk[1]);
     return rc;
 }
