@@ -164,3 +164,34 @@ TEST(hostile_prep_stale_shards) {
             test_mxlm_bin(), t, t, t);
     CHECK(test_sh("test -z \"$(ls %s/hx3 | grep '^k_')\"", t) == 0);
 }
+
+/* ---- class 12: sizes that let a user hurt themselves ------------------------------------------ */
+
+TEST(hostile_size_bounds) {
+    const char* t = test_tmpdir();
+    char a[1400];
+    test_sh("rm -rf %s/hx12 && mkdir -p %s/hx12", t, t);
+    /* --shard-tokens below the minimum (one file per token) and above 2^31-1: usage errors, nothing written */
+    static const char* const bad[] = {"1", "0", "-5", "65535", "2147483648"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens %s %s", t, bad[i], hx_docs());
+        CHECKF(hx_prep("hx12", a) == 2, "--shard-tokens %s", bad[i]);
+        CHECKF(test_log_has("hx12", "65536..2147483647"), "--shard-tokens %s", bad[i]);
+    }
+    CHECK(test_sh("test -z \"$(ls -A %s/hx12)\"", t) == 0);
+    snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens 65536 %s", t, hx_docs());
+    CHECK_EQ_INT(hx_prep("hx12_ok", a), 0);
+    /* --threads beyond any machine, bpe --vocab outside what a rank file holds, a quant matrix past 2^31 */
+    snprintf(a, sizeof a, "--out %s/hx12/y --threads 100000 %s", t, hx_docs());
+    CHECK_EQ_INT(hx_prep("hx12_thr", a), 2);
+    CHECK(test_log_has("hx12_thr", "--threads 100000"));
+    CHECK_EQ_INT(test_sh("%s bpe --vocab 100 --out %s/hx12/b.tiktoken %s > %s/hx12_bpe.log 2>&1", test_mxlm_bin(), t,
+                         hx_docs(), t),
+                 2);
+    CHECK(test_sh("test ! -e %s/hx12/b.tiktoken", t) == 0);
+    hx_qin();
+    CHECK_EQ_INT(test_sh("%s quant --rows 65536 --cols 65536 --in %s/hx_q.in --out %s/hx12/q > %s/hx12_q.log 2>&1",
+                         test_mxlm_bin(), t, t, t),
+                 2);
+    CHECK(test_log_has("hx12_q", "at most 2^31"));
+}

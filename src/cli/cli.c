@@ -106,6 +106,12 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
     return 0;
 }
 
+int cli_check_range(const char* cmd, const char* opt, int64_t v, int64_t lo, int64_t hi, const char* why) {
+    if (v >= lo && v <= hi) return 0;
+    fprintf(stderr, "mxlm %s: --%s %lld: %s (%lld..%lld)\n", cmd, opt, (long long)v, why, (long long)lo, (long long)hi);
+    return 2;
+}
+
 int cli_write_file_atomic(const char* path, const void* data, size_t n) {
     if (mx_write_atomic(path, data, n) == MX_OK) return 0;
     fprintf(stderr, "mxlm: %s\n", mx_last_error());

@@ -21,6 +21,10 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
               char** pos, int* npos);
 void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts);
 
+/* A numeric option's bounds: 0 when lo <= v <= hi, else 2 with "mxlm CMD: --OPT V: WHY (LO..HI)" printed
+ * (a usage error, exit 2). */
+int cli_check_range(const char* cmd, const char* opt, int64_t v, int64_t lo, int64_t hi, const char* why);
+
 /* Write `n` bytes to `path` atomically: a temporary file in the same folder,
  * fsync, rename. Returns 0, or -1 with a message printed. */
 int cli_write_file_atomic(const char* path, const void* data, size_t n);

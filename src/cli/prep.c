@@ -71,11 +71,11 @@ int cmd_prep(int argc, char** argv) {
         {"val-pattern", OPT_STR, &valp, "validation shard names (printf, one %d), or one file name"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) for validation"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) for validation"},
-        {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000)"},
+        {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000; 65536..2147483647)"},
         {"format", OPT_STR, &format, "auto (.json* names are JSON Lines) | jsonl | text"},
         {"field", OPT_STR, &field, "JSON field holding the text (default text)"},
         {"skip-bad", OPT_FLAG, &skip_bad, "skip documents with invalid UTF-8 (counted) instead of failing"},
-        {"threads", OPT_INT, &threads, "threads (default: all cores)"},
+        {"threads", OPT_INT, &threads, "threads (default: all cores; at most 1024)"},
         {"quiet", OPT_FLAG, &quiet, "no progress line"},
         {"replace", OPT_FLAG, &replace, "an output that already has shards: replace the whole set (its other shards removed)"},
     };
@@ -88,7 +88,11 @@ int cmd_prep(int argc, char** argv) {
     if (fmt < 0) { fprintf(stderr, "mxlm prep: --format must be auto, jsonl or text\n"); return 2; }
     if (!(val_fraction >= 0 && val_fraction < 1)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
     if (val_docs < 0) { fprintf(stderr, "mxlm prep: --val-docs must be >= 0\n"); return 2; }
-    if (shard_tokens <= 0) { fprintf(stderr, "mxlm prep: --shard-tokens must be positive\n"); return 2; }
+    /* a shard holds many training windows (contexts are at most a few thousand tokens), and the number of
+     * files stays small: --shard-tokens 1 would write one file per token */
+    if (cli_check_range("prep", "shard-tokens", shard_tokens, MX_PREP_SHARD_MIN, INT32_MAX,
+                        "tokens per shard out of range"))
+        return 2;
     static char tbuf[1100], vbuf[1100];
     if (out) {
         snprintf(tbuf, sizeof tbuf, "%s_train_%%06d.bin", out); snprintf(vbuf, sizeof vbuf, "%s_val_%%06d.bin", out);
@@ -107,7 +111,8 @@ int cmd_prep(int argc, char** argv) {
     }
     if (val_fraction > 0 && val_docs > 0) { fprintf(stderr, "mxlm prep: give --val-fraction or --val-docs, not both\n"); return 2; }
     if (!isfinite(val_fraction)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
-    if (threads < 0) { fprintf(stderr, "mxlm prep: --threads %d: must be >= 0\n", threads); return 2; }
+    if (cli_check_range("prep", "threads", threads, 0, MX_PREP_THREADS_MAX, "0 (all cores) or a thread count"))
+        return 2;
     mx_tokenizer* t = NULL;
     if ((rc = open_tok(encoding, ranks, pattern, &t, "prep"))) return rc;
     prog pg = {now_s(), 0, quiet || !isatty(2)};
@@ -148,7 +153,7 @@ int cmd_bpe(int argc, char** argv) {
     int vocab = 4096; double val_fraction = 0.05; int64_t val_docs = 0;
     cli_opt opts[] = {
         {"out", OPT_STR, &out, "rank file to write (tiktoken format)"},
-        {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096)"},
+        {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096; 257..65536)"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) left out (default 0.05)"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) left out"},
     };
@@ -156,6 +161,7 @@ int cmd_bpe(int argc, char** argv) {
     int rc = cli_parse(argc, argv, "bpe", k_bpe_usage, opts, sizeof opts / sizeof opts[0], pos, &npos);
     if (rc) return rc == 1 ? 0 : rc;
     if (!out || npos < 1) { fprintf(stderr, "mxlm bpe: give --out FILE and input files\n"); return 2; }
+    if (cli_check_range("bpe", "vocab", vocab, 257, 65536, "the bytes, one merge at least and <|endoftext|>")) return 2;
     int64_t n = 0;
     if (mx_docs_count((const char* const*)pos, npos, MX_FMT_AUTO, "text", &n)) {
         fprintf(stderr, "mxlm bpe: %s\n", mx_last_error()); return 1;

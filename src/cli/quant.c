@@ -83,6 +83,7 @@ int cmd_quant(int argc, char** argv) {
     const char* err = NULL;
     if (!in || !out) err = "--in and --out are required";
     else if (rows <= 0 || cols <= 0) err = "--rows and --cols are required and must be positive";
+    else if ((int64_t)rows * cols > ((int64_t)1 << 31)) err = "--rows x --cols is at most 2^31 elements (8 GiB of float32)";
     else if (fmt < 0) err = "--format must be mxfp4, nvfp4, mxfp8, e4m3, e5m2 or bf16";
     else if (layout < 0 || (row && !(row->layouts & MX_BIT(layout))) || (!row && strcmp(layout_s, "1x32"))) {
         snprintf(msg, sizeof msg, "--layout %s does not apply to --format %s (%s)", layout_s, format_s,
