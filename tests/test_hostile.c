@@ -195,3 +195,49 @@ TEST(hostile_size_bounds) {
                  2);
     CHECK(test_log_has("hx12_q", "at most 2^31"));
 }
+
+/* ---- class 13: FIFOs and other special files as inputs ---------------------------------------- */
+
+/* CMD (after the binary) under a 20 s timeout, output to TMP/LOG.log; the exit status (124: it hung). */
+static int hx_run(const char* log, const char* cmd) {
+    return test_sh("timeout 20 %s %s > %s/%s.log 2>&1", test_mxlm_bin(), cmd, test_tmpdir(), log);
+}
+
+#define HX_TINY "--vocab 256 --dim 32 --layers 1 --heads 1 --kv-heads 1 --ffn 64 --context 16 --batch 2 " \
+                "--val-tokens 64 --recipe bf16 --threads 2 --steps 2 --eval-every 0"
+
+TEST(hostile_special_inputs_refused) {
+    const char* t = test_tmpdir();
+    test_sentence_shards("hx13_", 5, 4000, 1000);
+    test_sh("rm -rf %s/hx13 && mkdir -p %s/hx13/hf && mkfifo %s/hx13/f.bin %s/hx13/hf/config.json && "
+            "ln -s f.bin %s/hx13/l.bin", t, t, t, t, t);
+    struct { const char* log; const char* fmt; } cases[] = {
+        {"hx13_train", "train " HX_TINY " --train %1$s/hx13/f.bin --val %1$s/hx13_val.bin --out %1$s/hx13/run"},
+        {"hx13_trainl", "train " HX_TINY " --train %1$s/hx13/l.bin --val %1$s/hx13_val.bin --out %1$s/hx13/run"},
+        {"hx13_val", "train " HX_TINY " --train %1$s/hx13_train.bin --val %1$s/hx13/f.bin --out %1$s/hx13/run"},
+        {"hx13_cfg", "train --config %1$s/hx13/f.bin --out %1$s/hx13/run"},
+        {"hx13_init", "train " HX_TINY " --train %1$s/hx13_train.bin --val %1$s/hx13_val.bin --init-from %1$s/hx13/hf "
+                      "--out %1$s/hx13/run"},
+        {"hx13_ckpt", "train " HX_TINY " --train %1$s/hx13_train.bin --val %1$s/hx13_val.bin --resume --ckpt "
+                      "%1$s/hx13/f.bin --out %1$s/hx13/run"},
+        {"hx13_prep", "prep --encoding tiny --quiet --out %1$s/hx13/out/x %1$s/hx13/f.bin"},
+        {"hx13_ranks", "prep --ranks %1$s/hx13/f.bin --pattern r50k --quiet --out %1$s/hx13/out/x %1$s/hx13_docs.jsonl"},
+        {"hx13_quant", "quant --rows 2 --cols 32 --in %1$s/hx13/f.bin --out %1$s/hx13/out.q"},
+        {"hx13_eval", "eval --ckpt %1$s/hx13/f.bin %1$s/hx13_val.bin"},
+        {"hx13_evald", "eval --ckpt %1$s/hx13 %1$s/hx13_val.bin"},
+    };
+    test_sh("cp %s %s/hx13_docs.jsonl", hx_docs(), t);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[2048];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        snprintf(cmd, sizeof cmd, cases[i].fmt, t);
+#pragma GCC diagnostic pop
+        const int rc = hx_run(cases[i].log, cmd);
+        CHECKF(rc != 0 && rc != 124, "%s: exit %d (124: it hung on the FIFO)", cases[i].log, rc);
+        CHECKF(test_log_has(cases[i].log, "not a regular file"), "%s: no reason given", cases[i].log);
+        /* nothing was created: no run directory, no output folder, no output */
+        CHECKF(test_sh("test ! -e %s/hx13/run && test ! -e %s/hx13/out && test ! -e %s/hx13/out.q", t, t, t) == 0,
+               "%s: an output was created", cases[i].log);
+    }
+}

@@ -6,6 +6,7 @@
 #define MXLM_UTIL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +49,21 @@ void mx_out_abort(mx_outfile* o);
  * the temporary file is removed and `path` is untouched. */
 int mx_write_atomic(const char* path, const void* data, size_t n);
 
+/* snprintf for a path (issue 48, class 4): MX_OK, or MX_EINVAL with "path too long (N bytes, more than
+ * the M this takes): START..." when it does not fit in buf[n]. A path is never cut short silently. */
+int mx_pathf(char* buf, size_t n, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Every file mxlm reads is opened through these (issue 48, class 13): opened with O_NONBLOCK (a FIFO opens
+ * at once instead of waiting for a writer forever), then fstat'ed: anything but a regular file (a FIFO, a
+ * device, a directory, a socket; links are followed) is refused with "PATH: not a regular file (a FIFO)",
+ * then the flag is cleared. mx_open_input: the fd, or -1 with the message "PATH: cannot open WHAT: why"
+ * (mx_last_error; errno set; `what` "checkpoint", "shard", ... or NULL); mx_fopen_input: the same as a FILE*
+ * ("rb"). mx_check_input: the same check without keeping it open, for inputs checked before anything is
+ * created (0 also when the path does not exist: the reader reports that). */
+int mx_open_input(const char* path, const char* what);
+FILE* mx_fopen_input(const char* path, const char* what);
+int mx_check_input(const char* path, const char* what);
+
 /* An exclusive lock (flock) on the file `path` (created, mode 0644), taken without waiting: 0 with *fd
  * holding it (closing *fd releases it), 1 when another process holds it (*fd -1), an error (mx_fail)
  * when the file cannot be made. mxlm train locks DIR/.lock, mxlm prep DIR/.NAME.lock of its outputs. */
@@ -61,7 +77,8 @@ int mx_mkdirs(const char* path);
  * read or an error (errno set), 0 otherwise. */
 int mx_pread_all(int fd, void* dst, size_t n, uint64_t off);
 
-/* The whole file at path, NUL-terminated, malloc'ed (the caller frees it); NULL on an error (errno set). */
+/* The whole file at path (opened with mx_fopen_input), NUL-terminated, malloc'ed (the caller frees it); NULL
+ * on an error (errno set, the message in mx_last_error). */
 char* mx_read_text(const char* path);
 
 #ifdef __cplusplus

@@ -170,7 +170,7 @@ int cmd_export(int argc, char** argv) {
     char cpath[4200], val[1024] = "", ckpt[4200];
     snprintf(cpath, sizeof cpath, "%s/config.txt", run);
     char* text = mx_read_text(cpath);
-    if (!text) { fprintf(stderr, "mxlm export: cannot read %s: %s (not a run directory?)\n", cpath, strerror(errno)); return 1; }
+    if (!text) { fprintf(stderr, "mxlm export: %s (not a run directory?)\n", mx_last_error()); return 1; }
     mx_model_config cfg;
     const char* missing = NULL;
     if (parse_kv(text, &cfg, val, sizeof val, &missing)) {

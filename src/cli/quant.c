@@ -10,10 +10,11 @@
 #include "cli/cli.h"
 #include "mxlm/formats.h"
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 static float* read_f32(const char* path, size_t n) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "mxlm quant: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
+    FILE* f = mx_fopen_input(path, NULL);
+    if (!f) { fprintf(stderr, "mxlm quant: %s\n", mx_last_error()); return NULL; }
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size != n * 4) {
         fprintf(stderr, "mxlm quant: %s has %lld bytes; --rows x --cols needs %zu (float32)\n", path,

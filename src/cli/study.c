@@ -306,7 +306,7 @@ static int spawn(const char* exe, char** args, const char* log) {
 }
 
 static void print_log_tail(const char* log) {
-    FILE* f = fopen(log, "r");
+    FILE* f = mx_fopen_input(log, NULL);
     if (!f) return;
     char lines[3][1024] = {"", "", ""}, line[1024];
     int n = 0;

@@ -48,8 +48,8 @@ static int kv_int(const char* text, const char* key, long long* v) {
 
 /* The fingerprint text of a checkpoint ("MXLMCKP1", u32 version, u32 length, text), malloc'ed. */
 static char* ckpt_fingerprint(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno)); return NULL; }
+    FILE* f = mx_fopen_input(path, "checkpoint");
+    if (!f) return NULL;
     unsigned char h[16];
     char* fp = NULL;
     if (fread(h, 1, 16, f) != 16 || memcmp(h, "MXLMCKP1", 8)) {

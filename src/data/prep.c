@@ -364,6 +364,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     for (int i = 0; i < o->n_inputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) return mx_fail(MX_EIO, "%s: %s", o->inputs[i], strerror(errno));
+        int rc = mx_check_input(o->inputs[i], NULL); /* before an output folder or lock is made */
+        if (rc) return rc;
         pl.total_bytes += (uint64_t)sb.st_size;
     }
     int64_t n_val = 0, n_all = -1;

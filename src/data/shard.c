@@ -24,8 +24,8 @@ int mx_shard_open(mx_shard* s, const char* path) {
     memset(s, 0, sizeof *s);
     if (!path) return mx_fail(MX_EINVAL, "shard: no path");
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open shard: %s", path, strerror(errno));
+    int fd = mx_open_input(path, "shard");
+    if (fd < 0) return MX_EIO;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno; close(fd);

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 extern const uint16_t mx_uc_stage1[8704];
 extern const uint8_t mx_uc_stage2[];
@@ -373,8 +375,8 @@ int mx_tok_open(mx_tokenizer** out, const char* path, int pattern) {
     *out = NULL;
     init_ascii();
     if (pattern < 0 || pattern > 3) return mx_fail(MX_EINVAL, "unknown pre-tokenization pattern %d", pattern);
-    FILE* f = fopen(path, "rb");
-    if (!f) return mx_fail(MX_EIO, "%s: cannot open rank file: %s", path, strerror(errno));
+    FILE* f = mx_fopen_input(path, "rank file");
+    if (!f) return MX_EIO;
     char* text = NULL; size_t len = 0, cap = 0;
     for (;;) {
         if (len + 65536 + 1 > cap) {
@@ -557,11 +559,9 @@ int mx_tok_open_encoding(mx_tokenizer** out, const char* name) {
             base = name;
         snprintf(path, sizeof path, "%s/%s.tiktoken", dir, base);
     }
-    FILE* f = fopen(path, "rb");
-    if (!f)
+    if (access(path, F_OK) != 0)
         return mx_fail(MX_EIO, "%s: not found (run tools/fetch_tokenizers.sh for the rank files; `make` builds tiny)",
                        path);
-    fclose(f);
     return mx_tok_open(out, path, pat);
 }
 

@@ -139,10 +139,10 @@ int mx_tokrec_of_shard(const mx_shard* s, mx_tokrec* r) {
 int mx_tokrec_read_run(const char* dir, mx_tokrec* r) {
     char p[1200];
     snprintf(p, sizeof p, "%s/tokenizer.txt", dir);
-    FILE* f = fopen(p, "rb");
+    FILE* f = mx_fopen_input(p, NULL);
     if (!f) {
         if (errno == ENOENT) return 0;
-        return mx_fail(MX_EIO, "%s: cannot read: %s", p, strerror(errno));
+        return MX_EIO;
     }
     char buf[8192];
     size_t n = fread(buf, 1, sizeof buf - 1, f);

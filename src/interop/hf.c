@@ -199,8 +199,8 @@ int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
 /* ---- reading -------------------------------------------------------------------------------- */
 
 static int read_small_file(const char* path, char** out, size_t* n, size_t limit) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = mx_open_input(path, NULL);
+    if (fd < 0) return MX_EIO;
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }
     if ((uint64_t)st.st_size > limit) {
@@ -379,14 +379,14 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     /* model.safetensors: header */
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mx_open_input(path, NULL);
     if (fd < 0) {
         char ipath[4300];
         snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir);
         if (access(ipath, F_OK) == 0)
             return mx_fail(MX_EFORMAT, "%s: sharded checkpoints (model.safetensors.index.json) are not supported; "
                            "save the model as one file", dir);
-        return mx_fail(MX_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return MX_EIO;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }

@@ -32,7 +32,7 @@ static char* sb_take(mx_sbuf* b) {
 /* ---- files ---------------------------------------------------------------------- */
 
 static char* read_text(const char* path) {
-    FILE* f = fopen(path, "rb");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return NULL;
     mx_sbuf b = {0};
     char chunk[8192];
@@ -193,11 +193,12 @@ static FILE* open_metrics(const char* dir, char** mem) {
     char p[1200];
     *mem = NULL;
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE* f = fopen(p, "r");
+    FILE* f = mx_fopen_input(p, NULL);
     if (f || errno != ENOENT) return f;
     snprintf(p, sizeof p, "%s/metrics.jsonl.gz", dir);
-    gzFile z = gzopen(p, "rb");
-    if (!z) return NULL;
+    const int fd = mx_open_input(p, NULL);
+    gzFile z = fd < 0 ? NULL : gzdopen(fd, "rb");
+    if (!z) { if (fd >= 0) close(fd); return NULL; }
     size_t n = 0, cap = 0;
     char* buf = NULL;
     for (;;) {

@@ -122,8 +122,8 @@ static void first_diff(const char* a, const char* b, char* out, size_t n) {
  * NULL skip the AdamW moments. */
 static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint,
                      char* fp_out, size_t fp_n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    int fd = mx_open_input(path, "checkpoint");
+    if (fd < 0) return MX_EIO;
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }
     uint64_t n = (uint64_t)st.st_size;

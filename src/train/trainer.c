@@ -123,7 +123,7 @@ static int file_exists(const char* p) { struct stat st; return stat(p, &st) == 0
 
 /* Keep metrics lines with "step" <= last and no status/summary line (resume). */
 static int truncate_metrics(const char* path, int64_t last) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return MX_OK;
     size_t cap = 1 << 16, len = 0;
     char* out = malloc(cap);
@@ -156,7 +156,7 @@ static int truncate_metrics(const char* path, int64_t last) {
  * newest was written and renamed, so at least one valid checkpoint remains. */
 /* The last validation loss in a metrics file (NaN: none). */
 static float last_val_loss(const char* path) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     float v = NAN;
     if (!f) return v;
     char line[4096];
@@ -170,7 +170,7 @@ static float last_val_loss(const char* path) {
 
 /* Does a metrics file hold a training step's line (a run that started training)? */
 static int metrics_has_steps(const char* path) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return 0;
     char line[4096];
     int yes = 0;
@@ -183,7 +183,7 @@ static int metrics_has_steps(const char* path) {
 static int summary_final_at(const char* dir, int64_t step) {
     char p[1200], b[4096], want[64];
     snprintf(p, sizeof p, "%s/summary.json", dir);
-    FILE* f = fopen(p, "r");
+    FILE* f = mx_fopen_input(p, NULL);
     if (!f) return 0;
     size_t k = fread(b, 1, sizeof b - 1, f);
     fclose(f);
@@ -476,10 +476,26 @@ static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, 
 static int shards_match(const char* what, const char* pattern) {
     glob_t g;
     const int gr = glob(pattern, 0, NULL, &g);
+    int rc = MX_OK;
+    for (size_t i = 0; gr == 0 && i < g.gl_pathc && !rc; i++) rc = mx_check_input(g.gl_pathv[i], "shard");
     if (gr == 0) globfree(&g);
+    if (rc) return rc; /* a FIFO or a device among the shards: refused now, not a hang in open() later */
     if (gr == GLOB_NOMATCH) return mx_fail(MX_EIO, "train: --%s %s: no shard matches (nothing was created)", what, pattern);
     if (gr != 0) return mx_fail(MX_EIO, "train: --%s %s: cannot expand the pattern", what, pattern);
     return MX_OK;
+}
+
+/* --ckpt and --init-from's files: regular files (or absent: reported where they are read), checked before
+ * the run directory is made. */
+static int inputs_are_files(const mx_train_config* c) {
+    int rc = c->ckpt[0] ? mx_check_input(c->ckpt, "checkpoint") : MX_OK;
+    static const char* const hf[] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2 && !rc && c->init_from[0]; i++) {
+        char p[1200];
+        rc = mx_pathf(p, sizeof p, "%s/%s", c->init_from, hf[i]);
+        if (!rc) rc = mx_check_input(p, NULL);
+    }
+    return rc;
 }
 
 static int check_config(run_state* r) {
@@ -507,6 +523,7 @@ static int check_config(run_state* r) {
     int rc = mx_recipe_parse(c->recipe, &r->recipe);
     if (!rc) rc = shards_match("train", c->train);
     if (!rc) rc = shards_match("val", c->val);
+    if (!rc) rc = inputs_are_files(c);
     if (rc) return rc;
     return mx_model_config_check(&c->model);
 }

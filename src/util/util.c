@@ -32,6 +32,73 @@ void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) {
     }
 }
 
+int mx_pathf(char* buf, size_t n, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (k >= 0 && (size_t)k < n) return MX_OK;
+    mx_fail(MX_EINVAL, "path too long (%d bytes, more than the %zu this takes): %.80s...", k, n ? n - 1 : 0, n ? buf : "");
+    if (n) buf[0] = 0; /* never a cut path */
+    return MX_EINVAL;
+}
+
+/* ---- input files (util.h: mx_open_input) ----------------------------------------------------- */
+
+static const char* file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+static int input_fail(const char* path, const char* what, const char* why) {
+    return mx_fail(MX_EIO, "%s: cannot open%s%s: %s", path, what ? " " : "", what ? what : "", why);
+}
+
+static int not_regular(const char* path, const char* what, mode_t m) {
+    char why[128];
+    snprintf(why, sizeof why, "not a regular file (%s): mxlm reads its inputs from files only", file_kind(m));
+    input_fail(path, what, why);
+    errno = EINVAL;
+    return MX_EIO;
+}
+
+int mx_open_input(const char* path, const char* what) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        input_fail(path, what, strerror(e));
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    int bad = 0;
+    if (fstat(fd, &st) != 0) bad = input_fail(path, what, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) bad = not_regular(path, what, st.st_mode);
+    if (bad) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE* mx_fopen_input(const char* path, const char* what) {
+    int fd = mx_open_input(path, what);
+    if (fd < 0) return NULL;
+    FILE* f = fdopen(fd, "rb");
+    if (!f) { input_fail(path, what, strerror(errno)); close(fd); }
+    return f;
+}
+
+int mx_check_input(const char* path, const char* what) {
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return MX_OK;
+    return not_regular(path, what, st.st_mode);
+}
+
 int mx_lock_take(const char* path, int* fd) {
     *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (*fd < 0) return mx_fail(MX_EIO, "%s: cannot create the lock file: %s", path, strerror(errno));
@@ -214,7 +281,7 @@ int mx_pread_all(int fd, void* dst, size_t n, uint64_t off) {
 }
 
 char* mx_read_text(const char* path) {
-    FILE* f = fopen(path, "rb");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char* b = malloc(cap + 1);
@@ -223,11 +290,11 @@ char* mx_read_text(const char* path) {
         n += k;
         if (n < cap) break;
         char* t = realloc(b, cap * 2 + 1);
-        if (!t) { free(b); b = NULL; errno = ENOMEM; break; }
+        if (!t) { free(b); b = NULL; mx_fail(MX_ENOMEM, "%s: out of memory", path); errno = ENOMEM; break; }
         b = t;
         cap *= 2;
     }
-    if (b && ferror(f)) { free(b); b = NULL; errno = EIO; }
+    if (b && ferror(f)) { free(b); b = NULL; mx_fail(MX_EIO, "%s: cannot read: %s", path, strerror(EIO)); errno = EIO; }
     fclose(f);
     if (b) b[n] = 0;
     return b;
