@@ -241,3 +241,33 @@ TEST(hostile_special_inputs_refused) {
                "%s: an output was created", cases[i].log);
     }
 }
+
+/* ---- class 14: a file size limit at a checkpoint ---------------------------------------------- */
+
+TEST(hostile_file_size_limit) {
+    const char* t = test_tmpdir();
+    test_sentence_shards("hx14_", 9, 20000, 2000);
+    test_sh("rm -rf %s/hx14", t);
+    const char* common = HX_TINY " --steps 8 --ckpt-every 2 --eval-every 4";
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "train %s --train %s/hx14_train.bin --val %s/hx14_val.bin --out %s/hx14 --halt-at 4",
+             common, t, t, t);
+    REQUIRE(hx_run("hx14_a", cmd) == 0);
+    /* files limited to 150 KiB (300 blocks of 512 bytes, as sh counts them; a checkpoint is ~330 KB), SIGXFSZ
+     * left as the shell has it (no trap): the run stops at its next checkpoint with the full-disk error and
+     * status 1, not killed by the signal (153) */
+    CHECK_EQ_INT(test_sh("(ulimit -f 300; %s train %s --train %s/hx14_train.bin --val %s/hx14_val.bin --out %s/hx14 "
+                         "--resume 2>&1; echo \"mxlm-exit $?\") | cat > %s/hx14_b.log; "
+                         "exit $(sed -n 's/^mxlm-exit //p' %s/hx14_b.log)",
+                         test_mxlm_bin(), common, t, t, t, t, t),
+                 1);
+    CHECK(test_log_has("hx14_b", "ckpt-00000006.bin: cannot write checkpoint: File too large (the previous checkpoint "
+                                 "is kept)"));
+    CHECK(test_sh("test -s %s/hx14/ckpt-00000004.bin && test ! -e %s/hx14/ckpt-00000006.bin && "
+                  "test -z \"$(ls %s/hx14 | grep '\\.tmp\\.')\"", t, t, t) == 0);
+    /* the kept checkpoint finishes the run */
+    snprintf(cmd, sizeof cmd, "train %s --train %s/hx14_train.bin --val %s/hx14_val.bin --out %s/hx14 --resume", common,
+             t, t, t);
+    CHECK_EQ_INT(hx_run("hx14_c", cmd), 0);
+    CHECK(test_log_has("hx14_c", "ckpt-00000004.bin (step 4)"));
+}
