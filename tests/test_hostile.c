@@ -271,3 +271,50 @@ TEST(hostile_file_size_limit) {
     CHECK_EQ_INT(hx_run("hx14_c", cmd), 0);
     CHECK(test_log_has("hx14_c", "ckpt-00000004.bin (step 4)"));
 }
+
+/* ---- class 4: paths longer than mxlm takes ---------------------------------------------------- */
+
+/* TMP/hx4/ + a run of `n` bytes of nested folders ("aaaa.../aaaa.../...", 200 a's each). */
+static const char* hx_long_path(int n) {
+    static char p[8192];
+    int k = snprintf(p, sizeof p, "%s/hx4", test_tmpdir());
+    while (k < n) k += snprintf(p + k, sizeof p - (size_t)k, "/%.200s", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    return p;
+}
+
+TEST(hostile_long_paths_refused) {
+    const char* t = test_tmpdir();
+    test_sentence_shards("hx4_", 3, 4000, 1000);
+    test_sh("rm -rf %s/hx4", t);
+    const char* lp = hx_long_path(1500); /* over mxlm's 1023, under the system's 4095 */
+    struct { const char* log; const char* fmt; } cases[] = {
+        {"hx4_out", "train " HX_TINY " --train %2$s/hx4_train.bin --val %2$s/hx4_val.bin --out %1$s"},
+        {"hx4_train", "train " HX_TINY " --train %1$s/x.bin --val %2$s/hx4_val.bin --out %2$s/hx4/run"},
+        {"hx4_init", "train " HX_TINY " --train %2$s/hx4_train.bin --val %2$s/hx4_val.bin --init-from %1$s "
+                     "--out %2$s/hx4/run"},
+        {"hx4_prep", "prep --encoding tiny --quiet --out %1$s/x %3$s"},
+        {"hx4_prepin", "prep --encoding tiny --quiet --out %2$s/hx4/x %1$s/in.jsonl"},
+        {"hx4_quant", "quant --rows 2 --cols 32 --in %2$s/hx_q.in --out %1$s/q"},
+        {"hx4_eval", "eval --run %1$s"},
+        {"hx4_export", "export --run %1$s --hf %2$s/hx4/hf"},
+    };
+    hx_qin();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[8192];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        snprintf(cmd, sizeof cmd, cases[i].fmt, lp, t, hx_docs());
+#pragma GCC diagnostic pop
+        const int rc = hx_run(cases[i].log, cmd);
+        CHECKF(rc == 2, "%s: exit %d, expected 2 (a usage error)", cases[i].log, rc);
+        CHECKF(test_log_has(cases[i].log, "at most 1023 bytes"), "%s: no reason given", cases[i].log);
+        CHECKF(test_sh("test ! -e %s/hx4", t) == 0, "%s: something was created", cases[i].log);
+    }
+    /* a --config file naming a long --out: the same */
+    test_sh("mkdir -p %s/hx4c && printf 'out = %s\\n' > %s/hx4c/c.txt", t, lp, t);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "train --config %s/hx4c/c.txt", t);
+    CHECK_EQ_INT(hx_run("hx4_cfg", cmd), 2);
+    CHECK(test_log_has("hx4_cfg", "at most 1023 bytes"));
+    CHECK(test_sh("test ! -e %s/hx4", t) == 0);
+}

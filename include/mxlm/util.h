@@ -4,6 +4,7 @@
  */
 #ifndef MXLM_UTIL_H
 #define MXLM_UTIL_H
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,9 +50,14 @@ void mx_out_abort(mx_outfile* o);
  * the temporary file is removed and `path` is untouched. */
 int mx_write_atomic(const char* path, const void* data, size_t n);
 
+/* The longest path mxlm takes from a user (the run configuration keeps paths in 1024-byte fields; the file
+ * names it derives from them fit its buffers); the CLI refuses a longer one with exit 2. */
+#define MX_PATH_LEN 1023
+
 /* snprintf for a path (issue 48, class 4): MX_OK, or MX_EINVAL with "path too long (N bytes, more than
  * the M this takes): START..." when it does not fit in buf[n]. A path is never cut short silently. */
 int mx_pathf(char* buf, size_t n, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+int mx_vpathf(char* buf, size_t n, const char* fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Every file mxlm reads is opened through these (issue 48, class 13): opened with O_NONBLOCK (a FIFO opens
  * at once instead of waiting for a writer forever), then fstat'ed: anything but a regular file (a FIFO, a

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ static const char* type_hint(opt_type t) {
     case OPT_INT: case OPT_I64: case OPT_U64: return " N";
     case OPT_DOUBLE: return " X";
     case OPT_STR: return " S";
+    case OPT_PATH: return " PATH";
     default: return "";
     }
 }
@@ -28,6 +30,14 @@ void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopt
         snprintf(left, sizeof left, "--%s%s", opts[i].name, type_hint(opts[i].type));
         printf("  %-22s %s\n", left, opts[i].help);
     }
+}
+
+/* A path argument longer than mxlm takes: a usage error (2). */
+static int path_too_long(const char* cmd, const char* what, const char* v) {
+    if (strlen(v) <= MX_PATH_LEN) return 0;
+    fprintf(stderr, "mxlm %s: %s: a path of %zu bytes (%.40s...); mxlm takes paths of at most %d bytes\n", cmd, what,
+            strlen(v), v, MX_PATH_LEN);
+    return 2;
 }
 
 static int set_value(const cli_opt* o, const char* v, const char* cmd) {
@@ -60,6 +70,13 @@ static int set_value(const cli_opt* o, const char* v, const char* cmd) {
         return 0;
     }
     case OPT_STR: *(const char**)o->dst = v; return 0;
+    case OPT_PATH: {
+        char what[80];
+        snprintf(what, sizeof what, "--%s", o->name);
+        if (path_too_long(cmd, what, v)) return 2;
+        *(const char**)o->dst = v;
+        return 0;
+    }
     case OPT_FLAG: *(int*)o->dst = 1; return 0;
     }
 bad:
@@ -79,6 +96,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
                 fprintf(stderr, "mxlm %s: unexpected argument '%s' (see mxlm %s --help)\n", cmd, a, cmd);
                 return 2;
             }
+            if (path_too_long(cmd, "an argument", a)) return 2;
             pos[np++] = argv[i];
             continue;
         }
@@ -109,6 +127,16 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
 int cli_check_range(const char* cmd, const char* opt, int64_t v, int64_t lo, int64_t hi, const char* why) {
     if (v >= lo && v <= hi) return 0;
     fprintf(stderr, "mxlm %s: --%s %lld: %s (%lld..%lld)\n", cmd, opt, (long long)v, why, (long long)lo, (long long)hi);
+    return 2;
+}
+
+int cli_pathf(const char* cmd, char* buf, size_t n, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int rc = mx_vpathf(buf, n, fmt, ap);
+    va_end(ap);
+    if (!rc) return 0;
+    fprintf(stderr, "mxlm %s: %s\n", cmd, mx_last_error());
     return 2;
 }
 

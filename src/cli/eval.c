@@ -158,17 +158,17 @@ int cmd_eval(int argc, char** argv) {
     int batch = 0, seq = 0, json = 0, threads = 0;
     int64_t val_tokens = -1;
     const cli_opt opts[] = {
-        {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
-        {"ckpt", OPT_STR, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
-        {"hf", OPT_STR, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
-        {"val", OPT_STR, &val, "token shards, a glob (default: the run's validation shards)"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (its latest checkpoint, config.txt, tokenizer.txt)"},
+        {"ckpt", OPT_PATH, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
+        {"hf", OPT_PATH, &hf, "a Hugging Face Llama directory (config.json + model.safetensors) instead of a run"},
+        {"val", OPT_PATH, &val, "token shards, a glob (default: the run's validation shards)"},
         {"val-tokens", OPT_I64, &val_tokens, "shards: validation tokens (default the run's, else 8192; 0 = every "
                                              "window); text: at most this many tokens (default all)"},
         {"seq", OPT_INT, &seq, "tokens per window T (default the run's --seq; for --hf the model's context)"},
         {"batch", OPT_INT, &batch, "windows per batch B (default the run's --batch; for --hf 1)"},
         {"recipe", OPT_STR, &recipe, "precision recipe of the forward (default the run's; fp32 for --hf)"},
         {"encoding", OPT_STR, &encoding, "tokenizer for text inputs and bytes: a named encoding (default the run's)"},
-        {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
+        {"ranks", OPT_PATH, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
         {"format", OPT_STR, &format, "text inputs: auto (names with .json are JSON Lines), jsonl or text"},
         {"field", OPT_STR, &field, "JSON Lines: the field holding the text (default text)"},

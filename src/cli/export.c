@@ -136,7 +136,7 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     free(tgt);
     if (ferr || !buf) { free(buf); fprintf(stderr, "mxlm export: out of memory\n"); return 1; }
     char path[4200];
-    snprintf(path, sizeof path, "%s/mxlm_reference.json", dir);
+    if (cli_pathf("export", path, sizeof path, "%s/mxlm_reference.json", dir)) { free(buf); return 2; };
     int wr = cli_write_file_atomic(path, buf, blen);
     free(buf);
     if (wr) return 1;
@@ -149,14 +149,14 @@ int cmd_export(int argc, char** argv) {
     const char *hf = NULL, *run = NULL, *ckpt_opt = NULL, *val_opt = NULL;
     int bf16 = 0, ref_tokens = 0, no_verify = 0;
     const cli_opt opts[] = {
-        {"hf", OPT_STR, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
+        {"hf", OPT_PATH, &hf, "output directory: config.json + model.safetensors for transformers' LlamaForCausalLM "
                              "(required)"},
-        {"run", OPT_STR, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
-        {"ckpt", OPT_STR, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (config.txt + ckpt-*.bin; required)"},
+        {"ckpt", OPT_PATH, &ckpt_opt, "a checkpoint file of that run instead of its latest"},
         {"bf16", OPT_FLAG, &bf16, "write BF16 tensors (round to nearest even) instead of F32"},
         {"ref-tokens", OPT_INT, &ref_tokens, "also write mxlm_reference.json: our FP32 logits and loss on N tokens "
                                              "(validation window 0 of the run, else t mod vocab)"},
-        {"val", OPT_STR, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
+        {"val", OPT_PATH, &val_opt, "token shards for --ref-tokens instead of the run's validation glob"},
         {"no-verify", OPT_FLAG, &no_verify, "skip reading the export back and comparing it with the checkpoint"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -168,7 +168,7 @@ int cmd_export(int argc, char** argv) {
 
     /* the model shape: config.txt */
     char cpath[4200], val[1024] = "", ckpt[4200];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", run);
+    if (cli_pathf("export", cpath, sizeof cpath, "%s/config.txt", run)) return 2;
     char* text = mx_read_text(cpath);
     if (!text) { fprintf(stderr, "mxlm export: %s (not a run directory?)\n", mx_last_error()); return 1; }
     mx_model_config cfg;
@@ -180,7 +180,7 @@ int cmd_export(int argc, char** argv) {
     }
     free(text);
     if (mx_model_config_check(&cfg)) { fprintf(stderr, "mxlm export: %s: %s\n", cpath, mx_last_error()); return 1; }
-    if (ckpt_opt) snprintf(ckpt, sizeof ckpt, "%s", ckpt_opt);
+    if (ckpt_opt) { if (cli_pathf("export", ckpt, sizeof ckpt, "%s", ckpt_opt)) return 2; }
     else if (!mx_ckpt_latest(run, ckpt, sizeof ckpt)) {
         fprintf(stderr, "mxlm export: no checkpoint (ckpt-*.bin) in %s\n", run);
         return 1;

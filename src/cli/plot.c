@@ -22,7 +22,7 @@ int cmd_plot(int argc, char** argv) {
     const char *out = "plot.svg", *title = NULL;
     int telemetry = 0;
     const cli_opt opts[] = {
-        {"out", OPT_STR, &out, "the file to write: .svg or .png (default plot.svg)"},
+        {"out", OPT_PATH, &out, "the file to write: .svg or .png (default plot.svg)"},
         {"telemetry", OPT_FLAG, &telemetry, "add the per-GEMM telemetry of the runs that have it"},
         {"title", OPT_STR, &title, "the figure's title"},
     };

@@ -11,6 +11,7 @@
 #include "mxlm/mx.h"
 #include "mxlm/tokenizer.h"
 #include "mxlm/tokrec.h"
+#include "mxlm/util.h"
 
 static const char* k_prep_usage =
     "--encoding NAME | --ranks FILE --pattern P   --out PREFIX | --train-pattern PAT [--val-pattern PAT]\n"
@@ -64,11 +65,11 @@ int cmd_prep(int argc, char** argv) {
     int skip_bad = 0, threads = 0, quiet = 0, replace = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
-        {"ranks", OPT_STR, &ranks, "tiktoken rank file"},
+        {"ranks", OPT_PATH, &ranks, "tiktoken rank file"},
         {"pattern", OPT_STR, &pattern, "r50k | cl100k | o200k | llama3 (with --ranks)"},
-        {"out", OPT_STR, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
-        {"train-pattern", OPT_STR, &trainp, "training shard names (printf, one %d), or one file name"},
-        {"val-pattern", OPT_STR, &valp, "validation shard names (printf, one %d), or one file name"},
+        {"out", OPT_PATH, &out, "output prefix: PREFIX_train_%06d.bin, PREFIX_val_%06d.bin"},
+        {"train-pattern", OPT_PATH, &trainp, "training shard names (printf, one %d), or one file name"},
+        {"val-pattern", OPT_PATH, &valp, "validation shard names (printf, one %d), or one file name"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) for validation"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) for validation"},
         {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000; 65536..2147483647)"},
@@ -95,7 +96,9 @@ int cmd_prep(int argc, char** argv) {
         return 2;
     static char tbuf[1100], vbuf[1100];
     if (out) {
-        snprintf(tbuf, sizeof tbuf, "%s_train_%%06d.bin", out); snprintf(vbuf, sizeof vbuf, "%s_val_%%06d.bin", out);
+        if (cli_pathf("prep", tbuf, sizeof tbuf, "%s_train_%%06d.bin", out) ||
+            cli_pathf("prep", vbuf, sizeof vbuf, "%s_val_%%06d.bin", out))
+            return 2;
         if (!trainp) trainp = tbuf;
         if (!valp) valp = vbuf;
     }
@@ -152,7 +155,7 @@ int cmd_bpe(int argc, char** argv) {
     const char* out = NULL;
     int vocab = 4096; double val_fraction = 0.05; int64_t val_docs = 0;
     cli_opt opts[] = {
-        {"out", OPT_STR, &out, "rank file to write (tiktoken format)"},
+        {"out", OPT_PATH, &out, "rank file to write (tiktoken format)"},
         {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096; 257..65536)"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) left out (default 0.05)"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) left out"},

@@ -56,11 +56,11 @@ int cmd_quant(int argc, char** argv) {
         {"seed", OPT_U64, &seed, "seed for sr bits and rhN signs (default 0)"},
         {"tensor-id", OPT_U64, &tensor_id, "stream id of the sr bits (default 0)"},
         {"rot-id", OPT_U64, &rot_id, "stream id of the rhN signs (default 0)"},
-        {"in", OPT_STR, &in, "input file: rows*cols float32, little-endian, row-major (required)"},
-        {"out", OPT_STR, &out, "output file: dequantized float32, same shape (required)"},
-        {"codes", OPT_STR, &codes_out, "also write the codes (mxfp4, nvfp4: packed E2M1, GEMM order; mxfp8, fp8: a byte each)"},
-        {"scales", OPT_STR, &scales_out, "also write the scales (mxfp4, mxfp8: E8M0 bytes; nvfp4: E4M3 bytes; fp8: the float32 scale)"},
-        {"tensor-scale", OPT_STR, &ts_out, "nvfp4: also write the FP32 tensor scale S (4 bytes, little-endian)"},
+        {"in", OPT_PATH, &in, "input file: rows*cols float32, little-endian, row-major (required)"},
+        {"out", OPT_PATH, &out, "output file: dequantized float32, same shape (required)"},
+        {"codes", OPT_PATH, &codes_out, "also write the codes (mxfp4, nvfp4: packed E2M1, GEMM order; mxfp8, fp8: a byte each)"},
+        {"scales", OPT_PATH, &scales_out, "also write the scales (mxfp4, mxfp8: E8M0 bytes; nvfp4: E4M3 bytes; fp8: the float32 scale)"},
+        {"tensor-scale", OPT_PATH, &ts_out, "nvfp4: also write the FP32 tensor scale S (4 bytes, little-endian)"},
     };
     const char* usage = "--rows R --cols C --in X.f32 --out Y.f32 [options]\n\n"
                         "Writes quantize(rotate(X)): for 1xB blocks and rotation run along rows, for Bx1 along\n"

@@ -35,9 +35,9 @@ int cmd_sample(int argc, char** argv) {
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1;
     const cli_opt opts[] = {
-        {"run", OPT_STR, &run, "run directory of mxlm train (its latest checkpoint and tokenizer.txt)"},
-        {"ckpt", OPT_STR, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
-        {"hf", OPT_STR, &hf, "a Hugging Face Llama directory instead of a run (needs --encoding or --ranks)"},
+        {"run", OPT_PATH, &run, "run directory of mxlm train (its latest checkpoint and tokenizer.txt)"},
+        {"ckpt", OPT_PATH, &ckpt, "a checkpoint file (of --run, or alone: its folder is the run directory)"},
+        {"hf", OPT_PATH, &hf, "a Hugging Face Llama directory instead of a run (needs --encoding or --ranks)"},
         {"prompt", OPT_STR, &prompt, "text to continue (default: none, a new document)"},
         {"tokens", OPT_INT, &tokens, "tokens to generate (default 64; prompt + tokens <= the model's context)"},
         {"temperature", OPT_DOUBLE, &temperature, "softmax temperature (default 1; 0 = greedy)"},
@@ -47,7 +47,7 @@ int cmd_sample(int argc, char** argv) {
         {"ignore-eot", OPT_FLAG, &ignore_eot, "keep generating after the document token"},
         {"recipe", OPT_STR, &recipe, "precision recipe of the forward (default the run's; fp32 for --hf)"},
         {"encoding", OPT_STR, &encoding, "tokenizer: a named encoding (default the run's)"},
-        {"ranks", OPT_STR, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
+        {"ranks", OPT_PATH, &ranks, "tokenizer: a tiktoken rank file (with --pattern)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern of --ranks: r50k, cl100k, o200k, llama3"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; the text does not depend on it)"},
         {"json", OPT_FLAG, &json, "print one JSON line (prompt ids, generated ids, text) instead of the text"},

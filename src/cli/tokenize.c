@@ -45,12 +45,12 @@ int cmd_tokenize(int argc, char** argv) {
     int decode = 0, count = 0, timing = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "named encoding (r50k_base cl100k_base o200k_base llama3 tiny)"},
-        {"ranks", OPT_STR, &ranks, "tiktoken rank file (base64 token, rank per line)"},
+        {"ranks", OPT_PATH, &ranks, "tiktoken rank file (base64 token, rank per line)"},
         {"pattern", OPT_STR, &pattern, "pre-tokenization pattern: r50k | cl100k | o200k | llama3"},
         {"decode", OPT_FLAG, &decode, "ids on stdin -> bytes on stdout"},
         {"count", OPT_FLAG, &count, "print only the number of tokens"},
         {"time", OPT_FLAG, &timing, "report the encode time and MB/s on stderr (one thread; loading excluded)"},
-        {"jsonl", OPT_STR, &jsonl, "encode each \"text\" of this JSON Lines file (plain/.gz/.zst): one line of ids each"},
+        {"jsonl", OPT_PATH, &jsonl, "encode each \"text\" of this JSON Lines file (plain/.gz/.zst): one line of ids each"},
     };
     int rc = cli_parse(argc, argv, "tokenize", k_usage, opts, sizeof opts / sizeof opts[0], NULL, NULL);
     if (rc) return rc == 1 ? 0 : rc;

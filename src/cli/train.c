@@ -94,6 +94,9 @@ static int load_config(const char* path, char*** out, int* nout, const mx_config
 
 static int train_main(int argc, char** argv, const char* config_path);
 
+/* A path option into its field of the configuration: 0, or 2 (a usage error) when it does not fit. */
+static int cfg_path(char* dst, size_t n, const char* v) { return cli_pathf("train", dst, n, "%s", v); }
+
 static int bad_num(const char* opt, double x, const char* want) {
     fprintf(stderr, "mxlm train: --%s %.17g: %s\n", opt, x, want);
     return 2;
@@ -270,7 +273,7 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
         i += k;
     }
     char cpath[1200], latest[1200];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", out);
+    if (cli_pathf("train", cpath, sizeof cpath, "%s/config.txt", out)) return 2;
     struct stat st;
     if (stat(cpath, &st) != 0) return 0; /* nothing recorded: the trainer decides (restart, or no run) */
     char** t = NULL;
@@ -393,12 +396,12 @@ static int train_main(int argc, char** argv, const char* config_path) {
     int list_recipes = 0;
     c.warmup = INT64_MIN; /* not given: steps / 20 */
     const cli_opt opts[] = {
-        {"config", OPT_STR, &config, "config file of 'key = value' lines (flag names); flags override it"},
+        {"config", OPT_PATH, &config, "config file of 'key = value' lines (flag names); flags override it"},
         {"preset", OPT_STR, &preset, "model: tiny, 20m, 60m, 125m, 350m, 1b, llama3.1-8b (default tiny)"},
         {"recipe", OPT_STR, &recipe, "precision recipe (default mxfp4-fdw-h16; see mxlm quant --help)"},
         {"steps", OPT_I64, &c.steps, "optimizer steps (default 200)"},
         {"seed", OPT_U64, &c.seed, "run seed: init, data order, SR bits (default 1)"},
-        {"out", OPT_STR, &out, "run directory (default runs/tiny)"},
+        {"out", OPT_PATH, &out, "run directory (default runs/tiny)"},
         {"batch", OPT_INT, &c.batch, "sequences per micro-batch (default 8)"},
         {"seq", OPT_INT, &c.seq, "tokens per sequence (default: the model's context)"},
         {"accum", OPT_INT, &c.accum, "micro-batches per step (gradient accumulation, default 1)"},
@@ -410,8 +413,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"adam-eps", OPT_DOUBLE, &c.adamw.eps, "AdamW eps (1e-5)"},
         {"weight-decay", OPT_DOUBLE, &c.adamw.weight_decay, "weight decay on matrices (0.1)"},
         {"clip", OPT_DOUBLE, &c.clip, "global gradient-norm clip (1.0; 0 = off)"},
-        {"train", OPT_STR, &train, "training shards, a glob (default the embedded corpus)"},
-        {"val", OPT_STR, &val, "validation shards, a glob (default the embedded corpus)"},
+        {"train", OPT_PATH, &train, "training shards, a glob (default the embedded corpus)"},
+        {"val", OPT_PATH, &val, "validation shards, a glob (default the embedded corpus)"},
         {"val-tokens", OPT_I64, &c.val_tokens, "validation tokens (default 8192)"},
         {"eval-every", OPT_I64, &c.eval_every, "evaluate every N steps (default 25; always at 0 and the end)"},
         {"eval-every-tokens", OPT_I64, &eval_every_tokens, "evaluate every N tokens (rounded up to whole steps)"},
@@ -424,7 +427,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"resume", OPT_FLAG, &c.resume, "continue the run in --out from its latest checkpoint, with its config.txt "
                                         "(options given must agree, except --steps, which extends a run, and the "
                                         "device and policy options)"},
-        {"ckpt", OPT_STR, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
+        {"ckpt", OPT_PATH, &ckpt, "with --resume: continue from this (older) checkpoint; newer ones are moved aside"},
         {"schedule-steps", OPT_I64, &c.sched_steps, "the LR schedule's length (default --steps; steps past it run at "
                                                    "the floor; set by --resume when --steps extends a run)"},
         {"list-recipes", OPT_FLAG, &list_recipes, "print the named recipes, one per line with a description, and exit"},
@@ -454,7 +457,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         {"gpus", OPT_INT, &gpus, "data-parallel GPUs, one process each, NCCL + ZeRO-1 (default 1; under mpirun: "
                                  "the MPI world size)"},
         {"nccl", OPT_INT, &nccl, "1: the NCCL engine even on one GPU (world size 1; for checks)"},
-        {"init-from", OPT_STR, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
+        {"init-from", OPT_PATH, &init_from, "initial weights from a Hugging Face Llama directory (safetensors + "
                                            "config.json, e.g. from mxlm export --hf)"},
         {"threads", OPT_INT, &threads, "OpenMP threads (default: all cores; results do not depend on it)"},
         {"log-every", OPT_INT, &log_every, "plain progress line every N steps when not a terminal (default 1)"},
@@ -491,7 +494,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         }
         return 0;
     }
-    if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
+    if (ckpt && cfg_path(c.ckpt, sizeof c.ckpt, ckpt)) return 2;
     if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
     if (c.warmup == INT64_MIN) c.warmup = -1;
     else if (c.warmup < -1) {
@@ -514,9 +517,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (norm_eps > 0) c.model.norm_eps = (float)norm_eps;
     if (mx_model_config_check(&c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
     snprintf(c.recipe, sizeof c.recipe, "%s", recipe);
-    if (train) snprintf(c.train, sizeof c.train, "%s", train);
-    if (val) snprintf(c.val, sizeof c.val, "%s", val);
-    if (out) snprintf(c.out, sizeof c.out, "%s", out);
+    if ((train && cfg_path(c.train, sizeof c.train, train)) || (val && cfg_path(c.val, sizeof c.val, val)) ||
+        (out && cfg_path(c.out, sizeof c.out, out)))
+        return 2;
     if (threads > 0) omp_set_num_threads(threads);
     if (c.seq <= 0) c.seq = c.model.seq_len;
     int drank = 0, dworld = 0, dlocal = 0;
@@ -547,7 +550,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 2;
     }
-    if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
+    if (init_from && cfg_path(c.init_from, sizeof c.init_from, init_from)) return 2;
     c.no_final_ckpt = !final_ckpt;
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     if (c.sample_every < 0) { fprintf(stderr, "mxlm train: --sample-every must be >= 0\n"); return 2; }

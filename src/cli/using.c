@@ -6,6 +6,7 @@
  * that changed its numbers), so a checkpoint file is enough; config.txt (if
  * the run directory has one) adds the preset name and the validation set. */
 #include "cli/using.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -28,7 +29,7 @@ int cli_kv_get(const char* text, const char* key, char* out, size_t n) {
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len > kl + 3 && !strncmp(p, key, kl) && !strncmp(p + kl, " = ", 3)) {
             size_t vl = len - kl - 3;
-            if (vl >= n) vl = n - 1;
+            if (vl >= n) { if (n) out[0] = 0; return 0; } /* longer than the field: unusable, never cut short */
             memcpy(out, p + kl + 3, vl);
             out[vl] = 0;
             return 1;
@@ -105,7 +106,7 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     mx_model_config cfg;
     if (hf) {
         if (!is_dir(hf)) { fprintf(stderr, "mxlm %s: --hf %s: not a directory\n", cmd, hf); return 1; }
-        snprintf(cm->source, sizeof cm->source, "%s", hf);
+        if (cli_pathf(cmd, cm->source, sizeof cm->source, "%s", hf)) return 2;
         snprintf(cm->recipe, sizeof cm->recipe, "%s", recipe ? recipe : "fp32");
         if (!recipe && mx_recipe_parse("fp32", &rec)) return 1;
         if (mx_hf_read_config(hf, &cfg) || mx_llama_create(&cm->m, &cfg, &rec, 0, 0, 0) || mx_hf_load(hf, &cm->m)) {
@@ -117,13 +118,14 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
         return 0;
     }
     cm->from_run = 1;
-    if (run) snprintf(cm->run, sizeof cm->run, "%s", run);
-    else { /* --ckpt alone: its folder */
+    if (run) {
+        if (cli_pathf(cmd, cm->run, sizeof cm->run, "%s", run)) return 2;
+    } else { /* --ckpt alone: its folder */
         const char* sl = strrchr(ckpt, '/');
-        snprintf(cm->run, sizeof cm->run, "%.*s", sl ? (int)(sl - ckpt) : 1, sl ? ckpt : ".");
+        if (cli_pathf(cmd, cm->run, sizeof cm->run, "%.*s", sl ? (int)(sl - ckpt) : 1, sl ? ckpt : ".")) return 2;
     }
     if (run && !is_dir(run)) { fprintf(stderr, "mxlm %s: --run %s: not a directory\n", cmd, run); return 1; }
-    if (ckpt) snprintf(cm->source, sizeof cm->source, "%s", ckpt);
+    if (ckpt) { if (cli_pathf(cmd, cm->source, sizeof cm->source, "%s", ckpt)) return 2; }
     else if (!mx_ckpt_latest(run, cm->source, sizeof cm->source)) {
         fprintf(stderr, "mxlm %s: no checkpoint (ckpt-*.bin) in %s\n", cmd, run);
         return 1;
@@ -158,7 +160,7 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     }
     /* config.txt: the preset's name and the validation set */
     char cpath[4300];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", cm->run);
+    if (cli_pathf(cmd, cpath, sizeof cpath, "%s/config.txt", cm->run)) return 2;
     char* ctext = rc ? NULL : mx_read_text(cpath);
     if (ctext) {
         cli_kv_get(ctext, "preset", cfg.name, sizeof cfg.name);

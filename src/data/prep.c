@@ -140,11 +140,13 @@ int mx_prep_pattern_check(const char* p, int* conv_at, int* width, int* zero) {
     return MX_OK;
 }
 
-/* The pattern with idx in place of its %d and %% as '%'. */
-static void pattern_format(const char* p, int idx, char* out, size_t sz) {
+/* The pattern with idx in place of its %d and %% as '%'; -1 when it does not fit out[sz] (never a cut name). */
+static int pattern_format(const char* p, int idx, char* out, size_t sz) {
     size_t k = 0;
-    for (int i = 0; p[i] && k + 1 < sz; i++) {
-        if (p[i] == '%' && p[i + 1] == '%') { out[k++] = '%'; i++; continue; }
+    int cut = 0;
+#define PUT(ch) do { if (k + 1 < sz) out[k++] = (ch); else cut = 1; } while (0)
+    for (int i = 0; p[i]; i++) {
+        if (p[i] == '%' && p[i + 1] == '%') { PUT('%'); i++; continue; }
         if (p[i] == '%') {
             int j = i + 1, z = 0, w = 0;
             if (p[j] == '0') { z = 1; j++; }
@@ -152,25 +154,29 @@ static void pattern_format(const char* p, int idx, char* out, size_t sz) {
             char num[48];
             if (z) snprintf(num, sizeof num, "%0*d", w, idx);
             else snprintf(num, sizeof num, "%*d", w, idx);
-            for (const char* c = num; *c && k + 1 < sz; c++) out[k++] = *c;
+            for (const char* c = num; *c; c++) PUT(*c);
             i = j;
             continue;
         }
-        out[k++] = p[i];
+        PUT(p[i]);
     }
+#undef PUT
     out[k] = 0;
+    return cut ? -1 : 0;
 }
 
 static int sink_name(const sink* s, int idx, char* out, size_t sz) {
     int at = -1;
     int rc = mx_prep_pattern_check(s->pattern, &at, NULL, NULL);
     if (rc) return rc;
-    if (at >= 0) pattern_format(s->pattern, idx, out, sz);
-    else {
+    if (at >= 0) {
+        if (pattern_format(s->pattern, idx, out, sz))
+            return mx_fail(MX_EINVAL, "%s: the shard names are too long (more than %zu bytes)", s->pattern, sz - 1);
+    } else {
         if (idx > 0)
             return mx_fail(MX_EINVAL, "%s: more than one shard is needed: put %%d (or %%06d) in the output pattern",
                            s->pattern);
-        snprintf(out, sz, "%s", s->pattern);
+        return mx_pathf(out, sz, "%s", s->pattern);
     }
     return 0;
 }
@@ -253,9 +259,9 @@ static int name_matches(const char* pb, int at, const char* base) {
     char head[1100], pre[1100], suf[1100];
     int j = at + 1;
     while (pb[j] != 'd') j++;
-    snprintf(head, sizeof head, "%.*s", at, pb);
-    pattern_format(head, 0, pre, sizeof pre); /* the text around the conversion, %% undone */
-    pattern_format(pb + j + 1, 0, suf, sizeof suf);
+    if (mx_pathf(head, sizeof head, "%.*s", at, pb) || pattern_format(head, 0, pre, sizeof pre) ||
+        pattern_format(pb + j + 1, 0, suf, sizeof suf)) /* the text around the conversion, %% undone */
+        return 0; /* longer than any file name */
     size_t lp = strlen(pre), ls = strlen(suf), lb = strlen(base);
     if (lb <= lp + ls || strncmp(base, pre, lp) || strcmp(base + lb - ls, suf)) return 0;
     size_t k = lp;
@@ -277,8 +283,9 @@ static int old_set(const char* pattern, char*** names, int* n) {
     if (at >= 0 && pattern + at < pb)
         return mx_fail(MX_EINVAL, "output pattern '%s': the %%d must be in the file name, not the folder", pattern);
     char raw[1100], dir[1100];
-    snprintf(raw, sizeof raw, "%.*s", sl ? (int)(sl - pattern) : 0, pattern);
-    pattern_format(raw, 0, dir, sizeof dir); /* the folder as the names have it (%% undone) */
+    if (mx_pathf(raw, sizeof raw, "%.*s", sl ? (int)(sl - pattern) : 0, pattern) ||
+        pattern_format(raw, 0, dir, sizeof dir)) /* the folder as the names have it (%% undone) */
+        return mx_fail(MX_EINVAL, "output pattern '%.80s...': its folder is too long", pattern);
     DIR* d = opendir(!sl ? "." : dir[0] ? dir : "/");
     if (!d) return MX_OK; /* no folder yet: no set */
     struct dirent* e;
@@ -389,7 +396,7 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         int rc = mx_prep_pattern_check(pat, NULL, NULL, NULL);
         if (rc) return rc;
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s", pat);
+        if (mx_pathf(dir, sizeof dir, "%s", pat)) return MX_EINVAL;
         char* sl = strrchr(dir, '/');
         if (sl && sl != dir) {
             *sl = 0;

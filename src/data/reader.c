@@ -29,7 +29,7 @@ int mx_reader_open(mx_reader** out, const char* path) {
     *out = NULL;
     mx_reader* r = calloc(1, sizeof *r);
     if (!r) return mx_fail(MX_ENOMEM, "out of memory");
-    snprintf(r->path, sizeof r->path, "%s", path);
+    if (mx_pathf(r->path, sizeof r->path, "%s", path)) { free(r); return MX_EINVAL; }
     r->f = mx_fopen_input(path, NULL);
     if (!r->f) { free(r); return MX_EIO; }
     r->in_cap = 1 << 17; r->cap = 1 << 20;

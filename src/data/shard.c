@@ -23,7 +23,7 @@ static void wr_i32le(uint8_t* p, uint32_t v) {
 int mx_shard_open(mx_shard* s, const char* path) {
     memset(s, 0, sizeof *s);
     if (!path) return mx_fail(MX_EINVAL, "shard: no path");
-    snprintf(s->path, sizeof s->path, "%s", path);
+    if (mx_pathf(s->path, sizeof s->path, "%s", path)) return MX_EINVAL;
     int fd = mx_open_input(path, "shard");
     if (fd < 0) return MX_EIO;
     struct stat st;

@@ -557,7 +557,7 @@ int mx_tok_open_encoding(mx_tokenizer** out, const char* name) {
                          : pat == MX_PAT_O200K ? "o200k_base" : "llama3";
         if (pat == MX_PAT_R50K && strcmp(name, "r50k") && strcmp(name, "r50k_base") && strcmp(name, "gpt2"))
             base = name;
-        snprintf(path, sizeof path, "%s/%s.tiktoken", dir, base);
+        if (mx_pathf(path, sizeof path, "%s/%s.tiktoken", dir, base)) return MX_EINVAL;
     }
     if (access(path, F_OK) != 0)
         return mx_fail(MX_EIO, "%s: not found (run tools/fetch_tokenizers.sh for the rank files; `make` builds tiny)",

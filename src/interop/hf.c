@@ -98,7 +98,7 @@ static const char* fmt_float(char* buf, float x) {
 
 static int write_config(const mx_model_config* c, const char* dir, int bf16) {
     char path[4200], e1[32], e2[32];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (mx_pathf(path, sizeof path, "%s/config.json", dir)) return MX_EINVAL;
     mx_sbuf b = {0};
     mx_sb_printf(&b,
               "{\n"
@@ -166,7 +166,7 @@ int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
     if (h.oom) { free(h.s); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
 
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (mx_pathf(path, sizeof path, "%s/model.safetensors", dir)) return MX_EINVAL;
     mx_outfile w;
     rc = mx_out_open(&w, path);
     if (rc) { free(h.s); return rc; }
@@ -312,7 +312,7 @@ static int cfg_from_json(const mx_json* o, const char* path, mx_model_config* c,
 
 static int load_config_json(const char* dir, mx_model_config* c, int* tie) {
     char path[4200], err[200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (mx_pathf(path, sizeof path, "%s/config.json", dir)) return MX_EINVAL;
     char* text = NULL;
     size_t n = 0;
     int rc = read_small_file(path, &text, &n, 1u << 20);
@@ -360,7 +360,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     int rc = load_config_json(dir, &fc, &tie);
     if (rc) return rc;
     char cpath[4200];
-    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    if (mx_pathf(cpath, sizeof cpath, "%s/config.json", dir)) return MX_EINVAL;
     struct { const char* key; double file, model; } cmp[] = {
         {"vocab_size", fc.vocab, mc->vocab},
         {"hidden_size", fc.dim, mc->dim},
@@ -378,11 +378,11 @@ int mx_hf_load(const char* dir, mx_llama* m) {
 
     /* model.safetensors: header */
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (mx_pathf(path, sizeof path, "%s/model.safetensors", dir)) return MX_EINVAL;
     int fd = mx_open_input(path, NULL);
     if (fd < 0) {
         char ipath[4300];
-        snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir);
+        if (mx_pathf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir)) return MX_EINVAL;
         if (access(ipath, F_OK) == 0)
             return mx_fail(MX_EFORMAT, "%s: sharded checkpoints (model.safetensors.index.json) are not supported; "
                            "save the model as one file", dir);

@@ -234,6 +234,6 @@ int mx_ckpt_latest(const char* dir, char* path, size_t n) {
     }
     closedir(d);
     if (best < 0) return 0;
-    snprintf(path, n, "%s/ckpt-%08lld.bin", dir, best);
+    if (mx_pathf(path, n, "%s/ckpt-%08lld.bin", dir, best)) return 0;
     return 1;
 }

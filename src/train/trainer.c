@@ -182,7 +182,7 @@ static int metrics_has_steps(const char* path) {
 /* Did the run record its outcome at `step` (summary.json: "budget" or "converged" at that step)? */
 static int summary_final_at(const char* dir, int64_t step) {
     char p[1200], b[4096], want[64];
-    snprintf(p, sizeof p, "%s/summary.json", dir);
+    if (mx_pathf(p, sizeof p, "%s/summary.json", dir)) return 0;
     FILE* f = mx_fopen_input(p, NULL);
     if (!f) return 0;
     size_t k = fread(b, 1, sizeof b - 1, f);
@@ -205,8 +205,8 @@ static int supersede_newer(const char* dir, int64_t step) {
         long long s = strtoll(e->d_name + 5, &end, 10);
         if (end == e->d_name + 5 || strcmp(end, ".bin") || s <= step) continue;
         char a[1400], b[1500];
-        snprintf(a, sizeof a, "%s/%s", dir, e->d_name);
-        snprintf(b, sizeof b, "%s.superseded", a);
+        if (mx_pathf(a, sizeof a, "%s/%s", dir, e->d_name)) continue;
+        if (mx_pathf(b, sizeof b, "%s.superseded", a)) continue;
         if (rename(a, b) == 0) n++;
     }
     closedir(d);
@@ -236,7 +236,7 @@ static void prune_ckpts(const char* dir, int keep) {
         for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
         if (newer >= keep) {
             char p[1200];
-            snprintf(p, sizeof p, "%s/ckpt-%08lld.bin", dir, steps[i]);
+            if (mx_pathf(p, sizeof p, "%s/ckpt-%08lld.bin", dir, steps[i])) continue;
             unlink(p);
         }
     }
@@ -257,7 +257,7 @@ static int remove_stale_temps(const char* dir) {
                    !strncmp(e->d_name, "tokenizer.txt.", 14);
         if (!ours) continue;
         char p[1400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (mx_pathf(p, sizeof p, "%s/%s", dir, e->d_name)) continue;
         if (unlink(p) == 0) n++;
     }
     closedir(d);
@@ -268,7 +268,7 @@ static int remove_stale_temps(const char* dir) {
  * (permissions, read-only, full disk, file size limit) is reported now. */
 static int probe_dir(const char* dir) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/.probe.%d", dir, (int)getpid());
+    if (mx_pathf(p, sizeof p, "%s/.probe.%d", dir, (int)getpid())) return MX_EINVAL;
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", dir, strerror(errno));
     static const char zeros[65536];
@@ -437,7 +437,7 @@ static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
                      (long long)res->spikes, (long long)mem_est, (long long)peak_rss());
     if (k < 0 || k >= (int)sizeof buf) return;
     char path[1200];
-    snprintf(path, sizeof path, "%s/summary.json", r->c.out);
+    if (mx_pathf(path, sizeof path, "%s/summary.json", r->c.out)) return;
     mx_write_atomic(path, buf, (size_t)k);
 }
 
@@ -595,14 +595,14 @@ static int open_run_dir(run_state* r) {
     if (c->resume && !file_exists(c->out)) return mx_fail(MX_EINVAL, "train: --resume: no checkpoint in %s", c->out);
     int rc = mx_mkdirs(c->out);
     if (rc) return rc;
-    snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out);
-    snprintf(r->cpath, sizeof r->cpath, "%s/config.txt", c->out);
+    if (mx_pathf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out)) return MX_EINVAL;
+    if (mx_pathf(r->cpath, sizeof r->cpath, "%s/config.txt", c->out)) return MX_EINVAL;
     if (!r->io) { /* rank 0 checked the directory; the checkpoints are the same files for all */
         r->resume = c->resume && mx_ckpt_latest(c->out, r->latest, sizeof r->latest);
         return MX_OK;
     }
     char lpath[1200];
-    snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
+    if (mx_pathf(lpath, sizeof lpath, "%s/.lock", c->out)) return MX_EINVAL;
     const int had_lock = file_exists(lpath); /* a trainer started here before */
     rc = mx_lock_take(lpath, &r->lock_fd);
     if (rc < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written (%s)", c->out, mx_last_error());
@@ -616,7 +616,7 @@ static int open_run_dir(run_state* r) {
     if (c->ckpt[0]) { /* --resume --ckpt FILE */
         if (!c->resume) return mx_fail(MX_EINVAL, "train: --ckpt %s needs --resume", c->ckpt);
         if (!file_exists(c->ckpt)) return mx_fail(MX_EINVAL, "train: --ckpt %s: no such file", c->ckpt);
-        snprintf(r->latest, sizeof r->latest, "%s", c->ckpt);
+        if (mx_pathf(r->latest, sizeof r->latest, "%s", c->ckpt)) return MX_EINVAL;
         have_ckpt = 1;
     }
     /* restart: --resume of a run killed before its first checkpoint (or before any file) */
@@ -708,7 +708,7 @@ static int load_state(run_state* r, mx_train_result* res) {
             return mx_fail(MX_EINVAL, "train: --steps %lld is below the checkpoint's step %lld (%s)",
                            (long long)c->steps, (long long)meta.step, r->latest);
         r->ckpt_step = meta.step;
-        snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
+        if (mx_pathf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest)) return MX_EINVAL;
         r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
         if (r->finished) return MX_OK; /* nothing is written: no engine */
         res->tokens_to_target = meta.tokens_to_target;
@@ -921,14 +921,14 @@ static int log_step(run_state* r, int64_t k, const step_out* s) {
 /* The checkpoint of step k (the engine makes the host copies current, gathers shards), then pruning. */
 static int checkpoint(run_state* r, int64_t k, const mx_train_result* res) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/ckpt-%08lld.bin", r->c.out, (long long)k);
+    if (mx_pathf(path, sizeof path, "%s/ckpt-%08lld.bin", r->c.out, (long long)k)) return MX_EINVAL;
     r->meta->step = k;
     r->meta->tokens_to_target = res->tokens_to_target;
     int rc = r->eng->ops->save(r->eng, path, r->meta, r->fingerprint);
     if (rc) return rc;
     if (r->io) prune_ckpts(r->c.out, r->c.keep_ckpts);
     r->ckpt_step = k;
-    snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", path);
+    if (mx_pathf(r->ckpt_path, sizeof r->ckpt_path, "%s", path)) return MX_EINVAL;
     mx_crash_point("ckpt-pruned", k);
     return MX_OK;
 }

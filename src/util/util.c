@@ -35,8 +35,13 @@ void mx_sb_printf(mx_sbuf* b, const char* fmt, ...) {
 int mx_pathf(char* buf, size_t n, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    const int k = vsnprintf(buf, n, fmt, ap);
+    const int rc = mx_vpathf(buf, n, fmt, ap);
     va_end(ap);
+    return rc;
+}
+
+int mx_vpathf(char* buf, size_t n, const char* fmt, va_list ap) {
+    const int k = vsnprintf(buf, n, fmt, ap);
     if (k >= 0 && (size_t)k < n) return MX_OK;
     mx_fail(MX_EINVAL, "path too long (%d bytes, more than the %zu this takes): %.80s...", k, n ? n - 1 : 0, n ? buf : "");
     if (n) buf[0] = 0; /* never a cut path */
@@ -113,7 +118,7 @@ int mx_lock_take(const char* path, int* fd) {
 int mx_mkdirs(const char* path) {
     char p[4096];
     if (!*path) return mx_fail(MX_EINVAL, "empty directory name");
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mx_fail(MX_EINVAL, "path too long: %s", path);
+    if (mx_pathf(p, sizeof p, "%s", path)) return MX_EINVAL;
     for (char* s = p + 1;; s++)
         if (*s == '/' || !*s) {
             const char c = *s;
