@@ -62,7 +62,8 @@ int mx_vpathf(char* buf, size_t n, const char* fmt, va_list ap) __attribute__((f
 /* Every file mxlm reads is opened through these (issue 48, class 13): opened with O_NONBLOCK (a FIFO opens
  * at once instead of waiting for a writer forever), then fstat'ed: anything but a regular file (a FIFO, a
  * device, a directory, a socket; links are followed) is refused with "PATH: not a regular file (a FIFO)",
- * then the flag is cleared. mx_open_input: the fd, or -1 with the message "PATH: cannot open WHAT: why"
+ * then the flag is cleared. mx_open_input: the fd, or -1 (-2: not a regular file) with the message
+ * "PATH: cannot open WHAT: why"
  * (mx_last_error; errno set; `what` "checkpoint", "shard", ... or NULL); mx_fopen_input: the same as a FILE*
  * ("rb"). mx_check_input: the same check without keeping it open, for inputs checked before anything is
  * created (0 also when the path does not exist: the reader reports that). */

@@ -25,7 +25,7 @@ int mx_shard_open(mx_shard* s, const char* path) {
     if (!path) return mx_fail(MX_EINVAL, "shard: no path");
     if (mx_pathf(s->path, sizeof s->path, "%s", path)) return MX_EINVAL;
     int fd = mx_open_input(path, "shard");
-    if (fd < 0) return MX_EIO;
+    if (fd < 0) return fd == -2 ? MX_EFORMAT : MX_EIO; /* a directory, a FIFO: not a shard */
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno; close(fd);

@@ -77,13 +77,13 @@ int mx_open_input(const char* path, const char* what) {
     }
     struct stat st;
     int bad = 0;
-    if (fstat(fd, &st) != 0) bad = input_fail(path, what, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) bad = not_regular(path, what, st.st_mode);
+    if (fstat(fd, &st) != 0) bad = (input_fail(path, what, strerror(errno)), -1);
+    else if (!S_ISREG(st.st_mode)) bad = (not_regular(path, what, st.st_mode), -2);
     if (bad) {
         const int e = errno;
         close(fd);
         errno = e;
-        return -1;
+        return bad;
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
