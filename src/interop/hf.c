@@ -82,8 +82,7 @@ static void slot_shape(const mx_param_info* info, slot s, size_t* off, size_t* n
     else { *ndim = 2; shape[0] = in->rows; shape[1] = in->cols; }
 }
 
-/* ---- small file helpers ----------------------------------------------------------------- */
-
+/* ---- small helpers (files are written through util.h's mx_outfile) ------------------------ */
 
 /* The shortest %g that reads back to the same float. */
 static const char* fmt_float(char* buf, float x) {
