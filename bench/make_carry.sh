@@ -55,20 +55,20 @@ if has study20m || has study60m; then
   [ -f data/tokenizers/r50k_base.tiktoken ] || bash tools/fetch_tokenizers.sh > /dev/null
   [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
   mkdir -p build/study20m
-  build/cpu/mxlm prep --encoding r50k_base --train-pattern build/study20m/val.bin --val-fraction 0 \
+  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern build/study20m/val.bin --val-fraction 0 \
     ../shared/corpus/val.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study20m/val.bin 938afb3d
   cp build/study20m/val.bin "$C/study20m-val.bin"
 fi
 if has study20m; then
-  build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin' --val-fraction 0 \
+  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin' --val-fraction 0 \
     ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study20m/train_000000.bin bad5a90a
   xz -T0 -9 -c build/study20m/train_000000.bin > "$C/study20m-train.bin.xz"
 fi
 if has study60m; then
   mkdir -p build/study60m
-  build/cpu/mxlm prep --encoding r50k_base --train-pattern 'build/study60m/train_%06d.bin' --val-fraction 0 \
+  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern 'build/study60m/train_%06d.bin' --val-fraction 0 \
     ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst ../shared/corpus/train-02.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
   check build/study60m/train_000000.bin b7304b32
   # the first 35,000,000 tokens: the header's count (int32 at byte 8) set, the file cut after them

@@ -8,7 +8,7 @@ build/data/tiny.tiktoken: $(TINY_CORPUS) mxlm
 	./mxlm bpe --vocab 4096 --val-fraction 0.05 --out $@ $(TINY_CORPUS)
 
 build/data/tiny_train.bin build/data/tiny_val.bin &: build/data/tiny.tiktoken $(TINY_CORPUS)
-	./mxlm prep --quiet --ranks build/data/tiny.tiktoken --pattern r50k --val-fraction 0.05 \
+	./mxlm prep --quiet --replace --ranks build/data/tiny.tiktoken --pattern r50k --val-fraction 0.05 \
 	    --shard-tokens 2000000000 --train-pattern build/data/tiny_train.bin --val-pattern build/data/tiny_val.bin $(TINY_CORPUS)
 
 .PHONY: tokenizers

@@ -220,21 +220,26 @@ TEST(prep_gz_and_zst) {
         for (int64_t i = 0; i < sh.n_tokens && i < nw; i++) CHECK_EQ_INT(mx_shard_token(&sh, i), want[i]);
         mx_shard_close(&sh);
     }
-    /* shard splitting and the validation split (the last document), 2 threads vs 1: same bytes */
+    /* shard splitting and the validation split (the last document), 2 threads vs 1: same bytes; the
+     * documents K times over, so that shards of the smallest size prep takes (MX_PREP_SHARD_MIN) split them */
+    enum { K = 6000 };
+    REQUIRE(test_sh("cd %s && python3 -c \"import sys; d=open('docs.jsonl').read().rstrip('\\n')+'\\n'; "
+                    "sys.stdout.write(d*%d)\" | zstd -q > big.jsonl.zst", d, K) == 0);
     CHECK_EQ_INT(test_sh("cd %s && rm -f o_* p_* && %s/%s prep --quiet --threads 2 --ranks %s/tests/fixtures/tokenizer/r50k_base.trim.tiktoken "
-                         "--pattern r50k --out o --shard-tokens 5 --val-docs 1 pile.jsonl.zst && "
+                         "--pattern r50k --out o --shard-tokens 65536 --val-docs 1 big.jsonl.zst && "
                          "%s/%s prep --quiet --threads 1 --ranks %s/tests/fixtures/tokenizer/r50k_base.trim.tiktoken "
-                         "--pattern r50k --out p --shard-tokens 5 --val-docs 1 pile.jsonl.zst && "
+                         "--pattern r50k --out p --shard-tokens 65536 --val-docs 1 big.jsonl.zst && "
                          "for f in o_*; do cmp $f p_${f#o_} || exit 1; done && test -f o_val_000000.bin && ! test -f o_val_000001.bin",
                          d, getenv("PWD"), bin, getenv("PWD"), getenv("PWD"), bin, getenv("PWD")), 0);
     mx_ids third = {0};
     mx_tok_encode(t, k_docs[2], strlen(k_docs[2]), &third);
-    int64_t ntrain = nw - 1 - (int64_t)third.n;
+    int64_t ntrain = K * nw - 1 - (int64_t)third.n;
     mx_ids_free(&third);
-    char s[700]; snprintf(s, sizeof s, "%s/o_train_%06d.bin", d, (int)((ntrain - 1) / 5));
+    REQUIRE(ntrain > 2 * MX_PREP_SHARD_MIN);
+    char s[700]; snprintf(s, sizeof s, "%s/o_train_%06d.bin", d, (int)((ntrain - 1) / MX_PREP_SHARD_MIN));
     mx_shard sh;
     REQUIRE(mx_shard_open(&sh, s) == 0);
-    CHECK_EQ_INT(sh.n_tokens, ntrain % 5 ? ntrain % 5 : 5);
+    CHECK_EQ_INT(sh.n_tokens, ntrain % MX_PREP_SHARD_MIN ? ntrain % MX_PREP_SHARD_MIN : MX_PREP_SHARD_MIN);
     mx_shard_close(&sh);
     mx_tok_free(t);
 }

@@ -60,6 +60,10 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
 
 /* ---- prep: documents -> token shards ---- */
 struct mx_tokenizer;
+/* prep's bounds (the CLI refuses others, exit 2): tokens per shard (2^16: many windows of any context, and
+ * a few files per million tokens, not one per token), threads. */
+#define MX_PREP_SHARD_MIN 65536
+#define MX_PREP_THREADS_MAX 1024
 typedef struct {
     const char* const* inputs; int n_inputs;
     int format; const char* field;           /* field: JSON key, default "text" */
@@ -74,14 +78,18 @@ typedef struct {
     void (*progress)(void* ctx, uint64_t bytes_in, uint64_t bytes_total, int64_t docs, int64_t tokens);
     void* progress_ctx;
     const char* tok_record;                  /* written into every shard's header (tokrec.h; NULL: none) */
+    int replace;                             /* an output that already holds a shard set: replace all of it */
 } mx_prep_opts;
 typedef struct {
     int64_t docs, train_docs, val_docs, skipped, train_tokens, val_tokens;
     int train_shards, val_shards;
     uint64_t text_bytes;
 } mx_prep_stats;
-/* All shards are written as "<name>.part" and renamed to their names only when every
- * document has been read and encoded; on any error they are removed. */
+/* All shards are written as hidden "DIR/.<name>.part" files (no shard glob takes them) and renamed to
+ * their names only when every document has been read and encoded; on any error they are removed. The
+ * outputs are locked while a run writes them (DIR/.<pattern>.lock). An output pattern that already has
+ * shards (any index) is refused unless o->replace; then the old set's shards this run did not write
+ * again are removed after the new ones are in place, so a glob never mixes the two. */
 int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st);
 
 /* ---- the tiny tokenizer's BPE trainer ---- */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,14 @@ int cli_finish_stdout(const char* cmd, int rc) {
     return rc ? rc : 1;
 }
 
+/* A path argument longer than mxlm takes: a usage error (2). */
+static int path_too_long(const char* cmd, const char* what, const char* v) {
+    if (strlen(v) <= MX_PATH_LEN) return 0;
+    fprintf(stderr, "mxlm %s: %s: a path of %zu bytes (%.40s...); mxlm takes paths of at most %d bytes\n", cmd, what,
+            strlen(v), v, MX_PATH_LEN);
+    return 2;
+}
+
 static int set_value(const cli_opt* o, const char* v, const char* cmd) {
     char* end = NULL;
     errno = 0;
@@ -96,10 +105,13 @@ static int set_value(const cli_opt* o, const char* v, const char* cmd) {
         return 0;
     }
     case OPT_STR: *(const char**)o->dst = v; return 0;
-    case OPT_PATH:
-        if (cli_path_check(cmd, o->name, v)) return 2;
+    case OPT_PATH: {
+        char what[80];
+        snprintf(what, sizeof what, "--%s", o->name);
+        if (cli_path_check(cmd, o->name, v) || path_too_long(cmd, what, v)) return 2;
         *(const char**)o->dst = v;
         return 0;
+    }
     case OPT_FLAG: *(int*)o->dst = 1; return 0;
     }
 bad:
@@ -145,6 +157,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
                 return 2;
             }
             if (cli_path_check(cmd, NULL, a)) return 2; /* an empty argument: an input named '' */
+            if (path_too_long(cmd, "an argument", a)) return 2;
             pos[np++] = argv[i];
             continue;
         }
@@ -202,6 +215,22 @@ int cli_paths_distinct(const char* cmd, const char* const* names, const char* co
                 return 2;
             }
     return 0;
+}
+
+int cli_check_range(const char* cmd, const char* opt, int64_t v, int64_t lo, int64_t hi, const char* why) {
+    if (v >= lo && v <= hi) return 0;
+    fprintf(stderr, "mxlm %s: --%s %lld: %s (%lld..%lld)\n", cmd, opt, (long long)v, why, (long long)lo, (long long)hi);
+    return 2;
+}
+
+int cli_pathf(const char* cmd, char* buf, size_t n, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int rc = mx_vpathf(buf, n, fmt, ap);
+    va_end(ap);
+    if (!rc) return 0;
+    fprintf(stderr, "mxlm %s: %s\n", cmd, mx_last_error());
+    return 2;
 }
 
 int cli_write_file_atomic(const char* path, const void* data, size_t n) {

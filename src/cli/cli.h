@@ -4,7 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* OPT_PATH: a file or directory name (or a glob) - a string that may not be empty. */
+/* OPT_PATH: a file or directory name (or a glob, const char**) that may not be empty and has at most
+ * MX_PATH_LEN bytes (util.h): a longer one is a usage error (exit 2) up front, never a path cut short later. */
 typedef enum { OPT_INT, OPT_I64, OPT_U64, OPT_DOUBLE, OPT_STR, OPT_PATH, OPT_FLAG } opt_type;
 typedef struct {
     const char* name;   /* long name without dashes, e.g. "rows" */
@@ -17,7 +18,7 @@ typedef struct {
  * message and returns 2 on an unknown option, a missing or malformed value;
  * prints the usage and returns 1 on --help; returns 0 on success. Positional
  * arguments are an error unless `npos` is non-NULL (then they are collected
- * into pos[], at most 64). */
+ * into pos[], at most 64; they are paths or names: at most MX_PATH_LEN bytes). */
 int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const cli_opt* opts, int nopts,
               char** pos, int* npos);
 void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopts);
@@ -42,6 +43,12 @@ int cli_finish_stdout(const char* cmd, int rc);
  * given) are n different files: the same inode (stat) or the same path with its folder resolved is refused
  * (2 and a message naming both). */
 int cli_paths_distinct(const char* cmd, const char* const* names, const char* const* paths, int n);
+/* A numeric option's bounds: 0 when lo <= v <= hi, else 2 with "mxlm CMD: --OPT V: WHY (LO..HI)" printed
+ * (a usage error, exit 2). */
+int cli_check_range(const char* cmd, const char* opt, int64_t v, int64_t lo, int64_t hi, const char* why);
+
+/* mx_pathf (util.h) for the CLI: 0, or 2 (a usage error) with "mxlm CMD: path too long ..." printed. */
+int cli_pathf(const char* cmd, char* buf, size_t n, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Write `n` bytes to `path` atomically: a temporary file in the same folder,
  * fsync, rename. Returns 0, or -1 with a message printed. */

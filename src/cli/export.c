@@ -136,7 +136,7 @@ static int write_reference(mx_llama* m, const char* dir, int N, const char* val_
     free(tgt);
     if (ferr || !buf) { free(buf); fprintf(stderr, "mxlm export: out of memory\n"); return 1; }
     char path[4200];
-    snprintf(path, sizeof path, "%s/mxlm_reference.json", dir);
+    if (cli_pathf("export", path, sizeof path, "%s/mxlm_reference.json", dir)) { free(buf); return 2; };
     int wr = cli_write_file_atomic(path, buf, blen);
     free(buf);
     if (wr) return 1;
@@ -181,9 +181,9 @@ int cmd_export(int argc, char** argv) {
 
     /* the model shape: config.txt */
     char cpath[4200], val[1024] = "", ckpt[4200];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", run);
+    if (cli_pathf("export", cpath, sizeof cpath, "%s/config.txt", run)) return 2;
     char* text = mx_read_text(cpath);
-    if (!text) { fprintf(stderr, "mxlm export: cannot read %s: %s (not a run directory?)\n", cpath, strerror(errno)); return 1; }
+    if (!text) { fprintf(stderr, "mxlm export: %s (not a run directory?)\n", mx_last_error()); return 1; }
     mx_model_config cfg;
     const char* missing = NULL;
     if (parse_kv(text, &cfg, val, sizeof val, &missing)) {
@@ -193,7 +193,7 @@ int cmd_export(int argc, char** argv) {
     }
     free(text);
     if (mx_model_config_check(&cfg)) { fprintf(stderr, "mxlm export: %s: %s\n", cpath, mx_last_error()); return 1; }
-    if (ckpt_opt) snprintf(ckpt, sizeof ckpt, "%s", ckpt_opt);
+    if (ckpt_opt) { if (cli_pathf("export", ckpt, sizeof ckpt, "%s", ckpt_opt)) return 2; }
     else if (!mx_ckpt_latest(run, ckpt, sizeof ckpt)) {
         fprintf(stderr, "mxlm export: no checkpoint (ckpt-*.bin) in %s\n", run);
         return 1;

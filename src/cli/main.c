@@ -1,4 +1,5 @@
 /* main.c: ./mxlm entry point; dispatches to one file per subcommand. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,10 @@ static void usage(FILE* f) {
 }
 
 int main(int argc, char** argv) {
+    /* A write past the file size limit (ulimit -f) fails with EFBIG, as a full disk fails with ENOSPC, and takes
+     * the same path (the reason, the last checkpoint kept), instead of SIGXFSZ killing the process with no
+     * message (issue 48, class 14). Children (mxlm study's runs) inherit it. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return cli_finish_stdout("help", argc < 2 ? 2 : 0);

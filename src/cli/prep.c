@@ -11,18 +11,22 @@
 #include "mxlm/mx.h"
 #include "mxlm/tokenizer.h"
 #include "mxlm/tokrec.h"
+#include "mxlm/util.h"
 
 static const char* k_prep_usage =
     "--encoding NAME | --ranks FILE --pattern P   --out PREFIX | --train-pattern PAT [--val-pattern PAT]\n"
     "           [--val-fraction F | --val-docs N] [--shard-tokens N] [--format auto|jsonl|text] [--field text]\n"
-    "           [--skip-bad] [--threads N] [--quiet] INPUT...\n"
+    "           [--skip-bad] [--replace] [--threads N] [--quiet] INPUT...\n"
     "  INPUT: JSON Lines with a \"text\" field, or plain UTF-8 text files (one document each); plain, gzip or\n"
     "  zstd (recognised by content). Every document is preceded by the end-of-text token (<|begin_of_text|>\n"
     "  for llama3), as llm.c does. Shards: llm.c .bin, version 1 (uint16) when the vocabulary fits 65,536 ids,\n"
     "  else version 2 (uint32). --out PREFIX writes PREFIX_train_000000.bin ... and PREFIX_val_000000.bin.\n"
-    "  The validation split is the LAST documents. Shards are written as NAME.part and renamed only once\n"
-    "  everything succeeded; a malformed line, invalid UTF-8 or a truncated stream stops with file:line and\n"
-    "  leaves no shard (--skip-bad skips documents with invalid UTF-8 and reports how many).";
+    "  The validation split is the LAST documents. Shards are written as hidden DIR/.NAME.part files (no\n"
+    "  shard glob takes them) and renamed only once everything succeeded; a malformed line, invalid UTF-8 or\n"
+    "  a truncated stream stops with file:line and leaves no shard (--skip-bad skips documents with invalid\n"
+    "  UTF-8 and reports how many). An output that already has shards is refused unless --replace, which\n"
+    "  replaces the whole set: its shards this run does not write again are removed, so a glob such as\n"
+    "  'PREFIX_train_*.bin' never mixes two runs. A second prep on the same outputs is refused while one runs.";
 
 typedef struct { double t0, last; int quiet; } prog;
 static double now_s(void) {
@@ -58,7 +62,7 @@ int cmd_prep(int argc, char** argv) {
     const char *encoding = NULL, *ranks = NULL, *pattern = NULL, *out = NULL, *trainp = NULL, *valp = NULL;
     const char *format = "auto", *field = "text";
     double val_fraction = 0; int64_t val_docs = 0, shard_tokens = 100000000;
-    int skip_bad = 0, quiet = 0;
+    int skip_bad = 0, quiet = 0, replace = 0;
     cli_opt opts[] = {
         {"encoding", OPT_STR, &encoding, "r50k_base cl100k_base o200k_base llama3 tiny"},
         {"ranks", OPT_PATH, &ranks, "tiktoken rank file"},
@@ -68,11 +72,12 @@ int cmd_prep(int argc, char** argv) {
         {"val-pattern", OPT_PATH, &valp, "validation shard names (printf, one %d), or one file name"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) for validation"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) for validation"},
-        {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000)"},
+        {"shard-tokens", OPT_I64, &shard_tokens, "tokens per shard (default 100000000; 65536..2147483647)"},
         {"format", OPT_STR, &format, "auto (.json* names are JSON Lines) | jsonl | text"},
         {"field", OPT_STR, &field, "JSON field holding the text (default text)"},
         {"skip-bad", OPT_FLAG, &skip_bad, "skip documents with invalid UTF-8 (counted) instead of failing"},
         {"quiet", OPT_FLAG, &quiet, "no progress line"},
+        {"replace", OPT_FLAG, &replace, "an output that already has shards: replace the whole set (its other shards removed)"},
     };
     char* pos[64]; int npos = 0;
     int rc = cli_parse(argc, argv, "prep", k_prep_usage, opts, sizeof opts / sizeof opts[0], pos, &npos);
@@ -83,10 +88,16 @@ int cmd_prep(int argc, char** argv) {
     if (fmt < 0) { fprintf(stderr, "mxlm prep: --format must be auto, jsonl or text\n"); return 2; }
     if (!(val_fraction >= 0 && val_fraction < 1)) { fprintf(stderr, "mxlm prep: --val-fraction must be in [0, 1)\n"); return 2; }
     if (val_docs < 0) { fprintf(stderr, "mxlm prep: --val-docs must be >= 0\n"); return 2; }
-    if (shard_tokens <= 0) { fprintf(stderr, "mxlm prep: --shard-tokens must be positive\n"); return 2; }
+    /* a shard holds many training windows (contexts are at most a few thousand tokens), and the number of
+     * files stays small: --shard-tokens 1 would write one file per token */
+    if (cli_check_range("prep", "shard-tokens", shard_tokens, MX_PREP_SHARD_MIN, INT32_MAX,
+                        "tokens per shard out of range"))
+        return 2;
     static char tbuf[1100], vbuf[1100];
     if (out) {
-        snprintf(tbuf, sizeof tbuf, "%s_train_%%06d.bin", out); snprintf(vbuf, sizeof vbuf, "%s_val_%%06d.bin", out);
+        if (cli_pathf("prep", tbuf, sizeof tbuf, "%s_train_%%06d.bin", out) ||
+            cli_pathf("prep", vbuf, sizeof vbuf, "%s_val_%%06d.bin", out))
+            return 2;
         if (!trainp) trainp = tbuf;
         if (!valp) valp = vbuf;
     }
@@ -115,7 +126,7 @@ int cmd_prep(int argc, char** argv) {
         rec[0] = 0;
     }
     mx_prep_opts o = {(const char* const*)pos, npos, fmt, field, t, trainp, valp, shard_tokens, val_docs, val_fraction,
-                      skip_bad, cli_threads(), progress, &pg, rec};
+                      skip_bad, cli_threads(), progress, &pg, rec, replace};
     mx_prep_stats st;
     rc = mx_prep_run(&o, &st);
     if (!pg.quiet) fprintf(stderr, "\n");
@@ -142,7 +153,7 @@ int cmd_bpe(int argc, char** argv) {
     int vocab = 4096; double val_fraction = 0.05; int64_t val_docs = 0;
     cli_opt opts[] = {
         {"out", OPT_PATH, &out, "rank file to write (tiktoken format)"},
-        {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096)"},
+        {"vocab", OPT_INT, &vocab, "vocabulary size including <|endoftext|> (default 4096; 257..65536)"},
         {"val-fraction", OPT_DOUBLE, &val_fraction, "fraction of the documents (the last ones) left out (default 0.05)"},
         {"val-docs", OPT_I64, &val_docs, "number of documents (the last ones) left out"},
     };
@@ -155,6 +166,7 @@ int cmd_bpe(int argc, char** argv) {
         static const char* const fnames[] = {"--out", "input"};
         if (cli_paths_distinct("bpe", fnames, files, 2)) return 2;
     }
+    if (cli_check_range("bpe", "vocab", vocab, 257, 65536, "the bytes, one merge at least and <|endoftext|>")) return 2;
     int64_t n = 0;
     if (mx_docs_count((const char* const*)pos, npos, MX_FMT_AUTO, "text", &n)) {
         fprintf(stderr, "mxlm bpe: %s\n", mx_last_error()); return 1;

@@ -10,10 +10,11 @@
 #include "cli/cli.h"
 #include "mxlm/formats.h"
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 static float* read_f32(const char* path, size_t n) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "mxlm quant: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
+    FILE* f = mx_fopen_input(path, NULL);
+    if (!f) { fprintf(stderr, "mxlm quant: %s\n", mx_last_error()); return NULL; }
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fprintf(stderr, "mxlm quant: --in %s is a directory, not a file of float32 values\n", path);
@@ -88,6 +89,7 @@ int cmd_quant(int argc, char** argv) {
     const char* err = NULL;
     if (!in || !out) err = "--in and --out are required";
     else if (rows <= 0 || cols <= 0) err = "--rows and --cols are required and must be positive";
+    else if ((int64_t)rows * cols > ((int64_t)1 << 31)) err = "--rows x --cols is at most 2^31 elements (8 GiB of float32)";
     else if (fmt < 0) err = "--format must be mxfp4, nvfp4, mxfp8, e4m3, e5m2 or bf16";
     else if (layout < 0 || (row && !(row->layouts & MX_BIT(layout))) || (!row && strcmp(layout_s, "1x32"))) {
         snprintf(msg, sizeof msg, "--layout %s does not apply to --format %s (%s)", layout_s, format_s,

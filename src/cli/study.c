@@ -111,7 +111,7 @@ static int render(const char* dir, const char* baseline, double target, double f
         printf("\n");
     }
     char tp[1200];
-    snprintf(tp, sizeof tp, "%s/telemetry.svg", dir);
+    if (mx_pathf(tp, sizeof tp, "%s/telemetry.svg", dir)) tp[0] = 0;
     printf("wrote %s/results.md, %s/paired.json, %s/loss.svg%s%s\n", dir, dir, dir, access(tp, F_OK) == 0 ? ", " : "",
            access(tp, F_OK) == 0 ? tp : "");
     mx_study_free(&s);
@@ -148,6 +148,9 @@ typedef struct { int k, j, fresh; int64_t steps, sched; } study_job;
 /* The --extend jobs: this command's runs that ended before the did-not-converge limit without reaching their
  * target (mx_study_run.short_run), each to ceil(limit / tokens per step) steps. Returns their number, or -1
  * (printed) when the study cannot be computed. */
+/* The longest --out of a study: its run folders (--out/NAME, NAME up to 300 bytes) and their files fit. */
+#define MX_STUDY_OUT_MAX 800
+
 static int extend_jobs(const char* out, const char* baseline, double target, double factor, const char* rule,
                        char* const* recipes, int n_rec, const uint64_t* seeds, int n_seeds, study_job* jobs) {
     mx_study s;
@@ -182,7 +185,7 @@ static int extend_jobs(const char* out, const char* baseline, double target, dou
         J->steps = (int64_t)ceil(s.budget_limit / (double)r->tokens_per_step);
         J->sched = r->budget_tokens / r->tokens_per_step; /* its schedule's steps (of an earlier extension too) */
         char ck[1400];
-        snprintf(ck, sizeof ck, "%s/%s/ckpt-%08lld.bin", out, r->name, (long long)r->last_step);
+        if (mx_pathf(ck, sizeof ck, "%s/%s/ckpt-%08lld.bin", out, r->name, (long long)r->last_step)) continue;
         J->fresh = access(ck, F_OK) != 0;
         printf("study: --extend: %s seed %llu: target %.6g not reached by its end (%lld tokens); on to %lld steps "
                "(%.0f tokens)%s\n", r->recipe, (unsigned long long)r->seed, r->target, (long long)r->last_tokens,
@@ -197,11 +200,11 @@ static int extend_jobs(const char* out, const char* baseline, double target, dou
  * to DIR, the unfinished one aside as DIR.failedK (the report skips both). Returns 1 when it restored one. */
 static int restore_short(const char* rundir) {
     char aside[1300], failed[1320];
-    snprintf(aside, sizeof aside, "%s.short", rundir);
+    if (mx_pathf(aside, sizeof aside, "%s.short", rundir)) return 0;
     if (access(aside, F_OK) != 0 || mx_study_run_state(rundir) == 2) return 0;
     if (access(rundir, F_OK) == 0) {
         for (int k = 1; k < 1000; k++) {
-            snprintf(failed, sizeof failed, "%s.failed%d", rundir, k);
+            if (mx_pathf(failed, sizeof failed, "%s.failed%d", rundir, k)) return 0;
             if (access(failed, F_OK) != 0) break;
         }
         if (rename(rundir, failed)) return 0;
@@ -215,7 +218,7 @@ static int restore_short(const char* rundir) {
  * They should be (the same seed, schedule and code); a difference means another binary or device. */
 static void same_start(const char* rundir, const mx_study_run* r) {
     char aside[1300];
-    snprintf(aside, sizeof aside, "%s.short", rundir);
+    if (mx_pathf(aside, sizeof aside, "%s.short", rundir)) return;
     mx_study_run o;
     if (mx_study_load_run(aside, &o)) return;
     int same = 0, diff = 0;
@@ -306,7 +309,7 @@ static int spawn(const char* exe, char** args, const char* log) {
 }
 
 static void print_log_tail(const char* log) {
-    FILE* f = fopen(log, "r");
+    FILE* f = mx_fopen_input(log, NULL);
     if (!f) return;
     char lines[3][1024] = {"", "", ""}, line[1024];
     int n = 0;
@@ -398,6 +401,12 @@ static int cmd_run(int argc, char** argv) {
             free(pass);
             return 2;
         }
+    }
+    if (out && strlen(out) > MX_STUDY_OUT_MAX) { /* its runs' folders and logs must fit (issue 48, class 4) */
+        fprintf(stderr, "mxlm study run: --out: a path of %zu bytes; a study folder takes at most %d\n", strlen(out),
+                MX_STUDY_OUT_MAX);
+        free(pass);
+        return 2;
     }
     int list_bad = 0;
     for (int k = 0; k < n_lists; k++) { /* copies: split_strict writes into them */
@@ -527,7 +536,7 @@ static int cmd_run(int argc, char** argv) {
     }
     if (!rc && !dry) { /* study.txt: what was asked, appended on every invocation */
         char p[1200], mach[512];
-        snprintf(p, sizeof p, "%s/study.txt", out);
+        if (mx_pathf(p, sizeof p, "%s/study.txt", out)) return 2;
         FILE* f = fopen(p, "a");
         if (!f) { fprintf(stderr, "mxlm study run: %s: cannot write: %s\n", p, strerror(errno)); rc = 1; }
         else {
@@ -591,13 +600,13 @@ static int cmd_run(int argc, char** argv) {
             int jb = next++, k = jobs[jb].k, j = jobs[jb].j, n = jb + 1;
             const study_job* J = &jobs[jb];
             mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
-            snprintf(rundir, sizeof rundir, "%s/%s", out, name);
+            if (mx_pathf(rundir, sizeof rundir, "%s/%s", out, name)) return 2;
             snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seeds[j]);
             if (!J->steps) restore_short(rundir); /* an extension of an earlier invocation cut short */
             int state = J->steps ? (J->fresh ? 0 : 1) : mx_study_run_state(rundir);
             if (J->steps && J->fresh) { /* no checkpoint to resume: the run again from step 0, kept aside */
                 char aside[1300];
-                snprintf(aside, sizeof aside, "%s.short", rundir);
+                if (mx_pathf(aside, sizeof aside, "%s.short", rundir)) return 2;
                 if (access(aside, F_OK) == 0 || rename(rundir, aside)) {
                     fprintf(stderr, "mxlm study run: --extend: cannot move %s aside to %s (%s)\n", rundir, aside,
                             access(aside, F_OK) == 0 ? "it exists" : strerror(errno));
@@ -645,7 +654,7 @@ static int cmd_run(int argc, char** argv) {
             }
             int q = 0;
             while (slot_pid[q]) q++;
-            snprintf(log, sizeof log, "%s/train.log", rundir);
+            if (mx_pathf(log, sizeof log, "%s/train.log", rundir)) return 2;
             if (mx_mkdirs(rundir)) {
                 fprintf(stderr, "mxlm study run: %s\n", mx_last_error());
                 rc = 1;
@@ -688,8 +697,8 @@ static int cmd_run(int argc, char** argv) {
         int jb = slot_job[q], k = jobs[jb].k, j = jobs[jb].j, n = jb + 1, st = exit_code(wst);
         double dt = now_s() - slot_t0[q];
         mx_study_run_name(recipes[k], seeds[j], name, sizeof name);
-        snprintf(rundir, sizeof rundir, "%s/%s", out, name);
-        snprintf(log, sizeof log, "%s/train.log", rundir);
+        if (mx_pathf(rundir, sizeof rundir, "%s/%s", out, name)) return 2;
+        if (mx_pathf(log, sizeof log, "%s/train.log", rundir)) return 2;
         mx_study_run r;
         int loaded = mx_study_load_run(rundir, &r) == 0;
         if (st == 0 || st == 3 || st == 4) {

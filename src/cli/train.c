@@ -94,6 +94,9 @@ static int load_config(const char* path, char*** out, int* nout, const mx_config
 
 static int train_main(int argc, char** argv, const char* config_path);
 
+/* A path option into its field of the configuration: 0, or 2 (a usage error) when it does not fit. */
+static int cfg_path(char* dst, size_t n, const char* v) { return cli_pathf("train", dst, n, "%s", v); }
+
 static int bad_num(const char* opt, double x, const char* want) {
     fprintf(stderr, "mxlm train: --%s %.17g: %s\n", opt, x, want);
     return 2;
@@ -299,7 +302,11 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
         i += k;
     }
     char cpath[1200], latest[1200];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", out);
+    if (cli_pathf("train", cpath, sizeof cpath, "%s/config.txt", out)) return 2;
+    if (ckpt && mx_check_input(ckpt, "checkpoint")) { /* a FIFO or a device: refused before it counts as one */
+        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
+        return 1;
+    }
     struct stat st;
     if (stat(cpath, &st) != 0) { /* nothing recorded: the trainer decides (restart, or no run) - unless it has
                                   * checkpoints, whose configuration is lost: no option is to blame */
@@ -531,7 +538,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         return 0;
     }
     if (run_id && parse_run_id(run_id, &c.run_id)) return 2;
-    if (ckpt) snprintf(c.ckpt, sizeof c.ckpt, "%s", ckpt);
+    if (ckpt && cfg_path(c.ckpt, sizeof c.ckpt, ckpt)) return 2;
     if (ckpt && !c.resume) { fprintf(stderr, "mxlm train: --ckpt FILE needs --resume\n"); return 2; }
     if (c.warmup == INT64_MIN) c.warmup = -1;
     else if (c.warmup < -1) {
@@ -554,9 +561,9 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (norm_eps > 0) c.model.norm_eps = (float)norm_eps;
     if (mx_model_config_check(&c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
     snprintf(c.recipe, sizeof c.recipe, "%s", recipe);
-    if (train) snprintf(c.train, sizeof c.train, "%s", train);
-    if (val) snprintf(c.val, sizeof c.val, "%s", val);
-    if (out) snprintf(c.out, sizeof c.out, "%s", out);
+    if ((train && cfg_path(c.train, sizeof c.train, train)) || (val && cfg_path(c.val, sizeof c.val, val)) ||
+        (out && cfg_path(c.out, sizeof c.out, out)))
+        return 2;
     if (c.seq <= 0) c.seq = c.model.seq_len;
     int drank = 0, dworld = 0, dlocal = 0;
     const char* dtoken = NULL;
@@ -586,7 +593,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 2;
     }
-    if (init_from) snprintf(c.init_from, sizeof c.init_from, "%s", init_from);
+    if (init_from && cfg_path(c.init_from, sizeof c.init_from, init_from)) return 2;
     c.no_final_ckpt = !final_ckpt;
     if (mem_limit_mib < 0) { fprintf(stderr, "mxlm train: --mem-limit-mib must be positive\n"); return 2; }
     if (c.sample_every < 0) { fprintf(stderr, "mxlm train: --sample-every must be >= 0\n"); return 2; }

@@ -6,6 +6,7 @@
  * that changed its numbers), so a checkpoint file is enough; config.txt (if
  * the run directory has one) adds the preset name and the validation set. */
 #include "cli/using.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -34,8 +35,8 @@ static int kv_int(const char* text, const char* key, long long* v) {
 
 /* The fingerprint text of a checkpoint ("MXLMCKP1", u32 version, u32 length, text), malloc'ed. */
 static char* ckpt_fingerprint(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno)); return NULL; }
+    FILE* f = mx_fopen_input(path, "checkpoint");
+    if (!f) return NULL;
     unsigned char h[16];
     char* fp = NULL;
     if (fread(h, 1, 16, f) != 16 || memcmp(h, "MXLMCKP1", 8)) {
@@ -91,7 +92,7 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     mx_model_config cfg;
     if (hf) {
         if (!is_dir(hf)) { fprintf(stderr, "mxlm %s: --hf %s: not a directory\n", cmd, hf); return 1; }
-        snprintf(cm->source, sizeof cm->source, "%s", hf);
+        if (cli_pathf(cmd, cm->source, sizeof cm->source, "%s", hf)) return 2;
         snprintf(cm->recipe, sizeof cm->recipe, "%s", recipe ? recipe : "fp32");
         if (!recipe && mx_recipe_parse("fp32", &rec)) return 1;
         if (mx_hf_read_config(hf, &cfg) || mx_llama_create(&cm->m, &cfg, &rec, 0, 0, 0) || mx_hf_load(hf, &cm->m)) {
@@ -103,13 +104,14 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
         return 0;
     }
     cm->from_run = 1;
-    if (run) snprintf(cm->run, sizeof cm->run, "%s", run);
-    else { /* --ckpt alone: its folder */
+    if (run) {
+        if (cli_pathf(cmd, cm->run, sizeof cm->run, "%s", run)) return 2;
+    } else { /* --ckpt alone: its folder */
         const char* sl = strrchr(ckpt, '/');
-        snprintf(cm->run, sizeof cm->run, "%.*s", sl ? (int)(sl - ckpt) : 1, sl ? ckpt : ".");
+        if (cli_pathf(cmd, cm->run, sizeof cm->run, "%.*s", sl ? (int)(sl - ckpt) : 1, sl ? ckpt : ".")) return 2;
     }
     if (run && !is_dir(run)) { fprintf(stderr, "mxlm %s: --run %s: not a directory\n", cmd, run); return 1; }
-    if (ckpt) snprintf(cm->source, sizeof cm->source, "%s", ckpt);
+    if (ckpt) { if (cli_pathf(cmd, cm->source, sizeof cm->source, "%s", ckpt)) return 2; }
     else if (!mx_ckpt_latest(run, cm->source, sizeof cm->source)) {
         fprintf(stderr, "mxlm %s: no checkpoint (ckpt-*.bin) in %s\n", cmd, run);
         return 1;
@@ -144,7 +146,7 @@ int cli_model_open(cli_model* cm, const char* cmd, const char* run, const char* 
     }
     /* config.txt: the preset's name and the validation set */
     char cpath[4300];
-    snprintf(cpath, sizeof cpath, "%s/config.txt", cm->run);
+    if (cli_pathf(cmd, cpath, sizeof cpath, "%s/config.txt", cm->run)) return 2;
     char* ctext = rc ? NULL : mx_read_text(cpath);
     if (ctext) {
         cli_kv_get(ctext, "preset", cfg.name, sizeof cfg.name);

@@ -7,6 +7,7 @@
 #include "mxlm/data.h"
 #include "mxlm/mx.h"
 #include "mxlm/tokenizer.h"
+#include "mxlm/util.h"
 
 /* ---- a hash map from byte strings (pieces) to counts ---- */
 typedef struct { uint64_t h; uint32_t off, len; int64_t count; } wslot;
@@ -184,14 +185,7 @@ int mx_bpe_train(const char* const* inputs, int n_inputs, int64_t n_docs, int vo
             len += b64enc(tb[r], tl[r], out + len);
             len += (size_t)sprintf(out + len, " %d\n", r);
         }
-        char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-        FILE* fo = fopen(tmp, "wb");
-        if (!fo) { rc = mx_fail(MX_EIO, "%s: cannot create", tmp); goto done; }
-        int bad = fwrite(out, 1, len, fo) != len;
-        bad |= fflush(fo) != 0; bad |= fsync(fileno(fo)) != 0;
-        bad |= fclose(fo) != 0;
-        if (bad || rename(tmp, out_path) != 0) { unlink(tmp); rc = mx_fail(MX_EIO, "%s: cannot write", out_path); }
+        rc = mx_write_atomic(out_path, out, len);
     }
 done:
     free(out);

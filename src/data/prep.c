@@ -1,6 +1,7 @@
 /* prep.c: documents (JSON Lines / text files, plain/gz/zst) -> llm.c token shards,
  * tokenized in parallel over documents (OpenMP), written in document order. */
 #include <errno.h>
+#include <dirent.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +106,15 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
 }
 
 /* ---- prep ------------------------------------------------------------------------ */
+/* One shard of this run: written as `part` (hidden, beside the target: no shard glob takes it) and renamed
+ * onto `target` (the name, or the regular file a link names) once the whole run succeeded; a device or a
+ * FIFO (part NULL) is written through at once (util.h, mx_out_resolve). */
+typedef struct { char* name; char* target; char* part; int renamed; } shard_out;
+
 typedef struct {
     const char* pattern; int split;      /* 0 train, 1 val */
     uint32_t* buf; int64_t n, cap;
-    char** names; int n_names;           /* final names of the shards written (as .part) */
+    shard_out* outs; int n_names;        /* the shards written */
     int64_t tokens;
     const char* tok_record;              /* the tokenizer record written in every shard's header (tokrec.h) */
 } sink;
@@ -134,11 +140,13 @@ int mx_prep_pattern_check(const char* p, int* conv_at, int* width, int* zero) {
     return MX_OK;
 }
 
-/* The pattern with idx in place of its %d and %% as '%'. */
-static void pattern_format(const char* p, int idx, char* out, size_t sz) {
+/* The pattern with idx in place of its %d and %% as '%'; -1 when it does not fit out[sz] (never a cut name). */
+static int pattern_format(const char* p, int idx, char* out, size_t sz) {
     size_t k = 0;
-    for (int i = 0; p[i] && k + 1 < sz; i++) {
-        if (p[i] == '%' && p[i + 1] == '%') { out[k++] = '%'; i++; continue; }
+    int cut = 0;
+#define PUT(ch) do { if (k + 1 < sz) out[k++] = (ch); else cut = 1; } while (0)
+    for (int i = 0; p[i]; i++) {
+        if (p[i] == '%' && p[i + 1] == '%') { PUT('%'); i++; continue; }
         if (p[i] == '%') {
             int j = i + 1, z = 0, w = 0;
             if (p[j] == '0') { z = 1; j++; }
@@ -146,39 +154,59 @@ static void pattern_format(const char* p, int idx, char* out, size_t sz) {
             char num[48];
             if (z) snprintf(num, sizeof num, "%0*d", w, idx);
             else snprintf(num, sizeof num, "%*d", w, idx);
-            for (const char* c = num; *c && k + 1 < sz; c++) out[k++] = *c;
+            for (const char* c = num; *c; c++) PUT(*c);
             i = j;
             continue;
         }
-        out[k++] = p[i];
+        PUT(p[i]);
     }
+#undef PUT
     out[k] = 0;
+    return cut ? -1 : 0;
 }
 
 static int sink_name(const sink* s, int idx, char* out, size_t sz) {
     int at = -1;
     int rc = mx_prep_pattern_check(s->pattern, &at, NULL, NULL);
     if (rc) return rc;
-    if (at >= 0) pattern_format(s->pattern, idx, out, sz);
-    else {
+    if (at >= 0) {
+        if (pattern_format(s->pattern, idx, out, sz))
+            return mx_fail(MX_EINVAL, "%s: the shard names are too long (more than %zu bytes)", s->pattern, sz - 1);
+    } else {
         if (idx > 0)
             return mx_fail(MX_EINVAL, "%s: more than one shard is needed: put %%d (or %%06d) in the output pattern",
                            s->pattern);
-        snprintf(out, sz, "%s", s->pattern);
+        return mx_pathf(out, sz, "%s", s->pattern);
     }
     return 0;
 }
+/* The hidden name beside a file: DIR/.BASE.SUFFIX (malloc'ed; NULL when out of memory). */
+static char* hidden_name(const char* path, const char* suffix) {
+    const char* sl = strrchr(path, '/');
+    size_t dl = sl ? (size_t)(sl - path + 1) : 0, n = strlen(path) + strlen(suffix) + 3;
+    char* p = malloc(n);
+    if (p) snprintf(p, n, "%.*s.%s.%s", (int)dl, path, path + dl, suffix);
+    return p;
+}
+
 static int sink_flush(sink* s, int64_t n, int version) {
-    char name[1200], part[1300];
+    char name[1200];
     int rc = sink_name(s, s->n_names, name, sizeof name);
     if (rc) return rc;
-    snprintf(part, sizeof part, "%s.part", name);
-    rc = mx_shard_write_tok(part, s->buf, n, version, s->tok_record);
+    shard_out* x = realloc(s->outs, (size_t)(s->n_names + 1) * sizeof *x);
+    if (!x) return mx_fail(MX_ENOMEM, "out of memory");
+    s->outs = x;
+    shard_out* o = &s->outs[s->n_names];
+    int direct = 0;
+    *o = (shard_out){0};
+    rc = mx_out_resolve(name, &o->target, &direct);
     if (rc) return rc;
-    char** x = realloc(s->names, (size_t)(s->n_names + 1) * sizeof *x);
-    if (!x) { unlink(part); return mx_fail(MX_ENOMEM, "out of memory"); }
-    s->names = x;
-    s->names[s->n_names++] = strdup(name);
+    o->name = strdup(name);
+    if (!direct) o->part = hidden_name(o->target, "part");
+    if (!o->name || (!direct && !o->part)) rc = mx_fail(MX_ENOMEM, "out of memory");
+    if (!rc) rc = mx_shard_write_tok(direct ? o->target : o->part, s->buf, n, version, s->tok_record);
+    if (rc) { free(o->name); free(o->target); free(o->part); return rc; }
+    s->n_names++;
     memmove(s->buf, s->buf + n, (size_t)(s->n - n) * sizeof *s->buf);
     s->n -= n;
     return 0;
@@ -200,22 +228,123 @@ static int sink_add(sink* s, const uint32_t* ids, size_t n, int64_t shard_tokens
     }
     return 0;
 }
-static void sink_discard(sink* s) {
+/* A failed run: its temporaries removed, and the shards it renamed into place (nothing half-done is left;
+ * a file this run did not write is never touched). */
+static void sink_undo(sink* s) {
     for (int i = 0; i < s->n_names; i++) {
-        char part[1300];
-        snprintf(part, sizeof part, "%s.part", s->names[i]);
-        unlink(part);
-        free(s->names[i]);
+        shard_out* o = &s->outs[i];
+        if (o->part && !o->renamed) unlink(o->part);
+        if (o->part && o->renamed) unlink(o->target);
     }
-    free(s->names); free(s->buf);
+}
+static void sink_discard(sink* s) {
+    for (int i = 0; i < s->n_names; i++) { free(s->outs[i].name); free(s->outs[i].target); free(s->outs[i].part); }
+    free(s->outs); free(s->buf);
 }
 static int sink_commit(sink* s) {
     for (int i = 0; i < s->n_names; i++) {
-        char part[1300];
-        snprintf(part, sizeof part, "%s.part", s->names[i]);
-        if (rename(part, s->names[i]) != 0) return mx_fail(MX_EIO, "%s: cannot rename: %s", part, strerror(errno));
+        shard_out* o = &s->outs[i];
+        if (!o->part) continue;
+        if (rename(o->part, o->target) != 0) return mx_fail(MX_EIO, "%s: cannot rename: %s", o->part, strerror(errno));
+        o->renamed = 1;
     }
     return 0;
+}
+
+/* ---- an existing shard set (issue 48 class 3) ------------------------------------------------ */
+
+/* Does the file name `base` come out of the pattern's file name `pb` (its %d at pb + at) for some index?
+ * The digits may be padded with spaces (%6d) or zeros. */
+static int name_matches(const char* pb, int at, const char* base) {
+    char head[1100], pre[1100], suf[1100];
+    int j = at + 1;
+    while (pb[j] != 'd') j++;
+    if (mx_pathf(head, sizeof head, "%.*s", at, pb) || pattern_format(head, 0, pre, sizeof pre) ||
+        pattern_format(pb + j + 1, 0, suf, sizeof suf)) /* the text around the conversion, %% undone */
+        return 0; /* longer than any file name */
+    size_t lp = strlen(pre), ls = strlen(suf), lb = strlen(base);
+    if (lb <= lp + ls || strncmp(base, pre, lp) || strcmp(base + lb - ls, suf)) return 0;
+    size_t k = lp;
+    while (k < lb - ls && base[k] == ' ') k++;
+    if (k == lb - ls) return 0;
+    for (; k < lb - ls; k++) if (base[k] < '0' || base[k] > '9') return 0;
+    return 1;
+}
+
+/* The names (DIR/BASE, malloc'ed) of the shard set a pattern already has: the files of its folder that
+ * it makes for some index (the one name of a plain pattern). A device or a FIFO holds no set. */
+static int old_set(const char* pattern, char*** names, int* n) {
+    *names = NULL; *n = 0;
+    int at = -1;
+    int rc = mx_prep_pattern_check(pattern, &at, NULL, NULL);
+    if (rc) return rc;
+    const char* sl = strrchr(pattern, '/');
+    const char* pb = sl ? sl + 1 : pattern;
+    if (at >= 0 && pattern + at < pb)
+        return mx_fail(MX_EINVAL, "output pattern '%s': the %%d must be in the file name, not the folder", pattern);
+    char raw[1100], dir[1100];
+    if (mx_pathf(raw, sizeof raw, "%.*s", sl ? (int)(sl - pattern) : 0, pattern) ||
+        pattern_format(raw, 0, dir, sizeof dir)) /* the folder as the names have it (%% undone) */
+        return mx_fail(MX_EINVAL, "output pattern '%.80s...': its folder is too long", pattern);
+    DIR* d = opendir(!sl ? "." : dir[0] ? dir : "/");
+    if (!d) return MX_OK; /* no folder yet: no set */
+    struct dirent* e;
+    while (!rc && (e = readdir(d))) {
+        struct stat st;
+        char* full = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (!full) { rc = mx_fail(MX_ENOMEM, "out of memory"); break; }
+        sprintf(full, "%s%s%s", dir, sl ? "/" : "", e->d_name);
+        int ok = (at >= 0 ? name_matches(pb, (int)(pattern + at - pb), e->d_name) : !strcmp(e->d_name, pb)) &&
+                 stat(full, &st) == 0 && S_ISREG(st.st_mode);
+        char** x = ok ? realloc(*names, (size_t)(*n + 1) * sizeof *x) : NULL;
+        if (ok && !x) rc = mx_fail(MX_ENOMEM, "out of memory");
+        if (x) { *names = x; (*names)[(*n)++] = full; }
+        else free(full);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void free_names(char** names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Refuse an output that already holds shards (unless --replace). */
+static int check_old_set(const char* pattern, int replace, char*** names, int* n) {
+    int rc = old_set(pattern, names, n);
+    if (rc || !*n || replace) return rc;
+    rc = mx_fail(MX_EINVAL, "prep: the output '%s' already has %d shard(s) (%s%s); --replace replaces the whole set, "
+                            "or choose another output", pattern, *n, (*names)[0], *n > 1 ? ", ..." : "");
+    free_names(*names, *n);
+    *names = NULL; *n = 0;
+    return rc;
+}
+
+/* After a --replace run's shards are in place: the old set's files it did not write again are removed. */
+static void remove_stale(const sink* s, char** names, int n) {
+    for (int i = 0; i < n; i++) {
+        int again = 0;
+        for (int j = 0; j < s->n_names && !again; j++) again = !strcmp(names[i], s->outs[j].name);
+        if (!again) unlink(names[i]);
+    }
+}
+
+/* The lock of an output pattern (DIR/.PATTERN.lock, held while this run writes its shards; issue 48 class 2:
+ * a second prep on the same outputs is refused instead of both writing and one's clean-up deleting the
+ * other's shards). A device or a FIFO is not locked. *fd -1: none taken. */
+static int lock_output(const char* pattern, int* fd) {
+    *fd = -1;
+    char* target = NULL;
+    int direct = 0;
+    if (mx_out_resolve(pattern, &target, &direct) == 0 && direct) { free(target); return MX_OK; }
+    free(target);
+    char* lp = hidden_name(pattern, "lock");
+    if (!lp) return mx_fail(MX_ENOMEM, "out of memory");
+    int rc = mx_lock_take(lp, fd);
+    if (rc > 0) rc = mx_fail(MX_EINVAL, "prep: another mxlm prep is writing %s (it holds %s); nothing was written", pattern, lp);
+    free(lp);
+    return rc;
 }
 
 typedef struct {
@@ -225,18 +354,26 @@ typedef struct {
     int bad; size_t bad_off; int rc; char err[400];
 } pdoc;
 
+/* What a run writes: shard size and version, the split, the input's size (for the progress line). */
+typedef struct {
+    int64_t shard_tokens, n_train, n_val; int version; uint64_t total_bytes;
+    char** old[2]; int n_old[2];  /* the shard sets already there (train, val): --replace removes them */
+} prep_plan;
+static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan* pl);
+
 int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     memset(st, 0, sizeof *st);
     if (!o->tok || !o->train_pattern || o->n_inputs < 1) return mx_fail(MX_EINVAL, "prep: tokenizer, inputs and output needed");
-    int64_t shard_tokens = o->shard_tokens > 0 ? o->shard_tokens : 100000000;
-    if (shard_tokens > INT32_MAX) return mx_fail(MX_EINVAL, "prep: shard size %lld over 2^31-1 tokens", (long long)shard_tokens);
-    uint32_t vocab = mx_tok_vocab_size(o->tok), doc_tok = mx_tok_doc_token(o->tok);
-    int version = vocab <= 65536 ? 1 : 2;
-    uint64_t total_bytes = 0;
+    prep_plan pl = {.shard_tokens = o->shard_tokens > 0 ? o->shard_tokens : 100000000,
+                    .version = mx_tok_vocab_size(o->tok) <= 65536 ? 1 : 2};
+    if (pl.shard_tokens > INT32_MAX)
+        return mx_fail(MX_EINVAL, "prep: shard size %lld over 2^31-1 tokens", (long long)pl.shard_tokens);
     for (int i = 0; i < o->n_inputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) return mx_fail(MX_EIO, "%s: %s", o->inputs[i], strerror(errno));
-        total_bytes += (uint64_t)sb.st_size;
+        int rc = mx_check_input(o->inputs[i], NULL); /* before an output folder or lock is made */
+        if (rc) return rc;
+        pl.total_bytes += (uint64_t)sb.st_size;
     }
     int64_t n_val = 0, n_all = -1;
     if (o->val_docs > 0 || o->val_fraction > 0) {
@@ -250,7 +387,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         return mx_fail(MX_EINVAL, "prep: the validation split (%s %lld documents) leaves no training document: the "
                                   "input has %lld", o->val_docs > 0 ? "--val-docs" : "--val-fraction:", (long long)n_val,
                        (long long)n_all);
-    int64_t n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    pl.n_train = n_all < 0 ? INT64_MAX : n_all - n_val;
+    pl.n_val = n_val;
     /* the output folders (a pattern's directory part) */
     for (int s2 = 0; s2 < 2; s2++) {
         const char* pat = s2 ? o->val_pattern : o->train_pattern;
@@ -258,13 +396,33 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         int rc = mx_prep_pattern_check(pat, NULL, NULL, NULL);
         if (rc) return rc;
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s", pat);
+        if (mx_pathf(dir, sizeof dir, "%s", pat)) return MX_EINVAL;
         char* sl = strrchr(dir, '/');
         if (sl && sl != dir) {
             *sl = 0;
             if ((rc = mx_mkdirs(dir))) return rc;
         }
     }
+    int lock_fd[2] = {-1, -1};
+    int rc = lock_output(o->train_pattern, &lock_fd[0]);
+    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
+        rc = lock_output(o->val_pattern, &lock_fd[1]);
+    if (!rc) rc = check_old_set(o->train_pattern, o->replace, &pl.old[0], &pl.n_old[0]);
+    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
+        rc = check_old_set(o->val_pattern, o->replace, &pl.old[1], &pl.n_old[1]);
+    if (!rc) rc = prep_locked(o, st, &pl);
+    for (int i = 0; i < 2; i++) {
+        free_names(pl.old[i], pl.n_old[i]);
+        if (lock_fd[i] >= 0) close(lock_fd[i]);
+    }
+    return rc;
+}
+
+/* mx_prep_run once its outputs are locked: tokenize, write the shards as hidden parts, rename them. */
+static int prep_locked(const mx_prep_opts* o, mx_prep_stats* st, const prep_plan* pl) {
+    const int64_t shard_tokens = pl->shard_tokens, n_train = pl->n_train, n_val = pl->n_val;
+    const int version = pl->version;
+    const uint32_t doc_tok = mx_tok_doc_token(o->tok);
     if (o->threads > 0) omp_set_num_threads(o->threads);
     sink sk[2] = {{o->train_pattern, 0, NULL, 0, 0, NULL, 0, 0, o->tok_record},
                    {o->val_pattern, 1, NULL, 0, 0, NULL, 0, 0, o->tok_record}};
@@ -333,7 +491,7 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         }
         st->docs = doc_index;
         if (o->progress && !rc)
-            o->progress(o->progress_ctx, mx_docs_bytes_read(d), total_bytes, doc_index, sk[0].tokens + sk[1].tokens);
+            o->progress(o->progress_ctx, mx_docs_bytes_read(d), pl->total_bytes, doc_index, sk[0].tokens + sk[1].tokens);
     }
     for (int i = 0; i < MAXB; i++) mx_ids_free(&batch[i].ids);
     free(batch);
@@ -347,15 +505,8 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     if (!rc) rc = sink_commit(&sk[1]);
     st->train_tokens = sk[0].tokens; st->val_tokens = sk[1].tokens;
     st->train_shards = sk[0].n_names; st->val_shards = sk[1].n_names;
-    if (rc) {
-        /* remove everything this run wrote (renamed shards too: nothing half-done is left) */
-        for (int s = 0; s < 2; s++)
-            for (int i = 0; i < sk[s].n_names; i++) {
-                char part[1300];
-                snprintf(part, sizeof part, "%s.part", sk[s].names[i]);
-                if (access(part, F_OK) != 0) unlink(sk[s].names[i]);
-            }
-    }
+    if (rc) { sink_undo(&sk[0]); sink_undo(&sk[1]); }
+    else { remove_stale(&sk[0], pl->old[0], pl->n_old[0]); remove_stale(&sk[1], pl->old[1], pl->n_old[1]); }
     sink_discard(&sk[0]); sink_discard(&sk[1]);
     return rc;
 }

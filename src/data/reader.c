@@ -9,6 +9,7 @@
 
 #include "mxlm/data.h"
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 enum { K_PLAIN, K_GZ, K_ZST };
 struct mx_reader {
@@ -28,9 +29,9 @@ int mx_reader_open(mx_reader** out, const char* path) {
     *out = NULL;
     mx_reader* r = calloc(1, sizeof *r);
     if (!r) return mx_fail(MX_ENOMEM, "out of memory");
-    snprintf(r->path, sizeof r->path, "%s", path);
-    r->f = fopen(path, "rb");
-    if (!r->f) { int e = errno; free(r); return mx_fail(MX_EIO, "%s: cannot open: %s", path, strerror(e)); }
+    if (mx_pathf(r->path, sizeof r->path, "%s", path)) { free(r); return MX_EINVAL; }
+    r->f = mx_fopen_input(path, NULL);
+    if (!r->f) { free(r); return MX_EIO; }
     r->in_cap = 1 << 17; r->cap = 1 << 20;
     r->in = malloc(r->in_cap); r->buf = malloc(r->cap + 1);
     if (!r->in || !r->buf) { mx_reader_close(r); return mx_fail(MX_ENOMEM, "out of memory"); }

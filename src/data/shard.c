@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 static int32_t rd_i32le(const uint8_t* p) {
     return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
@@ -22,9 +23,9 @@ static void wr_i32le(uint8_t* p, uint32_t v) {
 int mx_shard_open(mx_shard* s, const char* path) {
     memset(s, 0, sizeof *s);
     if (!path) return mx_fail(MX_EINVAL, "shard: no path");
-    snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open shard: %s", path, strerror(errno));
+    if (mx_pathf(s->path, sizeof s->path, "%s", path)) return MX_EINVAL;
+    int fd = mx_open_input(path, "shard");
+    if (fd < 0) return fd == -2 ? MX_EFORMAT : MX_EIO; /* a directory, a FIFO: not a shard */
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno; close(fd);
@@ -91,15 +92,6 @@ int mx_shard_check_vocab(const mx_shard* s, uint32_t vocab) {
     return 0;
 }
 
-static int write_all(int fd, const uint8_t* p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) { if (errno == EINTR) continue; return -1; }
-        p += w; n -= (size_t)w;
-    }
-    return 0;
-}
-
 int mx_shard_tok_record(const mx_shard* s, char* buf, size_t n) {
     if (n) buf[0] = 0;
     if (!s->map || s->map_len < MX_SHARD_HEADER_INTS * 4) return 0;
@@ -127,25 +119,18 @@ int mx_shard_write_tok(const char* path, const uint32_t* tokens, int64_t n, int 
             if (tokens[i] > 65535)
                 return mx_fail(MX_EINVAL, "%s: token %u at index %lld does not fit a version-1 (uint16) shard", path,
                                tokens[i], (long long)i);
-    size_t plen = strlen(path);
-    char* tmp = malloc(plen + 32);
-    if (!tmp) return mx_fail(MX_ENOMEM, "out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int rc = mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
+    mx_outfile o;
+    int rc = mx_out_open(&o, path);
+    if (rc) return rc;
     uint8_t hdr[MX_SHARD_HEADER_INTS * 4];
     memset(hdr, 0, sizeof hdr);
     wr_i32le(hdr, MX_SHARD_MAGIC); wr_i32le(hdr + 4, (uint32_t)version); wr_i32le(hdr + 8, (uint32_t)n);
     if (rlen) { wr_i32le(hdr + 12, MX_SHARD_TOK_TAG); wr_i32le(hdr + 16, (uint32_t)rlen); memcpy(hdr + 20, tok_record, rlen); }
-    int bad = write_all(fd, hdr, sizeof hdr);
+    mx_out_write(&o, hdr, sizeof hdr);
     enum { CHUNK = 1 << 16 };
-    uint8_t* buf = bad ? NULL : malloc((size_t)CHUNK * 4);
-    if (!bad && !buf) bad = -2;
-    for (int64_t i = 0; !bad && i < n; i += CHUNK) {
+    uint8_t* buf = malloc((size_t)CHUNK * 4);
+    if (!buf) { mx_out_abort(&o); return mx_fail(MX_ENOMEM, "out of memory"); }
+    for (int64_t i = 0; !o.err && i < n; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         size_t k = 0;
         for (int64_t j = 0; j < m; j++) {
@@ -153,19 +138,8 @@ int mx_shard_write_tok(const char* path, const uint32_t* tokens, int64_t n, int 
             buf[k++] = (uint8_t)t; buf[k++] = (uint8_t)(t >> 8);
             if (version == 2) { buf[k++] = (uint8_t)(t >> 16); buf[k++] = (uint8_t)(t >> 24); }
         }
-        bad = write_all(fd, buf, k);
+        mx_out_write(&o, buf, k);
     }
     free(buf);
-    if (!bad && fsync(fd) != 0) bad = -1;
-    int e = errno;
-    if (close(fd) != 0 && !bad) { bad = -1; e = errno; }
-    if (!bad && rename(tmp, path) != 0) { bad = -1; e = errno; }
-    if (bad) {
-        unlink(tmp);
-        free(tmp);
-        if (bad == -2) return mx_fail(MX_ENOMEM, "out of memory");
-        return mx_fail(MX_EIO, "%s: cannot write shard: %s", path, strerror(e));
-    }
-    free(tmp);
-    return 0;
+    return mx_out_commit(&o, "shard");
 }

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mxlm/mx.h"
+#include "mxlm/util.h"
 
 extern const uint16_t mx_uc_stage1[8704];
 extern const uint8_t mx_uc_stage2[];
@@ -373,8 +375,8 @@ int mx_tok_open(mx_tokenizer** out, const char* path, int pattern) {
     *out = NULL;
     init_ascii();
     if (pattern < 0 || pattern > 3) return mx_fail(MX_EINVAL, "unknown pre-tokenization pattern %d", pattern);
-    FILE* f = fopen(path, "rb");
-    if (!f) return mx_fail(MX_EIO, "%s: cannot open rank file: %s", path, strerror(errno));
+    FILE* f = mx_fopen_input(path, "rank file");
+    if (!f) return MX_EIO;
     char* text = NULL; size_t len = 0, cap = 0;
     for (;;) {
         if (len + 65536 + 1 > cap) {
@@ -555,13 +557,11 @@ int mx_tok_open_encoding(mx_tokenizer** out, const char* name) {
                          : pat == MX_PAT_O200K ? "o200k_base" : "llama3";
         if (pat == MX_PAT_R50K && strcmp(name, "r50k") && strcmp(name, "r50k_base") && strcmp(name, "gpt2"))
             base = name;
-        snprintf(path, sizeof path, "%s/%s.tiktoken", dir, base);
+        if (mx_pathf(path, sizeof path, "%s/%s.tiktoken", dir, base)) return MX_EINVAL;
     }
-    FILE* f = fopen(path, "rb");
-    if (!f)
+    if (access(path, F_OK) != 0)
         return mx_fail(MX_EIO, "%s: not found (run tools/fetch_tokenizers.sh for the rank files; `make` builds tiny)",
                        path);
-    fclose(f);
     return mx_tok_open(out, path, pat);
 }
 

@@ -139,11 +139,11 @@ int mx_tokrec_of_shard(const mx_shard* s, mx_tokrec* r) {
 
 int mx_tokrec_read_run(const char* dir, mx_tokrec* r) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/tokenizer.txt", dir);
-    FILE* f = fopen(p, "rb");
+    if (mx_pathf(p, sizeof p, "%s/tokenizer.txt", dir)) return MX_EINVAL;
+    FILE* f = mx_fopen_input(p, NULL);
     if (!f) {
         if (errno == ENOENT) return 0;
-        return mx_fail(MX_EIO, "%s: cannot read: %s", p, strerror(errno));
+        return MX_EIO;
     }
     char buf[8192];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -161,8 +161,9 @@ int mx_tokrec_record_run(const char* dir, const mx_shard* s) {
     if (r.ranks[0] && r.ranks[0] != '/') { /* relative to where prep ran: here, else beside the shard */
         char near[2200];
         const char* slash = strrchr(s->path, '/');
-        snprintf(near, sizeof near, "%.*s/%s", slash ? (int)(slash - s->path) : 1, slash ? s->path : ".", r.ranks);
-        if ((realpath(r.ranks, abs) || realpath(near, abs)) && strlen(abs) < sizeof r.ranks)
+        const int fits = !mx_pathf(near, sizeof near, "%.*s/%s", slash ? (int)(slash - s->path) : 1,
+                                   slash ? s->path : ".", r.ranks);
+        if ((realpath(r.ranks, abs) || (fits && realpath(near, abs))) && strlen(abs) < sizeof r.ranks)
             memcpy(r.ranks, abs, strlen(abs) + 1);
     } else if (!r.ranks[0] && !strcmp(r.encoding, "tiny") && realpath(MX_TINY_RANKS, abs) && strlen(abs) < sizeof r.ranks) {
         memcpy(r.ranks, abs, strlen(abs) + 1);
@@ -170,7 +171,7 @@ int mx_tokrec_record_run(const char* dir, const mx_shard* s) {
     char text[2048], p[1200];
     int len = mx_tokrec_format(&r, text, sizeof text);
     if (len < 0 || len >= (int)sizeof text) return mx_fail(MX_EINVAL, "tokenizer record too long");
-    snprintf(p, sizeof p, "%s/tokenizer.txt", dir);
+    if (mx_pathf(p, sizeof p, "%s/tokenizer.txt", dir)) return MX_EINVAL;
     rc = mx_write_atomic(p, text, (size_t)len);
     return rc ? rc : 1;
 }

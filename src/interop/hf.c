@@ -82,49 +82,7 @@ static void slot_shape(const mx_param_info* info, slot s, size_t* off, size_t* n
     else { *ndim = 2; shape[0] = in->rows; shape[1] = in->cols; }
 }
 
-/* ---- small file helpers ----------------------------------------------------------------- */
-
-
-typedef struct { int fd; int err; } wfile;
-static void wput(wfile* w, const void* p, size_t n) {
-    const char* b = p;
-    while (n && !w->err) {
-        ssize_t k = write(w->fd, b, n > (1u << 30) ? (1u << 30) : n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            w->err = errno;
-            return;
-        }
-        b += k;
-        n -= (size_t)k;
-    }
-}
-
-static void fsync_dir(const char* dir) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
-}
-
-/* Finish a temporary file: fsync, close, rename onto path (removed on error). */
-static int wfinish(wfile* w, const char* tmp, const char* path) {
-    int err = w->err;
-    if (!err && fsync(w->fd) != 0) err = errno;
-    if (close(w->fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        unlink(tmp);
-        return mx_fail(MX_EIO, "%s: cannot write: %s", path, strerror(err));
-    }
-    return MX_OK;
-}
-
-static int wopen(wfile* w, char* tmp, size_t tn, const char* path) {
-    snprintf(tmp, tn, "%s.tmp.%d", path, (int)getpid());
-    w->err = 0;
-    w->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    return MX_OK;
-}
+/* ---- small helpers (files are written through util.h's mx_outfile) ------------------------ */
 
 /* The shortest %g that reads back to the same float. */
 static const char* fmt_float(char* buf, float x) {
@@ -138,8 +96,8 @@ static const char* fmt_float(char* buf, float x) {
 /* ---- export ----------------------------------------------------------------------------- */
 
 static int write_config(const mx_model_config* c, const char* dir, int bf16) {
-    char path[4200], tmp[4300], e1[32], e2[32];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    char path[4200], e1[32], e2[32];
+    if (mx_pathf(path, sizeof path, "%s/config.json", dir)) return MX_EINVAL;
     mx_sbuf b = {0};
     mx_sb_printf(&b,
               "{\n"
@@ -167,12 +125,7 @@ static int write_config(const mx_model_config* c, const char* dir, int bf16) {
               c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->dim / c->n_heads, c->vocab, c->seq_len,
               fmt_float(e1, c->norm_eps), fmt_float(e2, c->rope_theta), bf16 ? "bfloat16" : "float32");
     if (b.oom) { free(b.s); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
-    wfile w;
-    int rc = wopen(&w, tmp, sizeof tmp, path);
-    if (!rc) {
-        wput(&w, b.s, b.n);
-        rc = wfinish(&w, tmp, path);
-    }
+    int rc = mx_write_atomic(path, b.s, b.n);
     free(b.s);
     return rc;
 }
@@ -211,45 +164,42 @@ int mx_hf_export(const mx_llama* m, const char* dir, int bf16) {
     while (!h.oom && h.n % 8) mx_sb_printf(&h, " "); /* the data starts 8-byte aligned */
     if (h.oom) { free(h.s); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
 
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    wfile w;
-    rc = wopen(&w, tmp, sizeof tmp, path);
+    char path[4200];
+    if (mx_pathf(path, sizeof path, "%s/model.safetensors", dir)) return MX_EINVAL;
+    mx_outfile w;
+    rc = mx_out_open(&w, path);
     if (rc) { free(h.s); return rc; }
     uint64_t hlen = h.n;
-    wput(&w, &hlen, 8);
-    wput(&w, h.s, h.n);
+    mx_out_write(&w, &hlen, 8);
+    mx_out_write(&w, h.s, h.n);
     free(h.s);
     enum { CH = 1 << 16 };
     uint16_t* conv = bf16 ? malloc(CH * sizeof(uint16_t)) : NULL;
-    if (bf16 && !conv) { close(w.fd); unlink(tmp); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
+    if (bf16 && !conv) { mx_out_abort(&w); return mx_fail(MX_ENOMEM, "hf export: out of memory"); }
     for (int i = 0; i < ns && !w.err; i++) {
         size_t off, numel;
         int nd;
         int64_t shape[2];
         slot_shape(m->info, slot_at(c, i), &off, &numel, &nd, shape);
         const float* src = m->params + off; /* [numel] one layer's tensor */
-        if (!bf16) { wput(&w, src, numel * 4); continue; }
+        if (!bf16) { mx_out_write(&w, src, numel * 4); continue; }
         for (size_t j = 0; j < numel; j += CH) {
             size_t k = numel - j < CH ? numel - j : CH;
             for (size_t e = 0; e < k; e++) conv[e] = mx_bf16_from_f32(src[j + e]);
-            wput(&w, conv, k * 2);
+            mx_out_write(&w, conv, k * 2);
         }
     }
     free(conv);
-    rc = wfinish(&w, tmp, path);
+    rc = mx_out_commit(&w, NULL);
     if (rc) return rc;
-    rc = write_config(c, dir, bf16);
-    if (rc) return rc;
-    fsync_dir(dir);
-    return MX_OK;
+    return write_config(c, dir, bf16);
 }
 
 /* ---- reading -------------------------------------------------------------------------------- */
 
 static int read_small_file(const char* path, char** out, size_t* n, size_t limit) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = mx_open_input(path, NULL);
+    if (fd < 0) return MX_EIO;
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }
     if ((uint64_t)st.st_size > limit) {
@@ -361,7 +311,7 @@ static int cfg_from_json(const mx_json* o, const char* path, mx_model_config* c,
 
 static int load_config_json(const char* dir, mx_model_config* c, int* tie) {
     char path[4200], err[200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (mx_pathf(path, sizeof path, "%s/config.json", dir)) return MX_EINVAL;
     char* text = NULL;
     size_t n = 0;
     int rc = read_small_file(path, &text, &n, 1u << 20);
@@ -424,7 +374,7 @@ int mx_hf_load(const char* dir, mx_llama* m) {
     int rc = load_config_json(dir, &fc, &tie);
     if (rc) return rc;
     char cpath[4200];
-    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    if (mx_pathf(cpath, sizeof cpath, "%s/config.json", dir)) return MX_EINVAL;
     struct { const char* key; double file, model; } cmp[] = {
         {"vocab_size", fc.vocab, mc->vocab},
         {"hidden_size", fc.dim, mc->dim},
@@ -442,15 +392,15 @@ int mx_hf_load(const char* dir, mx_llama* m) {
 
     /* model.safetensors: header */
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (mx_pathf(path, sizeof path, "%s/model.safetensors", dir)) return MX_EINVAL;
+    int fd = mx_open_input(path, NULL);
     if (fd < 0) {
         char ipath[4300];
-        snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir);
+        if (mx_pathf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir)) return MX_EINVAL;
         if (access(ipath, F_OK) == 0)
             return mx_fail(MX_EFORMAT, "%s: sharded checkpoints (model.safetensors.index.json) are not supported; "
                            "save the model as one file", dir);
-        return mx_fail(MX_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return MX_EIO;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }

@@ -33,7 +33,7 @@ static char* sb_take(mx_sbuf* b) {
 /* ---- files ---------------------------------------------------------------------- */
 
 static char* read_text(const char* path) {
-    FILE* f = fopen(path, "rb");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return NULL;
     mx_sbuf b = {0};
     char chunk[8192];
@@ -179,12 +179,13 @@ static int metrics_line(mx_study_run* r, const mx_json* jo, tele_acc* acc, doubl
 static FILE* open_metrics(const char* dir, char** mem) {
     char p[1200];
     *mem = NULL;
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE* f = fopen(p, "r");
+    if (mx_pathf(p, sizeof p, "%s/metrics.jsonl", dir)) return NULL;
+    FILE* f = mx_fopen_input(p, NULL);
     if (f || errno != ENOENT) return f;
-    snprintf(p, sizeof p, "%s/metrics.jsonl.gz", dir);
-    gzFile z = gzopen(p, "rb");
-    if (!z) return NULL;
+    if (mx_pathf(p, sizeof p, "%s/metrics.jsonl.gz", dir)) return NULL;
+    const int fd = mx_open_input(p, NULL);
+    gzFile z = fd < 0 ? NULL : gzdopen(fd, "rb");
+    if (!z) { if (fd >= 0) close(fd); return NULL; }
     size_t n = 0, cap = 0;
     char* buf = NULL;
     for (;;) {
@@ -243,13 +244,13 @@ void mx_study_run_free(mx_study_run* r) {
 
 int mx_study_load_run(const char* dir, mx_study_run* r) {
     memset(r, 0, sizeof *r);
-    snprintf(r->dir, sizeof r->dir, "%s", dir);
+    if (mx_pathf(r->dir, sizeof r->dir, "%s", dir)) return MX_EINVAL;
     const char* base = strrchr(dir, '/');
     snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);
     r->tokens_to_target = -1;
     r->overhead = r->tok_per_s = NAN;
     char p[1200];
-    snprintf(p, sizeof p, "%s/config.txt", dir);
+    if (mx_pathf(p, sizeof p, "%s/config.txt", dir)) return MX_EINVAL;
     r->config = read_text(p);
     if (!r->config) return mx_fail(MX_EIO, "%s: cannot read: %s", p, strerror(errno));
     cfg_get(r->config, "recipe", r->recipe, sizeof r->recipe);
@@ -281,9 +282,9 @@ int mx_study_run_state(const char* dir) {
     FILE* f = open_metrics(dir, &mem);
     int started = f != NULL;
     if (!started) {
-        snprintf(p, sizeof p, "%s/config.txt", dir);
+        if (mx_pathf(p, sizeof p, "%s/config.txt", dir)) return 0;
         started = stat(p, &st) == 0;
-        snprintf(p, sizeof p, "%s/.lock", dir);
+        if (mx_pathf(p, sizeof p, "%s/.lock", dir)) return started;
         started = started || stat(p, &st) == 0;
         return started;
     }
@@ -369,7 +370,7 @@ static int cmp_name(const void* a, const void* b) { return strcmp(*(char* const*
 
 int mx_study_load(const char* dir, mx_study* s) {
     memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    if (mx_pathf(s->dir, sizeof s->dir, "%s", dir)) return MX_EINVAL;
     DIR* d = opendir(dir);
     if (!d) return mx_fail(MX_EIO, "study: %s: cannot open: %s", dir, strerror(errno));
     char** names = NULL;
@@ -382,7 +383,7 @@ int mx_study_load(const char* dir, mx_study* s) {
         if (strstr(e->d_name, ".failed")) continue;
         char p[1400];
         struct stat st;
-        snprintf(p, sizeof p, "%s/%s/config.txt", dir, e->d_name);
+        if (mx_pathf(p, sizeof p, "%s/%s/config.txt", dir, e->d_name)) continue;
         if (stat(p, &st) != 0) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 32;
@@ -398,7 +399,7 @@ int mx_study_load(const char* dir, mx_study* s) {
     if (!rc && n && !(s->runs = calloc((size_t)n, sizeof *s->runs))) rc = MX_ENOMEM;
     for (int i = 0; i < n && !rc; i++) {
         char p[1400];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        if (mx_pathf(p, sizeof p, "%s/%s", dir, names[i])) { rc = MX_EINVAL; break; };
         rc = mx_study_load_run(p, &s->runs[s->n_runs]);
         if (!rc) s->n_runs++;
     }
@@ -408,7 +409,7 @@ int mx_study_load(const char* dir, mx_study* s) {
     if (rc) { mx_study_free(s); return rc; }
     if (!s->n_runs) { mx_study_free(s); return mx_fail(MX_EINVAL, "study: %s holds no run directory (none with a config.txt)", dir); }
     char p[1200];
-    snprintf(p, sizeof p, "%s/study.txt", dir);
+    if (mx_pathf(p, sizeof p, "%s/study.txt", dir)) { mx_study_free(s); return MX_EINVAL; };
     s->study_txt = read_text(p);
     sort_runs(s, NULL);
     return MX_OK;
@@ -1664,10 +1665,10 @@ int mx_study_write_report(const mx_study* s) {
     char* tel = telemetry_svg(s);
     char* js = mx_study_json(s);
     int rc = md && svg && js ? MX_OK : mx_fail(MX_ENOMEM, "study: out of memory");
-    if (!rc) { snprintf(p, sizeof p, "%s/paired.json", s->dir); rc = mx_write_atomic(p, js, strlen(js)); }
-    if (!rc) { snprintf(p, sizeof p, "%s/results.md", s->dir); rc = mx_write_atomic(p, md, strlen(md)); }
-    if (!rc) { snprintf(p, sizeof p, "%s/loss.svg", s->dir); rc = mx_write_atomic(p, svg, strlen(svg)); }
-    if (!rc && tel) { snprintf(p, sizeof p, "%s/telemetry.svg", s->dir); rc = mx_write_atomic(p, tel, strlen(tel)); }
+    if (!rc) { rc = mx_pathf(p, sizeof p, "%s/paired.json", s->dir); if (!rc) rc = mx_write_atomic(p, js, strlen(js)); }
+    if (!rc) { rc = mx_pathf(p, sizeof p, "%s/results.md", s->dir); if (!rc) rc = mx_write_atomic(p, md, strlen(md)); }
+    if (!rc) { rc = mx_pathf(p, sizeof p, "%s/loss.svg", s->dir); if (!rc) rc = mx_write_atomic(p, svg, strlen(svg)); }
+    if (!rc && tel) { rc = mx_pathf(p, sizeof p, "%s/telemetry.svg", s->dir); if (!rc) rc = mx_write_atomic(p, tel, strlen(tel)); }
     free(md);
     free(svg);
     free(tel);

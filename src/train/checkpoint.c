@@ -30,31 +30,30 @@
 static const char k_magic[8] = {'M', 'X', 'L', 'M', 'C', 'K', 'P', '1'};
 static const char k_end[8] = {'M', 'X', 'L', 'M', 'E', 'N', 'D', '1'};
 
-typedef struct { int fd; uLong crc; int err; const char* path; } wr;
+typedef struct { mx_outfile o; uLong crc; } wr;
 
 static void put(wr* w, const void* p, size_t n) {
-    if (w->err) return;
     const unsigned char* b = p;
-    size_t done = 0;
-    while (done < n) {
+    for (size_t done = 0; done < n && !w->o.err;) {
         size_t chunk = n - done > (1u << 30) ? (1u << 30) : n - done;
         w->crc = crc32(w->crc, b + done, (uInt)chunk);
-        ssize_t k = write(w->fd, b + done, chunk);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            w->err = errno;
-            return;
-        }
-        done += (size_t)k;
+        mx_out_write(&w->o, b + done, chunk);
+        done += chunk;
     }
+}
+
+/* A failed checkpoint: the temporary removed, the reason, the previous checkpoint untouched. */
+static int save_failed(wr* w, const char* path) {
+    const int err = w->o.err;
+    mx_out_abort(&w->o);
+    return mx_fail(MX_EIO, "%s: cannot write checkpoint: %s (the previous checkpoint is kept)", path, strerror(err));
 }
 
 int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const float* v, const mx_ckpt_meta* meta,
                  const char* fingerprint) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    wr w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .crc = crc32(0L, Z_NULL, 0), .path = tmp};
-    if (w.fd < 0) return mx_fail(MX_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    wr w = {.crc = crc32(0L, Z_NULL, 0)};
+    int rc = mx_out_open(&w.o, path);
+    if (rc) return rc;
     mx_crash_point("ckpt-open", meta->step);
     uint32_t ver = 2, flen = (uint32_t)strlen(fingerprint);
     uint64_t np = mdl->n_params, nl = (uint64_t)mdl->cfg.n_layers * MX_LIN_PER_BLOCK;
@@ -86,25 +85,12 @@ int mx_ckpt_save(const char* path, const mx_llama* mdl, const float* m, const fl
     uint32_t crc = (uint32_t)w.crc;
     put(&w, &crc, 4);
     put(&w, k_end, 8);
-    int err = w.err;
-    if (!err) mx_crash_point("ckpt-written", meta->step);
-    if (!err && fsync(w.fd) != 0) err = errno;
-    if (close(w.fd) != 0 && !err) err = errno;
-    if (!err) mx_crash_point("ckpt-synced", meta->step);
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        unlink(tmp);
-        return mx_fail(MX_EIO, "%s: cannot write checkpoint: %s (the previous checkpoint is kept)", path,
-                       strerror(err));
-    }
-    mx_crash_point("ckpt-renamed", meta->step);
-    /* make the rename durable */
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char* slash = strrchr(dir, '/');
-    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    if (w.o.err) return save_failed(&w, path);
+    mx_crash_point("ckpt-written", meta->step);
+    if (mx_out_sync(&w.o, "checkpoint")) return save_failed(&w, path);
+    mx_crash_point("ckpt-synced", meta->step);
+    if (mx_out_commit(&w.o, "checkpoint")) return save_failed(&w, path);
+    mx_crash_point("ckpt-renamed", meta->step); /* the rename is durable: mx_out_commit fsync'ed the folder */
     return MX_OK;
 }
 
@@ -170,8 +156,8 @@ static int fp_check(const char* path, const char* file_fp, const char* want, uin
  * NULL skip the AdamW moments. */
 static int ckpt_read(const char* path, mx_llama* mdl, float* m, float* v, mx_ckpt_meta* meta, const char* fingerprint,
                      char* fp_out, size_t fp_n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mx_fail(MX_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    int fd = mx_open_input(path, "checkpoint");
+    if (fd < 0) return MX_EIO;
     struct stat st;
     if (fstat(fd, &st) != 0) { close(fd); return mx_fail(MX_EIO, "%s: cannot stat", path); }
     uint64_t n = (uint64_t)st.st_size;
@@ -282,6 +268,6 @@ int mx_ckpt_latest(const char* dir, char* path, size_t n) {
     }
     closedir(d);
     if (best < 0) return 0;
-    snprintf(path, n, "%s/ckpt-%08lld.bin", dir, best);
+    if (mx_pathf(path, n, "%s/ckpt-%08lld.bin", dir, best)) return 0;
     return 1;
 }

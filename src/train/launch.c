@@ -88,7 +88,7 @@ int mx_launch_ranks(int n, int argc, char** argv, const char* out, mx_launch_not
             setenv("MXLM_DIST_TOKEN", token, 1);
             if (r > 0) {
                 char lp[1200];
-                snprintf(lp, sizeof lp, "%s/rank%d.log", out, r);
+                if (mx_pathf(lp, sizeof lp, "%s/rank%d.log", out, r)) _exit(2);
                 int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
             }
@@ -143,7 +143,7 @@ int mx_dist_join(const char* out, int rank, int world, int local, const char* to
     snprintf(tk, sizeof tk, "%s", token ? token : "solo");
     for (char* p = tk; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '_';
-    snprintf(path, sizeof path, "%s/.nccl-id.%s", out, tk);
+    if (mx_pathf(path, sizeof path, "%s/.nccl-id.%s", out, tk)) return MX_EINVAL;
     unsigned char id[MXG_NCCL_ID_BYTES];
     if (rank == 0) {
         if (mxg_comm_unique_id(id) || mx_write_atomic(path, id, sizeof id)) {

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -134,7 +133,7 @@ static int file_exists(const char* p) { struct stat st; return stat(p, &st) == 0
 
 /* Keep metrics lines with "step" <= last and no status/summary line (resume). */
 static int truncate_metrics(const char* path, int64_t last) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return MX_OK;
     size_t cap = 1 << 16, len = 0;
     char* out = malloc(cap);
@@ -167,7 +166,7 @@ static int truncate_metrics(const char* path, int64_t last) {
  * newest was written and renamed, so at least one valid checkpoint remains. */
 /* The last validation loss in a metrics file (NaN: none). */
 static float last_val_loss(const char* path) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     float v = NAN;
     if (!f) return v;
     char line[4096];
@@ -181,7 +180,7 @@ static float last_val_loss(const char* path) {
 
 /* Does a metrics file hold a training step's line (a run that started training)? */
 static int metrics_has_steps(const char* path) {
-    FILE* f = fopen(path, "r");
+    FILE* f = mx_fopen_input(path, NULL);
     if (!f) return 0;
     char line[4096];
     int yes = 0;
@@ -193,8 +192,8 @@ static int metrics_has_steps(const char* path) {
 /* Did the run record its outcome at `step` (summary.json: "budget" or "converged" at that step)? */
 static int summary_final_at(const char* dir, int64_t step) {
     char p[1200], b[4096], want[64];
-    snprintf(p, sizeof p, "%s/summary.json", dir);
-    FILE* f = fopen(p, "r");
+    if (mx_pathf(p, sizeof p, "%s/summary.json", dir)) return 0;
+    FILE* f = mx_fopen_input(p, NULL);
     if (!f) return 0;
     size_t k = fread(b, 1, sizeof b - 1, f);
     fclose(f);
@@ -216,8 +215,8 @@ static int supersede_newer(const char* dir, int64_t step) {
         long long s = strtoll(e->d_name + 5, &end, 10);
         if (end == e->d_name + 5 || strcmp(end, ".bin") || s <= step) continue;
         char a[1400], b[1500];
-        snprintf(a, sizeof a, "%s/%s", dir, e->d_name);
-        snprintf(b, sizeof b, "%s.superseded", a);
+        if (mx_pathf(a, sizeof a, "%s/%s", dir, e->d_name)) continue;
+        if (mx_pathf(b, sizeof b, "%s.superseded", a)) continue;
         if (rename(a, b) == 0) n++;
     }
     closedir(d);
@@ -247,7 +246,7 @@ static void prune_ckpts(const char* dir, int keep) {
         for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
         if (newer >= keep) {
             char p[1200];
-            snprintf(p, sizeof p, "%s/ckpt-%08lld.bin", dir, steps[i]);
+            if (mx_pathf(p, sizeof p, "%s/ckpt-%08lld.bin", dir, steps[i])) continue;
             unlink(p);
         }
     }
@@ -268,7 +267,7 @@ static int remove_stale_temps(const char* dir) {
                    !strncmp(e->d_name, "tokenizer.txt.", 14);
         if (!ours) continue;
         char p[1400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (mx_pathf(p, sizeof p, "%s/%s", dir, e->d_name)) continue;
         if (unlink(p) == 0) n++;
     }
     closedir(d);
@@ -279,7 +278,7 @@ static int remove_stale_temps(const char* dir) {
  * (permissions, read-only, full disk, file size limit) is reported now. */
 static int probe_dir(const char* dir) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/.probe.%d", dir, (int)getpid());
+    if (mx_pathf(p, sizeof p, "%s/.probe.%d", dir, (int)getpid())) return MX_EINVAL;
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", dir, strerror(errno));
     static const char zeros[65536];
@@ -446,7 +445,7 @@ static void write_outcome(run_state* r, mx_train_result* res, int64_t mem_est) {
                      (long long)res->spikes, (long long)mem_est, (long long)peak_rss());
     if (k < 0 || k >= (int)sizeof buf) return;
     char path[1200];
-    snprintf(path, sizeof path, "%s/summary.json", r->c.out);
+    if (mx_pathf(path, sizeof path, "%s/summary.json", r->c.out)) return;
     mx_write_atomic(path, buf, (size_t)k);
 }
 
@@ -485,7 +484,10 @@ static double window_z(const mx_ckpt_meta* mt, int W, float loss, double* mean, 
 static int shards_match(const char* what, const char* pattern) {
     glob_t g;
     const int gr = glob(pattern, 0, NULL, &g);
+    int rc = MX_OK;
+    for (size_t i = 0; gr == 0 && i < g.gl_pathc && !rc; i++) rc = mx_check_input(g.gl_pathv[i], "shard");
     if (gr == 0) globfree(&g);
+    if (rc) return rc; /* a FIFO or a device among the shards: refused now, not a hang in open() later */
     if (gr == GLOB_NOMATCH) return mx_fail(MX_EIO, "train: --%s %s: no shard matches (nothing was created)", what, pattern);
     if (gr != 0) return mx_fail(MX_EIO, "train: --%s %s: cannot expand the pattern", what, pattern);
     return MX_OK;
@@ -502,6 +504,19 @@ static uint64_t new_run_id(void) {
     }
     if (f) fclose(f);
     return x ? x : 1;
+}
+
+/* --ckpt and --init-from's files: regular files (or absent: reported where they are read), checked before
+ * the run directory is made. */
+static int inputs_are_files(const mx_train_config* c) {
+    int rc = c->ckpt[0] ? mx_check_input(c->ckpt, "checkpoint") : MX_OK;
+    static const char* const hf[] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2 && !rc && c->init_from[0]; i++) {
+        char p[1200];
+        rc = mx_pathf(p, sizeof p, "%s/%s", c->init_from, hf[i]);
+        if (!rc) rc = mx_check_input(p, NULL);
+    }
+    return rc;
 }
 
 static int check_config(run_state* r) {
@@ -530,6 +545,7 @@ static int check_config(run_state* r) {
     int rc = mx_recipe_parse(c->recipe, &r->recipe);
     if (!rc) rc = shards_match("train", c->train);
     if (!rc) rc = shards_match("val", c->val);
+    if (!rc) rc = inputs_are_files(c);
     if (rc) return rc;
     return mx_model_config_check(&c->model);
 }
@@ -602,19 +618,18 @@ static int open_run_dir(run_state* r) {
     r->made_dir = r->io && !file_exists(c->out);
     int rc = mx_mkdirs(c->out);
     if (rc) return rc;
-    snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out);
-    snprintf(r->cpath, sizeof r->cpath, "%s/config.txt", c->out);
+    if (mx_pathf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", c->out)) return MX_EINVAL;
+    if (mx_pathf(r->cpath, sizeof r->cpath, "%s/config.txt", c->out)) return MX_EINVAL;
     if (!r->io) { /* rank 0 checked the directory; the checkpoints are the same files for all */
         r->resume = c->resume && mx_ckpt_latest(c->out, r->latest, sizeof r->latest);
         return MX_OK;
     }
     char lpath[1200];
-    snprintf(lpath, sizeof lpath, "%s/.lock", c->out);
+    if (mx_pathf(lpath, sizeof lpath, "%s/.lock", c->out)) return MX_EINVAL;
     const int had_lock = file_exists(lpath); /* a trainer started here before */
-    r->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (r->lock_fd < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written: %s", c->out, strerror(errno));
-    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
-        return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
+    rc = mx_lock_take(lpath, &r->lock_fd);
+    if (rc < 0) return mx_fail(MX_EIO, "%s: the run directory cannot be written (%s)", c->out, mx_last_error());
+    if (rc > 0) return mx_fail(MX_EINVAL, "train: another mxlm train is running in %s", c->out);
     rc = probe_dir(c->out);
     if (rc) return rc;
     mx_crash_point("locked", 0);
@@ -624,7 +639,7 @@ static int open_run_dir(run_state* r) {
     if (c->ckpt[0]) { /* --resume --ckpt FILE */
         if (!c->resume) return mx_fail(MX_EINVAL, "train: --ckpt %s needs --resume", c->ckpt);
         if (!file_exists(c->ckpt)) return mx_fail(MX_EINVAL, "train: --ckpt %s: no such file", c->ckpt);
-        snprintf(r->latest, sizeof r->latest, "%s", c->ckpt);
+        if (mx_pathf(r->latest, sizeof r->latest, "%s", c->ckpt)) return MX_EINVAL;
         have_ckpt = 1;
     }
     /* restart: --resume of a run killed before its first checkpoint (or before any file) */
@@ -732,7 +747,7 @@ static int load_state(run_state* r, mx_train_result* res) {
             say(r);
         }
         r->ckpt_step = meta.step;
-        snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest);
+        if (mx_pathf(r->ckpt_path, sizeof r->ckpt_path, "%s", r->latest)) return MX_EINVAL;
         r->finished = meta.step == c->steps && !c->ckpt[0] && summary_final_at(c->out, meta.step);
         if (r->finished) return MX_OK; /* nothing is written: no engine */
         res->tokens_to_target = meta.tokens_to_target;
@@ -945,14 +960,14 @@ static int log_step(run_state* r, int64_t k, const step_out* s) {
 /* The checkpoint of step k (the engine makes the host copies current, gathers shards), then pruning. */
 static int checkpoint(run_state* r, int64_t k, const mx_train_result* res) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/ckpt-%08lld.bin", r->c.out, (long long)k);
+    if (mx_pathf(path, sizeof path, "%s/ckpt-%08lld.bin", r->c.out, (long long)k)) return MX_EINVAL;
     r->meta->step = k;
     r->meta->tokens_to_target = res->tokens_to_target;
     int rc = r->eng->ops->save(r->eng, path, r->meta, r->fingerprint);
     if (rc) return rc;
     if (r->io) prune_ckpts(r->c.out, r->c.keep_ckpts);
     r->ckpt_step = k;
-    snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", path);
+    if (mx_pathf(r->ckpt_path, sizeof r->ckpt_path, "%s", path)) return MX_EINVAL;
     mx_crash_point("ckpt-pruned", k);
     return MX_OK;
 }

@@ -3,6 +3,7 @@
  * length, so NUL bytes, lines of any length, CR LF line ends and a missing
  * final newline are all seen for what they are. */
 #include "mxlm/config.h"
+#include "mxlm/util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -225,8 +226,8 @@ int mx_config_load(const char* path, const mx_config_key* keys, char*** argv_out
     if (argv_out) *argv_out = NULL;
     if (argc_out) *argc_out = 0;
     if (!path) return mx_fail(MX_EINVAL, "mx_config_load: NULL path");
-    FILE* f = fopen(path, "rb");
-    if (!f) return mx_fail(MX_EIO, "%s: cannot open the config file: %s", path, strerror(errno));
+    FILE* f = mx_fopen_input(path, "the config file");
+    if (!f) return MX_EIO;
     const size_t cap = (size_t)MX_CONFIG_MAX_BYTES + 1; /* one more: a larger file is refused, not cut */
     char* buf = malloc(cap);
     if (!buf) { fclose(f); return mx_fail(MX_ENOMEM, "%s: out of memory", path); }
