@@ -178,7 +178,7 @@ namespace {
 template <typename OutT>
 int run_fwd(const FaArgs& a, int B, int hd, cudaStream_t s) {
     const int nw = g_cfg[0] ? g_cfg[0] : default_cfg(0, hd), mt = g_cfg[1] ? g_cfg[1] : default_cfg(1, hd);
-    if (nw == 3) return fwd_ws<OutT>(a, B, hd, mt, s);
+    if (nw == 3) return fwd_ws<OutT>(a, B, hd, nw, mt, s);
     if (nw == 1 || nw == 2) return fwd_wg<OutT>(a, B, hd, nw, mt, s); /* wgmma: nw warpgroups */
     return fwd_mma<OutT>(a, B, hd, nw, mt, s);                        /* mma.sync: nw warps */
 }
@@ -199,12 +199,12 @@ int run_bwd(FaArgs a, int B, int hd, const bf16* out16, float* delta, cudaStream
         rc = delta_launch(delta, a.dout, out16, 1, B, a.T, a.H, hd, s);
         if (rc) return rc;
     }
-    if (nk == 5) return bwd_ws<OutT>(a, B, hd, s);
-    if (nq == 3) rc = dq_ws<OutT>(a, B, hd, mq, s);
+    if (nk == 5) return bwd_ws<OutT>(a, B, hd, nk, mk, s);
+    if (nq == 3) rc = dq_ws<OutT>(a, B, hd, nq, mq, s);
     else if (nq == 1 || nq == 2) rc = dq_wg<OutT>(a, B, hd, nq, mq, s); /* wgmma: nq warpgroups */
     else rc = dq_mma<OutT>(a, B, hd, nq, mq, s);                        /* mma.sync: nq warps */
     if (rc) return rc;
-    if (nk == 3) return dkv_ws<OutT>(a, B, hd, mk, s);
+    if (nk == 3) return dkv_ws<OutT>(a, B, hd, nk, mk, s);
     if (nk == 1 || nk == 2) return dkv_wg<OutT>(a, B, hd, nk, mk, s); /* wgmma: nk warpgroups */
     return dkv_mma<OutT>(a, B, hd, nk, mk, s);                        /* mma.sync: nk warps */
 }

@@ -51,6 +51,22 @@ __device__ __forceinline__ void fa_two_products(float* x, float* y, const uint32
 
 /* ---- backward on wgmma: the dq and dk/dv kernels of above, a warpgroup per 64 rows ----------- */
 
+/* The tile loop of the wgmma dq and dk/dv kernels over n steps of streamed tiles in two cp.async
+ * stages: next(i) issues step i's loads into stage i & 1 (one group a step); first() (RA: the fixed
+ * operands' A fragments) runs once step 0's tiles are in; step(i) runs step i. */
+template <typename First, typename Next, typename Step>
+__device__ __forceinline__ void wg_tile_loop(int n, First first, Next next, Step step) {
+    for (int j = 0; j < n; j++) {
+        cp_wait_all();
+        fence_proxy_async(); /* this thread's cp.async writes, before the tensor cores read them */
+        __syncthreads();
+        if (j == 0) first();
+        if (j + 1 < n) next(j + 1);
+        cp_commit();
+        step(j);
+    }
+}
+
 template <int HD, int NWG, int BN>
 constexpr size_t dqwg_smem() { return (size_t)(2 * 64 * NWG + 4 * BN) * HD * 2 + 1024; }
 
@@ -92,21 +108,19 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
     for (int i = 0; i < DT * 4; i++) acc[i] = 0.0f;
     uint32_t qf[RA ? KS : 1][4], gf[RA ? KS : 1][4]; /* RA: the warp's Q and dO rows as A fragments */
 
-    for (int j = 0; j < nkv; j++) {
-        cp_wait_all();
-        fence_proxy_async();
-        __syncthreads();
-        if (RA && j == 0) {
+    auto first = [&]() {
+        if (RA) {
             load_afrags_sw<BM, HD>(qf, sQ, wg * 64 + warp * 16, lane);
             load_afrags_sw<BM, HD>(gf, sG, wg * 64 + warp * 16, lane);
         }
-        if (j + 1 < nkv) {
-            const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
-            load_tile_sw<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
-            load_tile_sw<BN, HD, NT>(sV + st, vg, (j + 1) * BN, T, ks, tid);
-        }
-        cp_commit();
-        if (j * BN > g0 + 63) continue; /* warpgroup-uniform */
+    };
+    auto next = [&](int j) { /* K, V tile j into stage j & 1 */
+        const uint32_t st = (j & 1) * BN * HD * 2;
+        load_tile_sw<BN, HD, NT>(sK + st, kg, j * BN, T, ks, tid);
+        load_tile_sw<BN, HD, NT>(sV + st, vg, j * BN, T, ks, tid);
+    };
+    wg_tile_loop(nkv, first, next, [&](int j) {
+        if (j * BN > g0 + 63) return; /* warpgroup-uniform */
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
         float s[NS * 4], dp[NS * 4];
         fa_two_products<HD, BM, BN, RA>(s, dp, qf, gf, sQ, sG, kb, vb, wg); /* S = Q K^T, dP = dO V^T */
@@ -122,13 +136,9 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dq_wg(FaArgs a) {
         fa_pv<HD, BN>(acc, da, kb); /* dQ += dS K */
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(acc[i]);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) reg_fence(da[kk][e]);
-    }
+        fence_all<DT * 4>(acc);
+        fence_frags<BN / 16>(da);
+    });
     fa_dq_store<HD, OutT>(a, acc, b, h, ra, tig);
 }
 
@@ -171,15 +181,8 @@ __global__ void __launch_bounds__(384, 1)
     const bool DL = a.delta_out != NULL; /* delta made here from the out tile (to), not read */
     const uint32_t bQ = sV + NST * TB, bF = bQ + 8, bE = bF + 8 * NST;
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV;
-    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
-    const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1;
-    if (tid == 0) {
-        mbar_init(bQ, 1);
-        ws_ring_init(bF, bE, NST);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (tid < 128) { /* the producer warpgroup */
+    FA_WS_QTILE(BM, BN);
+    FA_WS_START(mbar_init(bQ, 1); ws_ring_init(bF, bE, NST)) { /* the producer warpgroup */
         reg_dec<FA_PRODUCER_REGS>();
         if (tid == 0) {
             mbar_expect_tx(bQ, (DL ? 3 : 2) * BM * HD * 2);
@@ -235,12 +238,8 @@ __global__ void __launch_bounds__(384, 1)
         }
     };
     auto da_fence = [&]() {
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(acc[i]);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) reg_fence(da[kk][e]);
+        fence_all<DT * 4>(acc);
+        fence_frags<BN / 16>(da);
     };
     if constexpr (RA) {
         load_afrags_sw<BM, HD>(qf, sQ, wg * 64 + warp * 16, lane);
@@ -318,26 +317,7 @@ __device__ __forceinline__ void fa_dkv_sp(uint32_t (*pa)[4], uint32_t (*da)[4], 
         reg_fence(s[i]);
         reg_fence(dp[i]);
     }
-    const bool diag = t0 < kw + 15; /* some query of the tile precedes some key of the warp */
-#pragma unroll
-    for (int nt = 0; nt < NS; nt++) {
-        float p[4], d[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int tl = nt * 8 + 2 * tig + (e & 1);
-            float pe = ex2(fmaf(s[nt * 4 + e], sl2, -(Lt[tl] * FA_LOG2E)));
-            if (diag) {
-                const int key = kw + g + 8 * (e >> 1);
-                if (t0 + tl < key) pe = 0.0f;
-            }
-            p[e] = pe;
-            d[e] = pe * (dp[nt * 4 + e] - Dt[tl]);
-        }
-        pa[nt >> 1][(nt & 1) * 2] = pack2(p[0], p[1]);
-        pa[nt >> 1][(nt & 1) * 2 + 1] = pack2(p[2], p[3]);
-        da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
-        da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
-    }
+    fa_dkv_pds<NS, true>(pa, da, s, dp, Lt, Dt, t0, kw, g, tig, sl2);
 }
 /* dV += P^T dO, dK += dS^T Q (issued, not committed). */
 template <int HD, int BM>
@@ -424,21 +404,18 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_dkv_wg(FaArgs a) {
     for (int i = 0; i < DT * 4; i++) dk[i] = dv[i] = 0.0f;
     uint32_t kf[RA ? KS : 1][4], vf[RA ? KS : 1][4]; /* RA: the warp's K and V rows as A fragments */
 
-    for (int it = 0; it < total; it++) {
-        cp_wait_all();
-        fence_proxy_async();
-        __syncthreads();
-        if (RA && it == 0) {
+    auto first = [&]() {
+        if (RA) {
             load_afrags_sw<BN, HD>(kf, sK, wg * 64 + warp * 16, lane);
             load_afrags_sw<BN, HD>(vf, sV, wg * 64 + warp * 16, lane);
         }
-        if (it + 1 < total) issue(it + 1, (it + 1) & 1);
-        cp_commit();
+    };
+    wg_tile_loop(total, first, [&](int it) { issue(it, it & 1); }, [&](int it) {
         const int st = it & 1, t0 = (qt0 + it % nq) * BM;
-        if (t0 + BM - 1 < kg0) continue; /* warpgroup-uniform: every query before every key */
+        if (t0 + BM - 1 < kg0) return; /* warpgroup-uniform: every query before every key */
         fa_dkv_step<HD, BN, BM, RA>(dk, dv, kf, vf, sK, sV, sQ + st * BM * HD * 2, sG + st * BM * HD * 2, Ls + st * BM,
                                     Ds + st * BM, t0, kw, wg, g, tig, a.sl2);
-    }
+    });
     fa_dkv_store<HD, OutT>(a, dk, dv, b, kh, kw, g, tig);
 }
 
@@ -535,12 +512,7 @@ __global__ void __launch_bounds__(384, 1)
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV, G = H / KV;
     const int kt = fa_tile(), bk = fa_row(), b = bk / KV, kh = bk % KV;
     const int k0 = kt * BN, qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
-    if (tid == 0) {
-        dkv_bars_init<NST>(ring);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (tid < 128) { /* the producer warpgroup */
+    FA_WS_START(dkv_bars_init<NST>(ring)) { /* the producer warpgroup */
         reg_dec<FA_DKV_PRODUCER_REGS>();
         dkv_produce<HD, BM, NST>(&tq, &tg, &tk, &tv, a, ring, b, kh, k0, qt0, nq, tid);
         return;
@@ -749,8 +721,7 @@ __global__ void __launch_bounds__(384, 1)
         wg_commit();
         wg_wait0();
         fa_dkv_done<HD, BM>(dk, dv, pa, da);
-#pragma unroll
-        for (int i = 0; i < 32; i++) reg_fence(dq[i]);
+        fence_all<32>(dq);
         mbar_arrive(bE + 8 * s);
         const bool last = n == 0 && (HD == 128 || wg == 0);
         const int ra = t0 + warp * 16 + g, rb = ra + 8;
@@ -845,64 +816,45 @@ int bws_launch(FaArgs a, int B, cudaStream_t s) {
     const dim3 grid((unsigned)((a.T + 127) / 128), (unsigned)(B * a.KV)); /* row-major: see fa_row */
     return wg_launch(k_fa_bwd_ws<HD, NST, OutT>, ready, bws_smem<HD, NST>(), grid, 384, s, m[0], m[1], m[2], m[3], a);
 }
-template <int HD, int NWG, typename OutT>
-int dqwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    return by_mt(mt, [&](auto wide, auto ra) {
-        return dqwg_launch<HD, NWG, decltype(wide)::value ? 128 : 64, decltype(ra)::value, OutT>(a, B, s);
-    });
-}
-template <int HD, int NWG, typename OutT>
-int dkvwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    return by_mt(mt, [&](auto wide, auto ra) {
-        return dkvwg_launch<HD, NWG, decltype(wide)::value ? 64 : 32, decltype(ra)::value, OutT>(a, B, s);
-    });
-}
 
 } // namespace
 
 /* dq warps 3: the warp-specialized dq kernel over 64-key tiles; mt 1: plain, 2: pipelined, 3 and 4:
  * the same with Q, dO as register A fragments (by_mt: wide = pipelined, variant = RA) */
-template <typename OutT>
-int dq_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+FA_ENTRY(dq_ws) {
     return by_mt(mt, [&](auto pipe, auto ra) {
         constexpr bool P = decltype(pipe)::value, R = decltype(ra)::value;
         return hd == 64 ? dqws_launch<64, 64, 6, P, R, OutT>(a, B, s) : dqws_launch<128, 64, 4, P, R, OutT>(a, B, s);
     });
 }
 /* dk,dv warps 3: the warp-specialized dk/dv kernel; mt 1: 32 queries a tile, 2: 64 */
-template <typename OutT>
-int dkv_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+FA_ENTRY(dkv_ws) {
     if (hd == 64) return mt == 1 ? dkvws_launch<64, 32, 6, OutT>(a, B, s) : dkvws_launch<64, 64, 4, OutT>(a, B, s);
     return mt == 1 ? dkvws_launch<128, 32, 4, OutT>(a, B, s) : dkvws_launch<128, 64, 3, OutT>(a, B, s);
 }
-/* warps 1 or 2: the wgmma dq and dk/dv kernels with nwg warpgroups; mt as fwg_pick
- * (attention_flash_fwd.cu): 1, 2 the 64- and 128-key (32- and 64-query) tiles, 3, 4 with the fixed
- * operands in registers */
-template <typename OutT>
-int dq_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s) {
-    return hd == 64 ? (nwg == 1 ? dqwg_pick<64, 1, OutT>(a, B, mt, s) : dqwg_pick<64, 2, OutT>(a, B, mt, s))
-                    : (nwg == 1 ? dqwg_pick<128, 1, OutT>(a, B, mt, s) : dqwg_pick<128, 2, OutT>(a, B, mt, s));
+/* warps 1 or 2: the wgmma dq and dk/dv kernels with nwg warpgroups; mt: by_wg_cfg (64- or 128-key,
+ * 32- or 64-query tiles; 3, 4 with the fixed operands in registers) */
+FA_ENTRY(dq_wg) {
+    return by_wg_cfg(hd, n, mt, [&](auto HD, auto NWG, auto wide, auto ra) {
+        return dqwg_launch<decltype(HD)::value, decltype(NWG)::value, decltype(wide)::value ? 128 : 64,
+                           decltype(ra)::value, OutT>(a, B, s);
+    });
 }
-template <typename OutT>
-int dkv_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s) {
-    return hd == 64 ? (nwg == 1 ? dkvwg_pick<64, 1, OutT>(a, B, mt, s) : dkvwg_pick<64, 2, OutT>(a, B, mt, s))
-                    : (nwg == 1 ? dkvwg_pick<128, 1, OutT>(a, B, mt, s) : dkvwg_pick<128, 2, OutT>(a, B, mt, s));
+FA_ENTRY(dkv_wg) {
+    return by_wg_cfg(hd, n, mt, [&](auto HD, auto NWG, auto wide, auto ra) {
+        return dkvwg_launch<decltype(HD)::value, decltype(NWG)::value, decltype(wide)::value ? 64 : 32,
+                            decltype(ra)::value, OutT>(a, B, s);
+    });
 }
 /* dk,dv warps 5: the one-pass backward */
-template <typename OutT>
-int bwd_ws(const FaArgs& a, int B, int hd, cudaStream_t s) {
+FA_ENTRY(bwd_ws) {
     return hd == 64 ? bws_launch<64, 4, OutT>(a, B, s) : bws_launch<128, 2, OutT>(a, B, s);
 }
 
-template int dq_wg<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dq_wg<float>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dkv_wg<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dkv_wg<float>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dq_ws<bf16>(const FaArgs&, int, int, int, cudaStream_t);
-template int dq_ws<float>(const FaArgs&, int, int, int, cudaStream_t);
-template int dkv_ws<bf16>(const FaArgs&, int, int, int, cudaStream_t);
-template int dkv_ws<float>(const FaArgs&, int, int, int, cudaStream_t);
-template int bwd_ws<bf16>(const FaArgs&, int, int, cudaStream_t);
-template int bwd_ws<float>(const FaArgs&, int, int, cudaStream_t);
+FA_ENTRY_INST(dq_wg);
+FA_ENTRY_INST(dkv_wg);
+FA_ENTRY_INST(dq_ws);
+FA_ENTRY_INST(dkv_ws);
+FA_ENTRY_INST(bwd_ws);
 
 } // namespace fa

@@ -92,8 +92,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
         fa_qk<HD, BM, BN>(s, sQ, kb, wg);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        fence_all<NS * 4>(s);
         if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
         float al0, al1;
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
@@ -104,12 +103,8 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
         fa_pv<HD, BN>(o, pa, vb);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+        fence_all<DT * 4>(o);
+        fence_frags<BN / 16>(pa);
     }
     fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
 }
@@ -145,8 +140,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
         fa_qk<HD, BM, BN>(s, sQ, sK, wg);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        fence_all<NS * 4>(s);
         if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
         fa_pack<BN>(pa, s);
@@ -166,17 +160,12 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
             fa_pv<HD, BN>(o, pa, sV + ((j - 1) & 1) * BN * HD * 2);
             wg_commit();
             wg_wait1();
-#pragma unroll
-            for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+            fence_all<NS * 4>(s);
             if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
             fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
             wg_wait0();
-#pragma unroll
-            for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+            fence_all<DT * 4>(o);
+            fence_frags<BN / 16>(pa);
             fa_rescale<DT>(o, al0, al1);
             fa_pack<BN>(pa, s);
         } else if (j == nw) { /* this warpgroup's last P V */
@@ -184,8 +173,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
             fa_pv<HD, BN>(o, pa, sV + ((j - 1) & 1) * BN * HD * 2);
             wg_commit();
             wg_wait0();
-#pragma unroll
-            for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+            fence_all<DT * 4>(o);
         }
     }
     cp_wait_all();
@@ -196,8 +184,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
         fa_pv<HD, BN>(o, pa, sV + ((nkv - 1) & 1) * BN * HD * 2);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+        fence_all<DT * 4>(o);
     }
     fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
 }
@@ -224,16 +211,8 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t sQ = (smem_u32(smem) + 1023u) & ~1023u, sK = sQ + BM * HD * 2, sV = sK + NST * TB;
     const uint32_t bQ = sV + NST * TB, bFK = bQ + 8, bFV = bFK + 8 * NST, bEK = bFV + 8 * NST, bEV = bEK + 8 * NST;
     const int tid = threadIdx.x, T = a.T, H = a.H, KV = a.KV;
-    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
-    const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1;
-    if (tid == 0) {
-        mbar_init(bQ, 1);
-        ws_ring_init(bFK, bEK, NST);
-        ws_ring_init(bFV, bEV, NST);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (tid < 128) { /* the producer warpgroup */
+    FA_WS_QTILE(BM, BN);
+    FA_WS_START(mbar_init(bQ, 1); ws_ring_init(bFK, bEK, NST); ws_ring_init(bFV, bEV, NST)) { /* the producer */
         reg_dec<FA_PRODUCER_REGS>();
         if (tid == 0) {
             mbar_expect_tx(bQ, BM * HD * 2);
@@ -267,8 +246,7 @@ __global__ void __launch_bounds__(384, 1)
         fa_qk<HD, BM, BN>(s, sQ, sK, wg);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        fence_all<NS * 4>(s);
         mbar_arrive(bEK);
         if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
@@ -285,18 +263,13 @@ __global__ void __launch_bounds__(384, 1)
         fa_pv<HD, BN>(o, pa, sV + sv * TB);
         wg_commit();
         wg_wait1();
-#pragma unroll
-        for (int i = 0; i < NS * 4; i++) reg_fence(s[i]);
+        fence_all<NS * 4>(s);
         mbar_arrive(bEK + 8 * sk);
         if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) reg_fence(pa[kk][e]);
+        fence_all<DT * 4>(o);
+        fence_frags<BN / 16>(pa);
         mbar_arrive(bEV + 8 * sv);
         fa_rescale<DT>(o, al0, al1);
         fa_pack<BN>(pa, s);
@@ -308,8 +281,7 @@ __global__ void __launch_bounds__(384, 1)
         fa_pv<HD, BN>(o, pa, sV + sv * TB);
         wg_commit();
         wg_wait0();
-#pragma unroll
-        for (int i = 0; i < DT * 4; i++) reg_fence(o[i]);
+        fence_all<DT * 4>(o);
     }
     fa_fwd_store<HD, OutT>(a, o, l0, l1, m0, m1, b, bh, h, r0, g, tig);
 }
@@ -334,34 +306,23 @@ int fws_launch(const FaArgs& a, int B, cudaStream_t s) {
     const dim3 grid = fa_grid(a.T, 128, B * a.H);
     return wg_launch(k_fa_fwd_ws<HD, BN, NST, OutT>, ready, fws_smem<HD, BN, NST>(), grid, 384, s, tq, tk, tv, a);
 }
-/* The wgmma kernels' second number (mt): 1 and 2 the 64- and 128-wide streamed tiles (32 and 64
- * queries for dk/dv), 3 and 4 the same with the variant: the pipelined forward, the dq and dk/dv
- * kernels' fixed operands (Q and dO, K and V) held in registers as A fragments. */
-template <int HD, int NWG, typename OutT>
-int fwg_pick(const FaArgs& a, int B, int mt, cudaStream_t s) {
-    return by_mt(mt, [&](auto wide, auto pipe) {
-        return fwg_launch<HD, NWG, decltype(wide)::value ? 128 : 64, decltype(pipe)::value, OutT>(a, B, s);
-    });
-}
 
 } // namespace
 
-/* warps 1 or 2: the wgmma forward with nwg warpgroups (q tiles of 64 nwg rows); mt as fwg_pick */
-template <typename OutT>
-int fwd_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s) {
-    return hd == 64 ? (nwg == 1 ? fwg_pick<64, 1, OutT>(a, B, mt, s) : fwg_pick<64, 2, OutT>(a, B, mt, s))
-                    : (nwg == 1 ? fwg_pick<128, 1, OutT>(a, B, mt, s) : fwg_pick<128, 2, OutT>(a, B, mt, s));
+/* warps 1 or 2: the wgmma forward with nwg warpgroups (q tiles of 64 nwg rows); mt: by_wg_cfg */
+FA_ENTRY(fwd_wg) {
+    return by_wg_cfg(hd, n, mt, [&](auto HD, auto NWG, auto wide, auto pipe) {
+        return fwg_launch<decltype(HD)::value, decltype(NWG)::value, decltype(wide)::value ? 128 : 64,
+                          decltype(pipe)::value, OutT>(a, B, s);
+    });
 }
 /* warps 3: the warp-specialized forward; mt 1: 64-key tiles in 4 stages, 2: 128 keys in 2 */
-template <typename OutT>
-int fwd_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s) {
+FA_ENTRY(fwd_ws) {
     if (hd == 64) return mt == 1 ? fws_launch<64, 64, 4, OutT>(a, B, s) : fws_launch<64, 128, 3, OutT>(a, B, s);
     return mt == 1 ? fws_launch<128, 64, 4, OutT>(a, B, s) : fws_launch<128, 128, 2, OutT>(a, B, s);
 }
 
-template int fwd_wg<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int fwd_wg<float>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int fwd_ws<bf16>(const FaArgs&, int, int, int, cudaStream_t);
-template int fwd_ws<float>(const FaArgs&, int, int, int, cudaStream_t);
+FA_ENTRY_INST(fwd_wg);
+FA_ENTRY_INST(fwd_ws);
 
 } // namespace fa

@@ -41,18 +41,11 @@ __device__ __forceinline__ uint32_t toff(int r, int c) {
     return (uint32_t)(r * HD * 2 + ((c ^ (r & 7)) << 4));
 }
 
-/* Rows [row0, row0 + ROWS) of g (row stride `stride` elements) into a swizzled tile; rows >= T
- * are zero-filled. All NT threads call it. */
+/* Rows [row0, row0 + ROWS) of g (row stride `stride` elements) into a toff tile; rows >= T are
+ * zero-filled. All NT threads call it. */
 template <int ROWS, int HD, int NT>
 __device__ __forceinline__ void load_tile(uint32_t s, const bf16* g, int row0, int T, int stride, int tid) {
-    constexpr int CPR = HD / 8, N = ROWS * CPR;
-    static_assert(N % NT == 0, "tile not a multiple of the block");
-#pragma unroll
-    for (int it = 0; it < N / NT; it++) {
-        const int i = it * NT + tid, r = i / CPR, c = i % CPR, t = row0 + r;
-        const bf16* src = g + (size_t)(t < T ? t : 0) * stride + c * 8;
-        cp16(s + toff<HD>(r, c), src, t < T ? 16 : 0);
-    }
+    load_rows<ROWS, HD, NT>(s, g, row0, T, stride, tid, [](int r, int c) { return toff<HD>(r, c); });
 }
 
 /* A fragments (16 rows x HD, row-major: the rows are M, HD is K) of rows r0.. of a tile. */
@@ -63,6 +56,36 @@ __device__ __forceinline__ void load_afrags(uint32_t f[HD / 16][4], uint32_t s, 
     for (int ks = 0; ks < HD / 16; ks++) {
         const int row = r0 + (lm & 1) * 8 + lr, ch = ks * 2 + (lm >> 1);
         ldsm4(f[ks], s + toff<HD>(row, ch));
+    }
+}
+
+/* acc += P B over column group dd (16 of HD) of the MT m-tiles, B the 16-row chunk c of tile b read
+ * transposed (the chunk's rows are the product's K): O += P V (forward), dQ += dS K (dq),
+ * dV += P^T dO and dK += dS^T Q (dk/dv). */
+template <int HD, int MT>
+__device__ __forceinline__ void mma_acc_chunk(float (*acc)[HD / 8][4], const uint32_t (*p)[4], uint32_t b, int c,
+                                              int dd, int lane) {
+    const int lr = lane & 7, lm = lane >> 3;
+    uint32_t r[4];
+    ldsm4t(r, b + toff<HD>(c * 16 + (lm & 1) * 8 + lr, dd * 2 + (lm >> 1)));
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        mma(acc[mt][2 * dd], p[mt], r[0], r[1]);
+        mma(acc[mt][2 * dd + 1], p[mt], r[2], r[3]);
+    }
+}
+/* The tile loop of the family's three kernels over n steps of streamed tiles in two stages:
+ * next(i) issues step i's loads into stage i & 1 (one cp.async group a step), first() loads the
+ * warp's fixed A fragments once step 0's tiles are in, step(i) runs step i. */
+template <typename First, typename Next, typename Step>
+__device__ __forceinline__ void mma_tile_loop(int n, First first, Next next, Step step) {
+    for (int j = 0; j < n; j++) {
+        cp_wait_all();
+        __syncthreads(); /* step j's tiles are in; every warp is done with step j - 1's */
+        if (j == 0) first();
+        if (j + 1 < n) next(j + 1);
+        cp_commit();
+        step(j);
     }
 }
 
@@ -82,16 +105,14 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
     const int T = a.T, H = a.H, KV = a.KV;
     const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int qs = H * HD, ks = KV * HD;
-    const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
-    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
-    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
+    const size_t qo = (size_t)b * T * qs + h * HD, ko = (size_t)b * T * ks + kh * HD; /* the row's q; k, v */
     const int q0 = qt * BM, r0 = q0 + warp * WR;
     const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
     const float sl2 = a.sl2;
 
-    load_tile<BM, HD, NT>(sQ, qg, q0, T, qs, tid);
-    load_tile<BN, HD, NT>(sK, kg, 0, T, ks, tid);
-    load_tile<BN, HD, NT>(sV, vg, 0, T, ks, tid);
+    load_tile<BM, HD, NT>(sQ, a.q + qo, q0, T, qs, tid);
+    load_tile<BN, HD, NT>(sK, a.k + ko, 0, T, ks, tid);
+    load_tile<BN, HD, NT>(sV, a.v + ko, 0, T, ks, tid);
     cp_commit();
 
     uint32_t qf[MT][KS][4];
@@ -105,19 +126,17 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
         for (int i = 0; i < DT; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
     }
 
-    for (int j = 0; j < nkv; j++) {
-        cp_wait_all();
-        __syncthreads(); /* tile j is in; every warp is done with tile j - 1 */
-        if (j == 0)
+    auto first = [&]() {
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) load_afrags<HD>(qf[mt], sQ, warp * WR + mt * 16, lane);
-        if (j + 1 < nkv) {
-            const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
-            load_tile<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
-            load_tile<BN, HD, NT>(sV + st, vg, (j + 1) * BN, T, ks, tid);
-        }
-        cp_commit();
-        if (j * BN > r0 + WR - 1) continue; /* every key of the tile is after every row of the warp */
+        for (int mt = 0; mt < MT; mt++) load_afrags<HD>(qf[mt], sQ, warp * WR + mt * 16, lane);
+    };
+    auto next = [&](int j) { /* K, V tile j into stage j & 1 */
+        const uint32_t st = (j & 1) * BN * HD * 2;
+        load_tile<BN, HD, NT>(sK + st, a.k + ko, j * BN, T, ks, tid);
+        load_tile<BN, HD, NT>(sV + st, a.v + ko, j * BN, T, ks, tid);
+    };
+    mma_tile_loop(nkv, first, next, [&](int j) {
+        if (j * BN > r0 + WR - 1) return; /* every key of the tile is after every row of the warp */
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
         float s[MT][8][4];
 #pragma unroll
@@ -138,52 +157,12 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
             }
         }
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
+        for (int mt = 0; mt < MT; mt++) { /* the wgmma forward's softmax (attention_tile.cuh) per m-tile */
             const int rm = r0 + mt * 16;
-            if (j * BN + BN - 1 > rm) { /* the diagonal crosses this m-tile's part of the tile */
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = j * BN + nt * 8 + 2 * tig + (e & 1), row = rm + g + 8 * (e >> 1);
-                        if (key > row) s[mt][nt][e] = -INFINITY;
-                    }
-            }
-            float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                x0 = fmaxf(x0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
-                x1 = fmaxf(x1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
-            }
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-            /* finite: tile 0 holds key 0 <= every row, so m is finite from the first tile on (an
-             * m-tile whose rows all precede the tile keeps its m: max(m, -inf)) */
-            const float n0 = fmaxf(m[mt][0], x0 * sl2), n1 = fmaxf(m[mt][1], x1 * sl2);
-            const float al0 = ex2(m[mt][0] - n0), al1 = ex2(m[mt][1] - n1);
-            m[mt][0] = n0;
-            m[mt][1] = n1;
-            float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], sl2, -n0));
-                s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], sl2, -n0));
-                s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], sl2, -n1));
-                s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], sl2, -n1));
-                ps0 += s[mt][nt][0] + s[mt][nt][1];
-                ps1 += s[mt][nt][2] + s[mt][nt][3];
-            }
-            l[mt][0] = l[mt][0] * al0 + ps0;
-            l[mt][1] = l[mt][1] * al1 + ps1;
-#pragma unroll
-            for (int i = 0; i < DT; i++) {
-                o[mt][i][0] *= al0;
-                o[mt][i][1] *= al0;
-                o[mt][i][2] *= al1;
-                o[mt][i][3] *= al1;
-            }
+            if (j * BN + BN - 1 > rm) fa_mask<8>(&s[mt][0][0], j * BN, rm, g, tig); /* the diagonal crosses it */
+            float al0, al1;
+            fa_softmax<8>(&s[mt][0][0], sl2, m[mt][0], m[mt][1], l[mt][0], l[mt][1], al0, al1);
+            fa_rescale<DT>(&o[mt][0][0], al0, al1);
         }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) { /* 16 keys at a time: P (BF16) as the A operand */
@@ -196,67 +175,86 @@ __global__ void __launch_bounds__(NW * 32) k_fa_fwd(FaArgs a) {
                 pa[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
             }
 #pragma unroll
-            for (int dp = 0; dp < HD / 16; dp++) {
-                uint32_t r[4];
-                ldsm4t(r, vb + toff<HD>(kk * 16 + (lm & 1) * 8 + lr, dp * 2 + (lm >> 1)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(o[mt][2 * dp], pa[mt], r[0], r[1]);
-                    mma(o[mt][2 * dp + 1], pa[mt], r[2], r[3]);
-                }
-            }
+            for (int dp = 0; dp < HD / 16; dp++) mma_acc_chunk<HD, MT>(o, pa, vb, kk, dp, lane);
         }
-    }
-    OutT* og = (OutT*)a.out + (size_t)b * T * qs + h * HD;
+    });
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        float l0 = l[mt][0], l1 = l[mt][1];
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-        const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-        const int ra = r0 + mt * 16 + g, rb = ra + 8;
+    for (int mt = 0; mt < MT; mt++)
+        fa_fwd_store<HD, OutT>(a, &o[mt][0][0], l[mt][0], l[mt][1], m[mt][0], m[mt][1], b, bh, h, r0 + mt * 16, g, tig);
+}
+
+/* ---- backward: dq and dk, dv ------------------------------------------------------------------
+ * One tile loop for both kernels (mma_tile_loop, the forward's too): two streamed operands a step
+ * in two cp.async stages, the warp's two fixed operands as A fragments in registers (mma_afrags2),
+ * and per 16-row chunk of the step's tiles the two products (mma_two_products), the elementwise
+ * step (fa_dq_ds, fa_dkv_pds: attention_tile.cuh, the wgmma kernels' own) and the accumulation
+ * (mma_acc_chunk). */
+
+/* The two products of one 16-row chunk c of the streamed tiles b1, b2 with the warp's A fragments
+ * f1, f2 (MT m-tiles of 16 rows, K = HD), from zero: x = f1 B1^T, y = f2 B2^T (16 columns, two n8
+ * halves). dq: S = Q K^T, dP = dO V^T over 16 keys; dk/dv: S^T = K Q^T, dP^T = V dO^T over 16 queries. */
+template <int HD, int MT>
+__device__ __forceinline__ void mma_two_products(float (*x)[2][4], float (*y)[2][4], const uint32_t (*f1)[HD / 16][4],
+                                                 const uint32_t (*f2)[HD / 16][4], uint32_t b1, uint32_t b2, int c,
+                                                 int lane) {
+    const int lr = lane & 7, lm = lane >> 3;
 #pragma unroll
-        for (int i = 0; i < DT; i++) {
-            const int col = i * 8 + 2 * tig;
-            if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, o[mt][i][0] * i0, o[mt][i][1] * i0);
-            if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, o[mt][i][2] * i1, o[mt][i][3] * i1);
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) x[mt][i][e] = y[mt][i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t r[4];
+        const uint32_t off = toff<HD>(c * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1));
+        ldsm4(r, b1 + off);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            mma(x[mt][0], f1[mt][kk], r[0], r[1]);
+            mma(x[mt][1], f1[mt][kk], r[2], r[3]);
         }
-        if (tig == 0) {
-            if (ra < T) a.lse[(size_t)bh * T + ra] = (m[mt][0] + log2f(l0)) * FA_LN2;
-            if (rb < T) a.lse[(size_t)bh * T + rb] = (m[mt][1] + log2f(l1)) * FA_LN2;
+        ldsm4(r, b2 + off);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            mma(y[mt][0], f2[mt][kk], r[0], r[1]);
+            mma(y[mt][1], f2[mt][kk], r[2], r[3]);
         }
     }
 }
-
-/* ---- backward: dq ------------------------------------------------------------------------- */
+/* The warp's two fixed operands as A fragments (MT m-tiles from row r of the resident tiles s1, s2). */
+template <int HD, int MT>
+__device__ __forceinline__ void mma_afrags2(uint32_t (*f1)[HD / 16][4], uint32_t (*f2)[HD / 16][4], uint32_t s1,
+                                            uint32_t s2, int r, int lane) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        load_afrags<HD>(f1[mt], s1, r + mt * 16, lane);
+        load_afrags<HD>(f2[mt], s2, r + mt * 16, lane);
+    }
+}
 
 template <int HD, int NW, int MT>
 constexpr size_t dq_smem() { return (size_t)(2 * 16 * MT * NW + 4 * 64) * HD * 2; }
 
+/* dq: CTA = (16 MT NW queries, b*H + h); K, V stream in tiles of 64 keys, in chunks of 16. */
 template <int HD, int NW, int MT, typename OutT>
 __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
     constexpr int WR = 16 * MT, BM = WR * NW, BN = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = smem_u32(smem), sG = sQ + BM * HD * 2, sK = sG + BM * HD * 2, sV = sK + 2 * BN * HD * 2;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    const int lr = lane & 7, lm = lane >> 3;
     const int T = a.T, H = a.H, KV = a.KV;
     const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV);
     const int qs = H * HD, ks = KV * HD;
-    const bf16* qg = a.q + (size_t)b * T * qs + h * HD;
-    const bf16* gg = a.dout + (size_t)b * T * qs + h * HD;
-    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
-    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
+    const size_t qo = (size_t)b * T * qs + h * HD, ko = (size_t)b * T * ks + kh * HD; /* the row's q, dout; k, v */
     const int q0 = qt * BM, r0 = q0 + warp * WR;
     const int nkv = (min(q0 + BM, T) - 1) / BN + 1;
     const float sl2 = a.sl2;
 
-    load_tile<BM, HD, NT>(sQ, qg, q0, T, qs, tid);
-    load_tile<BM, HD, NT>(sG, gg, q0, T, qs, tid);
-    load_tile<BN, HD, NT>(sK, kg, 0, T, ks, tid);
-    load_tile<BN, HD, NT>(sV, vg, 0, T, ks, tid);
+    load_tile<BM, HD, NT>(sQ, a.q + qo, q0, T, qs, tid);
+    load_tile<BM, HD, NT>(sG, a.dout + qo, q0, T, qs, tid);
+    load_tile<BN, HD, NT>(sK, a.k + ko, 0, T, ks, tid);
+    load_tile<BN, HD, NT>(sV, a.v + ko, 0, T, ks, tid);
     cp_commit();
 
     float Lr[MT][2], Dr[MT][2]; /* this thread's rows g, g + 8 of each m-tile */
@@ -276,102 +274,37 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dq(FaArgs a) {
 #pragma unroll
         for (int i = 0; i < DT; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
 
-    for (int j = 0; j < nkv; j++) {
-        cp_wait_all();
-        __syncthreads();
-        if (j == 0)
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                load_afrags<HD>(qf[mt], sQ, warp * WR + mt * 16, lane);
-                load_afrags<HD>(gf[mt], sG, warp * WR + mt * 16, lane);
-            }
-        if (j + 1 < nkv) {
-            const uint32_t st = ((j + 1) & 1) * BN * HD * 2;
-            load_tile<BN, HD, NT>(sK + st, kg, (j + 1) * BN, T, ks, tid);
-            load_tile<BN, HD, NT>(sV + st, vg, (j + 1) * BN, T, ks, tid);
-        }
-        cp_commit();
+    auto next = [&](int j) { /* K, V tile j into stage j & 1 */
+        const uint32_t st = (j & 1) * BN * HD * 2;
+        load_tile<BN, HD, NT>(sK + st, a.k + ko, j * BN, T, ks, tid);
+        load_tile<BN, HD, NT>(sV + st, a.v + ko, j * BN, T, ks, tid);
+    };
+    mma_tile_loop(nkv, [&]() { mma_afrags2<HD, MT>(qf, gf, sQ, sG, warp * WR, lane); }, next, [&](int j) {
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
 #pragma unroll
         for (int c = 0; c < BN / 16; c++) { /* 16 keys at a time */
             const int key0 = j * BN + c * 16;
             if (key0 > r0 + WR - 1) continue; /* warp-uniform: all masked */
             float s[MT][2][4], dp[MT][2][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) s[mt][i][e] = dp[mt][i][e] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t r[4];
-                const uint32_t off = toff<HD>(c * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1));
-                ldsm4(r, kb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(s[mt][0], qf[mt][kk], r[0], r[1]);
-                    mma(s[mt][1], qf[mt][kk], r[2], r[3]);
-                }
-                ldsm4(r, vb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(dp[mt][0], gf[mt][kk], r[0], r[1]);
-                    mma(dp[mt][1], gf[mt][kk], r[2], r[3]);
-                }
-            }
+            mma_two_products<HD, MT>(s, dp, qf, gf, kb, vb, c, lane); /* S = Q K^T, dP = dO V^T */
             uint32_t da[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int rm = r0 + mt * 16;
-                const bool diag = key0 + 15 > rm;
+            for (int mt = 0; mt < MT; mt++)
+                fa_dq_ds<16>(&da[mt], &s[mt][0][0], &dp[mt][0][0], Lr[mt][0], Lr[mt][1], Dr[mt][0], Dr[mt][1], sl2, key0,
+                             r0 + mt * 16, g, tig);
 #pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    float d[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float p = ex2(fmaf(s[mt][nt][e], sl2, -Lr[mt][e >> 1]));
-                        if (diag) {
-                            const int key = key0 + nt * 8 + 2 * tig + (e & 1), row = rm + g + 8 * (e >> 1);
-                            if (key > row) p = 0.0f;
-                        }
-                        d[e] = p * (dp[mt][nt][e] - Dr[mt][e >> 1]);
-                    }
-                    da[mt][2 * nt] = pack2(d[0], d[1]);
-                    da[mt][2 * nt + 1] = pack2(d[2], d[3]);
-                }
-            }
-#pragma unroll
-            for (int dd = 0; dd < HD / 16; dd++) {
-                uint32_t r[4];
-                ldsm4t(r, kb + toff<HD>(c * 16 + (lm & 1) * 8 + lr, dd * 2 + (lm >> 1)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(acc[mt][2 * dd], da[mt], r[0], r[1]);
-                    mma(acc[mt][2 * dd + 1], da[mt], r[2], r[3]);
-                }
-            }
+            for (int dd = 0; dd < HD / 16; dd++) mma_acc_chunk<HD, MT>(acc, da, kb, c, dd, lane); /* dQ += dS K */
         }
-    }
-    OutT* og = (OutT*)a.dq + (size_t)b * T * qs + h * HD;
-    const float sc = a.scale;
+    });
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        const int ra = r0 + mt * 16 + g, rb = ra + 8;
-#pragma unroll
-        for (int i = 0; i < DT; i++) {
-            const int col = i * 8 + 2 * tig;
-            if (ra < T) store2<OutT>(og + (size_t)ra * qs + col, acc[mt][i][0] * sc, acc[mt][i][1] * sc);
-            if (rb < T) store2<OutT>(og + (size_t)rb * qs + col, acc[mt][i][2] * sc, acc[mt][i][3] * sc);
-        }
-    }
+    for (int mt = 0; mt < MT; mt++) fa_dq_store<HD, OutT>(a, &acc[mt][0][0], b, h, r0 + mt * 16 + g, tig);
 }
-
-/* ---- backward: dk, dv ----------------------------------------------------------------------- */
 
 template <int HD, int NW, int MT>
 constexpr size_t dkv_smem() { return (size_t)(2 * 16 * MT * NW + 4 * 64) * HD * 2 + 4 * 64 * sizeof(float); }
 
+/* dk, dv: CTA = (16 MT NW keys, b*KV + kvh); Q, dO, lse, delta stream in tiles of 64 queries over
+ * the group's heads (increasing h) and the query tiles from the diagonal on, in chunks of 16. */
 template <int HD, int NW, int MT, typename OutT>
 __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
     constexpr int WR = 16 * MT, BN = WR * NW, BM = 64, NT = NW * 32, KS = HD / 16, DT = HD / 8;
@@ -382,21 +315,18 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
     float* Ls = (float*)(smem + (size_t)(2 * BN + 4 * BM) * HD * 2); /* [2][BM] lse * log2(e) */
     float* Ds = Ls + 2 * BM;                                          /* [2][BM] delta */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    const int lr = lane & 7, lm = lane >> 3;
     const int T = a.T, H = a.H, KV = a.KV, G = H / KV;
     const int kt = fa_tile(), bk = fa_row(), b = bk / KV, kh = bk % KV;
     const int qs = H * HD, ks = KV * HD;
-    const bf16* kg = a.k + (size_t)b * T * ks + kh * HD;
-    const bf16* vg = a.v + (size_t)b * T * ks + kh * HD;
+    const size_t ko = (size_t)b * T * ks + kh * HD; /* the row's k, v */
     const int k0 = kt * BN, kw = k0 + warp * WR;
     const int qt0 = k0 / BM, nq = (T + BM - 1) / BM - qt0, total = G * nq;
     const float sl2 = a.sl2;
 
-    load_tile<BN, HD, NT>(sK, kg, k0, T, ks, tid);
-    load_tile<BN, HD, NT>(sV, vg, k0, T, ks, tid);
-    /* stage `st` <- query tile `it` of the (head, tile) sequence */
-    auto issue = [&](int it, int st) {
-        const int h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
+    load_tile<BN, HD, NT>(sK, a.k + ko, k0, T, ks, tid);
+    load_tile<BN, HD, NT>(sV, a.v + ko, k0, T, ks, tid);
+    auto issue = [&](int it) { /* stage it & 1 <- query tile `it` of the (head, tile) sequence */
+        const int st = it & 1, h = kh * G + it / nq, t0 = (qt0 + it % nq) * BM;
         const size_t off = (size_t)b * T * qs + h * HD;
         load_tile<BM, HD, NT>(sQ + st * BM * HD * 2, a.q + off, t0, T, qs, tid);
         load_tile<BM, HD, NT>(sG + st * BM * HD * 2, a.dout + off, t0, T, qs, tid);
@@ -407,7 +337,7 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
             Ds[st * BM + tid] = t < T ? a.delta[row] : 0.0f;
         }
     };
-    issue(0, 0);
+    issue(0);
     cp_commit();
 
     uint32_t kf[MT][KS][4], vf[MT][KS][4];
@@ -419,19 +349,9 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
 #pragma unroll
             for (int e = 0; e < 4; e++) dk[mt][i][e] = dv[mt][i][e] = 0.0f;
 
-    for (int it = 0; it < total; it++) {
-        cp_wait_all();
-        __syncthreads();
-        if (it == 0)
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                load_afrags<HD>(kf[mt], sK, warp * WR + mt * 16, lane);
-                load_afrags<HD>(vf[mt], sV, warp * WR + mt * 16, lane);
-            }
-        if (it + 1 < total) issue(it + 1, (it + 1) & 1);
-        cp_commit();
+    mma_tile_loop(total, [&]() { mma_afrags2<HD, MT>(kf, vf, sK, sV, warp * WR, lane); }, issue, [&](int it) {
         const int st = it & 1, t0 = (qt0 + it % nq) * BM;
-        if (t0 + BM - 1 < kw) continue; /* every query of the tile is before the warp's keys */
+        if (t0 + BM - 1 < kw) return; /* every query of the tile is before the warp's keys */
         const uint32_t qb = sQ + st * BM * HD * 2, gb = sG + st * BM * HD * 2;
         const float* Lt = Ls + st * BM;
         const float* Dt = Ds + st * BM;
@@ -440,183 +360,76 @@ __global__ void __launch_bounds__(NW * 32) k_fa_dkv(FaArgs a) {
             const int tc = t0 + c * 16;
             if (tc + 15 < kw) continue;
             float s[MT][2][4], dp[MT][2][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) s[mt][i][e] = dp[mt][i][e] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t r[4];
-                const uint32_t off = toff<HD>(c * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1));
-                ldsm4(r, qb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(s[mt][0], kf[mt][kk], r[0], r[1]);
-                    mma(s[mt][1], kf[mt][kk], r[2], r[3]);
-                }
-                ldsm4(r, gb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(dp[mt][0], vf[mt][kk], r[0], r[1]);
-                    mma(dp[mt][1], vf[mt][kk], r[2], r[3]);
-                }
-            }
-            float Lq[2][2], Dq[2][2]; /* the thread's 4 query columns */
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    Lq[nt][u] = Lt[c * 16 + nt * 8 + 2 * tig + u];
-                    Dq[nt][u] = Dt[c * 16 + nt * 8 + 2 * tig + u];
-                }
+            mma_two_products<HD, MT>(s, dp, kf, vf, qb, gb, c, lane); /* S^T = K Q^T, dP^T = V dO^T */
             uint32_t pa[MT][4], da[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int km = kw + mt * 16;
-                const bool diag = tc < km + 15; /* some query of the chunk precedes some key */
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    float p[4], d[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int tl = c * 16 + nt * 8 + 2 * tig + (e & 1); /* query within the tile */
-                        float pe = ex2(fmaf(s[mt][nt][e], sl2, -Lq[nt][e & 1]));
-                        if (diag) {
-                            const int key = km + g + 8 * (e >> 1);
-                            if (t0 + tl < key) pe = 0.0f;
-                        }
-                        p[e] = pe;
-                        d[e] = pe * (dp[mt][nt][e] - Dq[nt][e & 1]);
-                    }
-                    pa[mt][2 * nt] = pack2(p[0], p[1]);
-                    pa[mt][2 * nt + 1] = pack2(p[2], p[3]);
-                    da[mt][2 * nt] = pack2(d[0], d[1]);
-                    da[mt][2 * nt + 1] = pack2(d[2], d[3]);
-                }
-            }
+            for (int mt = 0; mt < MT; mt++) /* Lt already in log2 units */
+                fa_dkv_pds<2, false>(&pa[mt], &da[mt], &s[mt][0][0], &dp[mt][0][0], Lt + c * 16, Dt + c * 16, tc,
+                                     kw + mt * 16, g, tig, sl2);
 #pragma unroll
             for (int dd = 0; dd < HD / 16; dd++) {
-                uint32_t r[4];
-                const uint32_t off = toff<HD>(c * 16 + (lm & 1) * 8 + lr, dd * 2 + (lm >> 1));
-                ldsm4t(r, gb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(dv[mt][2 * dd], pa[mt], r[0], r[1]);
-                    mma(dv[mt][2 * dd + 1], pa[mt], r[2], r[3]);
-                }
-                ldsm4t(r, qb + off);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(dk[mt][2 * dd], da[mt], r[0], r[1]);
-                    mma(dk[mt][2 * dd + 1], da[mt], r[2], r[3]);
-                }
+                mma_acc_chunk<HD, MT>(dv, pa, gb, c, dd, lane); /* dV += P^T dO */
+                mma_acc_chunk<HD, MT>(dk, da, qb, c, dd, lane); /* dK += dS^T Q */
             }
         }
-    }
-    OutT* dkg = (OutT*)a.dk + (size_t)b * T * ks + kh * HD;
-    OutT* dvg = (OutT*)a.dv + (size_t)b * T * ks + kh * HD;
-    const float sc = a.scale;
+    });
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        const int ja = kw + mt * 16 + g, jb = ja + 8;
-#pragma unroll
-        for (int i = 0; i < DT; i++) {
-            const int col = i * 8 + 2 * tig;
-            if (ja < T) {
-                store2<OutT>(dkg + (size_t)ja * ks + col, dk[mt][i][0] * sc, dk[mt][i][1] * sc);
-                store2<OutT>(dvg + (size_t)ja * ks + col, dv[mt][i][0], dv[mt][i][1]);
-            }
-            if (jb < T) {
-                store2<OutT>(dkg + (size_t)jb * ks + col, dk[mt][i][2] * sc, dk[mt][i][3] * sc);
-                store2<OutT>(dvg + (size_t)jb * ks + col, dv[mt][i][2], dv[mt][i][3]);
-            }
-        }
-    }
+    for (int mt = 0; mt < MT; mt++) fa_dkv_store<HD, OutT>(a, &dk[mt][0][0], &dv[mt][0][0], b, kh, kw + mt * 16, g, tig);
 }
 
 /* ---- host side --------------------------------------------------------------------------- */
 
+/* One launch of a kernel of the family: NW warps a CTA, tiles of 16 MT NW rows over T, one grid column
+ * per (batch, head) row (H heads for the forward and dq, KV for dk/dv). */
 template <int HD, int NW, int MT, typename OutT>
 int fwd_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = fwd_smem<HD, NW, MT>();
-    if (!ready) {
-        int rc = set_smem(k_fa_fwd<HD, NW, MT, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
-    constexpr int BM = 16 * MT * NW;
-    dim3 grid = fa_grid(a.T, BM, B * a.H);
-    k_fa_fwd<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return wg_launch(k_fa_fwd<HD, NW, MT, OutT>, ready, fwd_smem<HD, NW, MT>(), fa_grid(a.T, 16 * MT * NW, B * a.H),
+                     NW * 32, s, a);
 }
 template <int HD, int NW, int MT, typename OutT>
 int dq_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dq_smem<HD, NW, MT>();
-    if (!ready) {
-        int rc = set_smem(k_fa_dq<HD, NW, MT, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
-    }
-    constexpr int BM = 16 * MT * NW;
-    dim3 grid = fa_grid(a.T, BM, B * a.H);
-    k_fa_dq<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return wg_launch(k_fa_dq<HD, NW, MT, OutT>, ready, dq_smem<HD, NW, MT>(), fa_grid(a.T, 16 * MT * NW, B * a.H),
+                     NW * 32, s, a);
 }
 template <int HD, int NW, int MT, typename OutT>
 int dkv_launch(const FaArgs& a, int B, cudaStream_t s) {
     static int ready = 0;
-    constexpr size_t sm = dkv_smem<HD, NW, MT>();
-    if (!ready) {
-        int rc = set_smem(k_fa_dkv<HD, NW, MT, OutT>, sm);
-        if (rc) return rc;
-        ready = 1;
+    return wg_launch(k_fa_dkv<HD, NW, MT, OutT>, ready, dkv_smem<HD, NW, MT>(), fa_grid(a.T, 16 * MT * NW, B * a.KV),
+                     NW * 32, s, a);
+}
+/* hd, warps nw (8, else 4) and m-tiles mt (2 at hd 64, else 1) as compile-time values for f */
+template <typename F>
+int mma_pick(int hd, int nw, int mt, F f) {
+    if (hd == 64) {
+        if (mt == 2) return nw == 8 ? f(ic<64>(), ic<8>(), ic<2>()) : f(ic<64>(), ic<4>(), ic<2>());
+        return nw == 8 ? f(ic<64>(), ic<8>(), ic<1>()) : f(ic<64>(), ic<4>(), ic<1>());
     }
-    constexpr int BN = 16 * MT * NW;
-    dim3 grid = fa_grid(a.T, BN, B * a.KV);
-    k_fa_dkv<HD, NW, MT, OutT><<<grid, NW * 32, sm, s>>>(a);
-    CU_LAUNCHED();
-    return MX_OK;
+    return nw == 8 ? f(ic<128>(), ic<8>(), ic<1>()) : f(ic<128>(), ic<4>(), ic<1>()); /* hd 128: MT 1 */
 }
 
 } // namespace
 
 /* warps 4 or 8 (nw), m-tiles 1 or 2 (mt; hd 128: 1) */
-template <typename OutT>
-int fwd_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s) {
-    if (hd == 64) {
-        if (mt == 2) return nw == 8 ? fwd_launch<64, 8, 2, OutT>(a, B, s) : fwd_launch<64, 4, 2, OutT>(a, B, s);
-        return nw == 8 ? fwd_launch<64, 8, 1, OutT>(a, B, s) : fwd_launch<64, 4, 1, OutT>(a, B, s);
-    }
-    return nw == 8 ? fwd_launch<128, 8, 1, OutT>(a, B, s) : fwd_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
+FA_ENTRY(fwd_mma) {
+    return mma_pick(hd, n, mt, [&](auto HD, auto NW, auto MT) {
+        return fwd_launch<decltype(HD)::value, decltype(NW)::value, decltype(MT)::value, OutT>(a, B, s);
+    });
 }
-template <typename OutT>
-int dq_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s) {
-    if (hd == 64) {
-        if (mt == 2) return nw == 8 ? dq_launch<64, 8, 2, OutT>(a, B, s) : dq_launch<64, 4, 2, OutT>(a, B, s);
-        return nw == 8 ? dq_launch<64, 8, 1, OutT>(a, B, s) : dq_launch<64, 4, 1, OutT>(a, B, s);
-    }
-    return nw == 8 ? dq_launch<128, 8, 1, OutT>(a, B, s) : dq_launch<128, 4, 1, OutT>(a, B, s); /* hd 128: MT 1 */
+FA_ENTRY(dq_mma) {
+    return mma_pick(hd, n, mt, [&](auto HD, auto NW, auto MT) {
+        return dq_launch<decltype(HD)::value, decltype(NW)::value, decltype(MT)::value, OutT>(a, B, s);
+    });
 }
-template <typename OutT>
-int dkv_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s) {
-    if (hd == 64) {
-        if (mt == 2) return nw == 8 ? dkv_launch<64, 8, 2, OutT>(a, B, s) : dkv_launch<64, 4, 2, OutT>(a, B, s);
-        return nw == 8 ? dkv_launch<64, 8, 1, OutT>(a, B, s) : dkv_launch<64, 4, 1, OutT>(a, B, s);
-    }
-    return nw == 8 ? dkv_launch<128, 8, 1, OutT>(a, B, s) : dkv_launch<128, 4, 1, OutT>(a, B, s);
+FA_ENTRY(dkv_mma) {
+    return mma_pick(hd, n, mt, [&](auto HD, auto NW, auto MT) {
+        return dkv_launch<decltype(HD)::value, decltype(NW)::value, decltype(MT)::value, OutT>(a, B, s);
+    });
 }
 
-template int fwd_mma<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int fwd_mma<float>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dq_mma<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dq_mma<float>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dkv_mma<bf16>(const FaArgs&, int, int, int, int, cudaStream_t);
-template int dkv_mma<float>(const FaArgs&, int, int, int, int, cudaStream_t);
+FA_ENTRY_INST(fwd_mma);
+FA_ENTRY_INST(dq_mma);
+FA_ENTRY_INST(dkv_mma);
 
 } // namespace fa

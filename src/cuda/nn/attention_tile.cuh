@@ -186,6 +186,20 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
 __device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void reg_fence(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* reg_fence over N accumulator registers x, or over NK BF16 A fragments f (after a wgmma wait: the
+ * compiler must not move their uses above it). */
+template <int N>
+__device__ __forceinline__ void fence_all(float* x) {
+#pragma unroll
+    for (int i = 0; i < N; i++) reg_fence(x[i]);
+}
+template <int NK>
+__device__ __forceinline__ void fence_frags(uint32_t (*f)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) reg_fence(f[kk][e]);
+}
 
 template <int N>
 __device__ __forceinline__ void wg_ss(float* d, uint64_t a, uint64_t b, int acc) {
@@ -205,17 +219,26 @@ __device__ __forceinline__ void wg_rs_tb(float* d, const uint32_t* a, uint64_t b
     else wg_rs_n128_tb(d, a, b);
 }
 
-/* Rows [row0, row0 + ROWS) of g into a [HD/64][ROWS][64] swizzled tile; rows >= T zero-filled. */
-template <int ROWS, int HD, int NT>
-__device__ __forceinline__ void load_tile_sw(uint32_t s, const bf16* g, int row0, int T, int stride, int tid) {
+/* Rows [row0, row0 + ROWS) of g (row stride `stride` elements) into a shared-memory tile at s whose
+ * 16-byte chunk c of row r lies at byte off(r, c); rows >= T are zero-filled (cp.async src-size 0,
+ * the source not read). All NT threads call it. */
+template <int ROWS, int HD, int NT, typename Off>
+__device__ __forceinline__ void load_rows(uint32_t s, const bf16* g, int row0, int T, int stride, int tid, Off off) {
     constexpr int CPR = HD / 8, N = ROWS * CPR;
     static_assert(N % NT == 0, "tile not a multiple of the block");
 #pragma unroll
     for (int it = 0; it < N / NT; it++) {
         const int i = it * NT + tid, r = i / CPR, c = i % CPR, t = row0 + r;
         const bf16* src = g + (size_t)(t < T ? t : 0) * stride + c * 8;
-        cp16(s + (uint32_t)((c >> 3) * ROWS * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4)), src, t < T ? 16 : 0);
+        cp16(s + off(r, c), src, t < T ? 16 : 0);
     }
+}
+/* Rows [row0, row0 + ROWS) of g into a [HD/64][ROWS][64] swizzled tile; rows >= T zero-filled. */
+template <int ROWS, int HD, int NT>
+__device__ __forceinline__ void load_tile_sw(uint32_t s, const bf16* g, int row0, int T, int stride, int tid) {
+    load_rows<ROWS, HD, NT>(s, g, row0, T, stride, tid, [](int r, int c) {
+        return (uint32_t)((c >> 3) * ROWS * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+    });
 }
 
 /* A fragments of one warp (16 rows from row r0 of a [HD/64][ROWS][64] swizzled tile, K = HD) for
@@ -357,6 +380,35 @@ __device__ __forceinline__ void fa_dq_store(const FaArgs& a, const float* acc, i
     }
 }
 
+/* The dk/dv kernels' elementwise step over NS 8-query groups of one query tile (queries t0 + tl,
+ * tl = 8 nt + 2 tig + (e & 1)) for the warp's keys kw + g, kw + g + 8 (S^T, dP^T in the accumulator
+ * layout): P^T = 2^(S^T sl2 - L(tl)) (0 for queries before the key), dS^T = P^T (dP^T - Dt[tl]),
+ * packed to the BF16 A fragments pa (P^T) and da (dS^T). L(tl) = Lt[tl] log2 e (LN: Lt holds the
+ * natural-log lse) or Lt[tl] (Lt already in log2 units). */
+template <int NS, bool LN>
+__device__ __forceinline__ void fa_dkv_pds(uint32_t (*pa)[4], uint32_t (*da)[4], const float* s, const float* dp,
+                                           const float* Lt, const float* Dt, int t0, int kw, int g, int tig, float sl2) {
+    const bool diag = t0 < kw + 15; /* some query of the tile precedes some key of the warp */
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+        float p[4], d[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int tl = nt * 8 + 2 * tig + (e & 1);
+            float pe = ex2(fmaf(s[nt * 4 + e], sl2, LN ? -(Lt[tl] * FA_LOG2E) : -Lt[tl]));
+            if (diag) {
+                const int key = kw + g + 8 * (e >> 1);
+                if (t0 + tl < key) pe = 0.0f;
+            }
+            p[e] = pe;
+            d[e] = pe * (dp[nt * 4 + e] - Dt[tl]);
+        }
+        pa[nt >> 1][(nt & 1) * 2] = pack2(p[0], p[1]);
+        pa[nt >> 1][(nt & 1) * 2 + 1] = pack2(p[2], p[3]);
+        da[nt >> 1][(nt & 1) * 2] = pack2(d[0], d[1]);
+        da[nt >> 1][(nt & 1) * 2 + 1] = pack2(d[2], d[3]);
+    }
+}
 /* dK (times the scale) and dV of keys kw + g, kw + g + 8. */
 template <int HD, typename OutT>
 __device__ __forceinline__ void fa_dkv_store(const FaArgs& a, const float* dk, const float* dv, int b, int kh, int kw,
@@ -442,6 +494,22 @@ template <int R>
 __device__ __forceinline__ void reg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R) : "memory"); }
 template <int R>
 __device__ __forceinline__ void reg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R) : "memory"); }
+/* A warp-specialized query-tile CTA's coordinates (T, H, KV in scope): its tile qt (fa_tile_rev: the
+ * longest first) of BM queries from q0, its (batch, query head) row bh = b H + h, the KV head kh of h
+ * and the nkv key tiles of BN up to its last query. */
+#define FA_WS_QTILE(BM, BN)                                                                 \
+    const int qt = fa_tile_rev(), bh = fa_row(), b = bh / H, h = bh % H, kh = h / (H / KV); \
+    const int q0 = qt * BM, nkv = (min(q0 + BM, T) - 1) / BN + 1
+/* The start of a warp-specialized kernel (tid in scope): thread 0 runs the barriers' initialization
+ * (the arguments) and fences it, the CTA syncs, then the statement that follows runs in the producer
+ * warpgroup (threads 0..127). */
+#define FA_WS_START(...)                                                        \
+    if (tid == 0) {                                                             \
+        __VA_ARGS__;                                                            \
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); \
+    }                                                                           \
+    __syncthreads();                                                            \
+    if (tid < 128)
 /* A ring of nst stages: "full" barriers of one arrival (the producer's, with the TMA bytes) and
  * "empty" ones of 256 (both consumer warpgroups). */
 __device__ __forceinline__ void ws_ring_init(uint32_t full, uint32_t empty, int nst) {
@@ -459,7 +527,7 @@ int set_smem(K kern, size_t bytes) {
     return MX_OK;
 }
 
-/* One launch of a wgmma or warp-specialized kernel: its dynamic shared memory set once per instance. */
+/* One launch of a flash kernel: its dynamic shared memory set once per instance (ready). */
 template <typename K, typename... Args>
 int wg_launch(K kern, int& ready, size_t sm, dim3 grid, int threads, cudaStream_t s, Args... args) {
     if (!ready) {
@@ -482,6 +550,19 @@ int by_mt(int mt, F f) {
     default: return f(std::true_type(), std::true_type());
     }
 }
+template <int N>
+using ic = std::integral_constant<int, N>;
+/* A wgmma kernel's configuration as compile-time values for f(HD, NWG, wide, variant): hd (64 or 128),
+ * nwg warpgroups (1 or 2) and its size mt as by_mt's two flags. The size (mt): 1 and 2 the 64- and
+ * 128-wide streamed tiles (32 and 64 queries for dk/dv), 3 and 4 the same with the variant: the
+ * pipelined forward, the dq and dk/dv kernels' fixed operands (Q and dO, K and V) held in registers
+ * as A fragments. */
+template <typename F>
+int by_wg_cfg(int hd, int nwg, int mt, F f) {
+    auto g = [&](auto HD, auto NWG) { return by_mt(mt, [&](auto wide, auto var) { return f(HD, NWG, wide, var); }); };
+    return hd == 64 ? (nwg == 1 ? g(ic<64>(), ic<1>()) : g(ic<64>(), ic<2>()))
+                    : (nwg == 1 ? g(ic<128>(), ic<1>()) : g(ic<128>(), ic<2>()));
+}
 /* The TMA map of a [B][T][heads hd / 64][64] bf16 tensor (q, dout, out: H heads; k, v: KV heads) in
  * boxes of [rows][64] with the 128-byte swizzle (attention_flash.cu). */
 int tma_map(CUtensorMap* m, const void* base, int B, int T, int heads, int hd, int rows);
@@ -489,23 +570,31 @@ int tma_map(CUtensorMap* m, const void* base, int B, int T, int heads, int hd, i
  * counters) of at least `bytes`, grown on demand (attention_flash.cu). */
 int ws_get(int slot, size_t bytes, void** p);
 
-/* The family entry points (attention_flash.cu's run_fwd / run_bwd call them). All take the shapes in
- * a (T, H, KV; q [B*T, H*hd], k, v [B*T, KV*hd], out / dq [B*T, H*hd], dk, dv [B*T, KV*hd], lse,
- * delta [B, H, T]), the batch B, hd 64 or 128 and the configuration's pair (count, size) of
- * mxg_attention_flash_config; OutT the output type (bf16 or float). */
-/* attention_flash_fwd.cu: the wgmma forward (nwg 1 or 2 warpgroups; mt 1..4) and the warp-specialized one (mt 1, 2). */
-template <typename OutT> int fwd_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s);
-template <typename OutT> int fwd_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s);
-/* attention_flash_bwd.cu: the wgmma dq and dk/dv kernels (nwg, mt 1..4), the warp-specialized ones
- * (dq mt 1..4, dk/dv mt 1, 2) and the one-pass backward. */
-template <typename OutT> int dq_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s);
-template <typename OutT> int dkv_wg(const FaArgs& a, int B, int hd, int nwg, int mt, cudaStream_t s);
-template <typename OutT> int dq_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s);
-template <typename OutT> int dkv_ws(const FaArgs& a, int B, int hd, int mt, cudaStream_t s);
-template <typename OutT> int bwd_ws(const FaArgs& a, int B, int hd, cudaStream_t s);
-/* attention_flash_mma.cu: the mma.sync forward, dq and dk/dv kernels (nw 4 or 8 warps, mt 1 or 2). */
-template <typename OutT> int fwd_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s);
-template <typename OutT> int dq_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s);
-template <typename OutT> int dkv_mma(const FaArgs& a, int B, int hd, int nw, int mt, cudaStream_t s);
+/* The family entry points (attention_flash.cu's run_fwd / run_bwd call them), one signature: the
+ * shapes in a (T, H, KV; q [B*T, H*hd], k, v [B*T, KV*hd], out / dq [B*T, H*hd], dk, dv [B*T, KV*hd],
+ * lse, delta [B, H, T]), the batch B, hd 64 or 128 and the configuration's pair (count n, size mt)
+ * of mxg_attention_flash_config (what a kernel does not need it ignores); OutT the output type (bf16
+ * or float). FA_ENTRY_INST: a file's explicit instantiations of one of them. */
+#define FA_ENTRY(name) \
+    template <typename OutT> \
+    int name(const FaArgs& a, int B, int hd, int n, int mt, cudaStream_t s)
+#define FA_ENTRY_INST(name)                                                   \
+    template int name<bf16>(const FaArgs&, int, int, int, int, cudaStream_t); \
+    template int name<float>(const FaArgs&, int, int, int, int, cudaStream_t)
+/* attention_flash_fwd.cu: the wgmma forward (n 1 or 2 warpgroups; mt 1..4) and the warp-specialized
+ * one (mt 1, 2). */
+FA_ENTRY(fwd_wg);
+FA_ENTRY(fwd_ws);
+/* attention_flash_bwd.cu: the wgmma dq and dk/dv kernels (n warpgroups, mt 1..4), the warp-specialized
+ * ones (dq mt 1..4, dk/dv mt 1, 2) and the one-pass backward. */
+FA_ENTRY(dq_wg);
+FA_ENTRY(dkv_wg);
+FA_ENTRY(dq_ws);
+FA_ENTRY(dkv_ws);
+FA_ENTRY(bwd_ws);
+/* attention_flash_mma.cu: the mma.sync forward, dq and dk/dv kernels (n 4 or 8 warps, mt 1 or 2). */
+FA_ENTRY(fwd_mma);
+FA_ENTRY(dq_mma);
+FA_ENTRY(dkv_mma);
 
 } // namespace fa
