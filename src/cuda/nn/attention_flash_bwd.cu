@@ -21,6 +21,9 @@
  *                dV += P^T dO, dK += dS^T Q
  *   k_fa_dkv_ws  its step, warp-specialized: the default dk/dv
  *   k_fa_bwd_ws  the one pass (dk/dv warps 5): k_fa_dkv_ws with dQ folded in, summed in a fixed order
+ * k_fa_dq_wg and k_fa_dkv_wg run one tile loop (wg_tile_loop) and one product helper
+ * (fa_two_products); the warp-specialized kernels run their wgmma twins' steps (fa_dq_ds,
+ * fa_dkv_step), so each computes the same sums in the same order as its twin.
  */
 #include "cuda/nn/attention_tile.cuh"
 

@@ -6,18 +6,23 @@
  * reference src/nn/attention.c (mx_attention_forward, mx_attention_backward):
  *   s_tj = c q_t . k_j,  p_tj = exp(s_tj - lse_t),  o_t = sum_j p_tj v_j,
  *   ds_tj = p_tj (do_t . v_j - delta_t),  delta_t = do_t . o_t.
- * Held here (device side, in the order the kernels use them):
+ * Held here (device side, in the order the kernels use them; all in namespace fa):
  *   FaArgs            the one argument struct of every flash kernel
  *   PTX helpers       cp.async (16 / 4 bytes, zero-fill), ldmatrix, ex2, BF16 packing, store2
  *   launch order      fa_row / fa_tile / fa_tile_rev / fa_grid (longest causal tiles first)
  *   wgmma             the m64nNk16 wrappers (shared-memory or register A, K- or MN-major B), the
- *                     descriptors and fences, the 128-byte-swizzled tile loads ([hd/64][rows][64])
+ *                     descriptors and fences (fence_all, fence_frags), the row loads (load_rows;
+ *                     load_tile_sw: the 128-byte-swizzled [hd/64][rows][64] tile)
  *   step pieces       the online softmax (fa_mask, fa_softmax, fa_rescale), O += P V (fa_pv), the
  *                     dq kernels' dS (fa_dq_ds), the dk/dv kernels' P^T, dS^T (fa_dkv_pds), the
- *                     rowsum of delta (fa_delta_sum), the stores (fa_fwd_store, fa_dq_store, fa_dkv_store):
- *                     one copy each for the three families (the same sums in the same order)
- *   warp-specialized  mbarriers, TMA boxes, setmaxnreg, the stage rings
- * and (host side) the launch helpers and the family entry points each file defines.
+ *                     rowsum of delta (fa_delta_sum), the stores (fa_fwd_store, fa_dq_store,
+ *                     fa_dkv_store): one copy each for the three families (the same sums in the
+ *                     same order)
+ *   warp-specialized  mbarriers, TMA boxes, setmaxnreg, FA_WS_QTILE / FA_WS_START (the kernels'
+ *                     first lines), the stage rings
+ * and (host side) the launch helpers (set_smem, wg_launch, by_mt, by_wg_cfg), tma_map and ws_get
+ * (defined in attention_flash.cu) and the family entry points (FA_ENTRY) each file defines.
+ * Shapes: see FaArgs (q, dout, out, dq [B*T, H*hd]; k, v, dk, dv [B*T, KV*hd]; lse, delta [B, H, T]).
  */
 #pragma once
 
