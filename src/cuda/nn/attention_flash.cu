@@ -257,6 +257,17 @@ int convert(int n, const float* const* src, bf16* const* dst, const size_t* coun
     CU_LAUNCHED();
     return MX_OK;
 }
+/* The FP32 wrappers' pre-pass: n FP32 tensors src[i] of count[i] elements rounded to BF16 into
+ * workspace slot 0, one after the other (dst[i]: tensor i's copy). */
+int to_bf16(int n, const float* const* src, const size_t* count, bf16** dst, int B, int T, int H, int KV, int hd,
+            cudaStream_t s) {
+    void* ws;
+    int rc = ws_get(0, mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
+    if (rc) return rc;
+    dst[0] = (bf16*)ws;
+    for (int i = 1; i < n; i++) dst[i] = dst[i - 1] + count[i - 1];
+    return convert(n, src, dst, count, s);
+}
 
 } // namespace
 } // namespace fa
@@ -323,19 +334,15 @@ extern "C" int mxg_attention_forward_flash(float* out, float* lse, const float* 
     if (rc) return rc;
     cudaStream_t s = MXG_STREAM(stream);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
-    void* ws;
-    rc = ws_get(0, mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
-    if (rc) return rc;
-    bf16 *qb = (bf16*)ws, *kb = qb + nq, *vb = kb + nk;
     const float* src[3] = {q, k, v};
-    bf16* dst[3] = {qb, kb, vb};
     const size_t cnt[3] = {nq, nk, nk};
-    rc = convert(3, src, dst, cnt, s);
+    bf16* b16[3]; /* q, k, v */
+    rc = to_bf16(3, src, cnt, b16, B, T, H, KV, hd, s);
     if (rc) return rc;
     FaArgs a = make_args(T, H, KV, hd);
-    a.q = qb;
-    a.k = kb;
-    a.v = vb;
+    a.q = b16[0];
+    a.k = b16[1];
+    a.v = b16[2];
     a.out = out;
     a.lse = lse;
     return run_fwd<float>(a, B, hd, s);
@@ -348,22 +355,18 @@ extern "C" int mxg_attention_backward_flash(float* dq, float* dk, float* dv, flo
     if (rc) return rc;
     cudaStream_t s = MXG_STREAM(stream);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
-    void* ws;
-    rc = ws_get(0, mxg_attention_flash_workspace(B, T, H, KV, hd), &ws);
-    if (rc) return rc;
-    bf16 *qb = (bf16*)ws, *gb = qb + nq, *kb = gb + nq, *vb = kb + nk;
     const float* src[4] = {q, dout, k, v};
-    bf16* dst[4] = {qb, gb, kb, vb};
     const size_t cnt[4] = {nq, nq, nk, nk};
-    rc = convert(4, src, dst, cnt, s);
+    bf16* b16[4]; /* q, dout, k, v */
+    rc = to_bf16(4, src, cnt, b16, B, T, H, KV, hd, s);
     if (rc) return rc;
     rc = delta_launch(delta, dout, out, 0, B, T, H, hd, s);
     if (rc) return rc;
     FaArgs a = make_args(T, H, KV, hd);
-    a.q = qb;
-    a.k = kb;
-    a.v = vb;
-    a.dout = gb;
+    a.q = b16[0];
+    a.k = b16[2];
+    a.v = b16[3];
+    a.dout = b16[1];
     a.lse = (float*)lse;
     a.delta = delta;
     a.dq = dq;
