@@ -11,7 +11,7 @@ if ! "$ATTN" --help >/dev/null 2>&1 && ! [ -x "$ATTN" ]; then
 fi
 rc=0
 # SASS: per flash kernel, the tensor-core and shared-memory matrix instructions and any local memory
-cuobjdump --dump-sass "$ATTN" 2>/dev/null | awk '/Function :/ {f=$3; n[f]=1} {if (f ~ /k_fa_/) {if ($0 ~ /HMMA/) h[f]++; if ($0 ~ /HGMMA/) g[f]++; if ($0 ~ /LDSM/) l[f]++; if ($0 ~ /LDL|STL/) s[f]++}} END {for (f in n) if (f ~ /k_fa_/) printf "%s HMMA %d HGMMA %d LDSM %d LDL/STL %d\n", f, h[f], g[f], l[f], s[f]}' | sed -E 's/_ZN[0-9]+_GLOBAL__N__[0-9a-f_]+attention_flash_cu_[0-9a-f]+//' | sort > "$OUT/sass.txt"
+cuobjdump --dump-sass "$ATTN" 2>/dev/null | awk '/Function :/ {f=$3; n[f]=1} {if (f ~ /k_fa_/) {if ($0 ~ /HMMA/) h[f]++; if ($0 ~ /HGMMA/) g[f]++; if ($0 ~ /LDSM/) l[f]++; if ($0 ~ /LDL|STL/) s[f]++}} END {for (f in n) if (f ~ /k_fa_/) printf "%s HMMA %d HGMMA %d LDSM %d LDL/STL %d\n", f, h[f], g[f], l[f], s[f]}' | sed -E 's/_ZN[0-9]+_GLOBAL__N__[0-9a-f_]+attention_flash[a-z_]*_cu_[0-9a-f]+//' | sort > "$OUT/sass.txt"
 cat "$OUT/sass.txt"
 if [ -z "$SKIP_TEST" ]; then
     OMP_WAIT_POLICY=passive timeout 240 "$ATTN" > "$OUT/test.log" 2>&1 || rc=1
