@@ -12,6 +12,8 @@
  * engine's collectives (loss, all_ok, the checkpoint's moment shards) are
  * made inside it, so the trainer's loop is the same for one or N GPUs.
  *
+ * The recipe is c->rec, parsed once (mx_train_config_set_recipe) by whoever fills the config.
+ *
  * Every function returns 0 (MX_OK) or a negative mx_err with a message
  * (mx_fail); none prints.
  */
@@ -69,20 +71,19 @@ void mx_engine_ranks(const mx_train_config* c, int* rank, int* world);
 /* Where the run goes: 1 the GPU, 0 the CPU (what: the log line saying so, and why), or a negative
  * mx_err (--device cuda without a usable GPU or CUDA build, a recipe the GPU does not run: the
  * format table's GPU columns). */
-int mx_engine_pick(const mx_train_config* c, const mx_recipe* recipe, char* what, size_t n);
+int mx_engine_pick(const mx_train_config* c, char* what, size_t n);
 /* MX_EINVAL with the message, or MX_OK: whether the GPU runs this recipe and attention choice (the
  * format table's GPU columns; --attn flash needs head dim 64 or 128). Host code only: `mxlm train
  * --device cuda` asks it before anything is created or any GPU probed (a usage error, exit 2). */
-int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* recipe);
+int mx_engine_gpu_check(const mx_train_config* c);
 /* The LM head's precision when --head auto: BF16 on the GPU unless the recipe is all FP32 (and no
  * block is kept in BF16), FP32 on the CPU. */
-int mx_engine_head_bf16(const mx_train_config* c, const mx_recipe* recipe, int on_gpu);
+int mx_engine_head_bf16(const mx_train_config* c, int on_gpu);
 /* The GPU's memory for the run, before anything is allocated: the log line in msg (empty on the
  * CPU); MX_LIMITS (with the message) when it does not fit and c->ignore_limits is not set. */
 int mx_engine_check_memory(const mx_train_config* c, int on_gpu, int world, char* msg, size_t n);
 /* The engine for a run: `model` created, with its weights and (m, v) loaded or initialized. */
-int mx_engine_create(mx_engine** e, int on_gpu, const mx_train_config* c, const mx_recipe* recipe, mx_llama* model,
-                     float* m, float* v);
+int mx_engine_create(mx_engine** e, int on_gpu, const mx_train_config* c, mx_llama* model, float* m, float* v);
 void mx_engine_free(mx_engine* e);
 
 /* The GPU model's attention implementation for c->attn (0 SIMT kernels, 1 GEMM FP32, 2 GEMM TF32;
@@ -96,7 +97,7 @@ int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_t n);
 void mx_engine_gpu_ranks(void* comm, int* rank, int* world);
 int mx_engine_gpu_info(char* info, size_t n); /* 1: a usable GPU (info: its name), 0: none (info: why) */
 int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n);
-int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe);
+int mx_engine_gpu_create(mx_engine* e);
 
 /* ---- data-parallel processes (src/train/launch.c) ---- */
 /* A note while launching or waiting (rank failures), for the CLI to print. */

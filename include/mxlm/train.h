@@ -89,7 +89,8 @@ int mx_loader_val_window(const mx_loader* l, int64_t i, int32_t* inp, int32_t* t
 
 typedef struct {
     mx_model_config model;
-    char recipe[256];
+    char recipe[256];     /* the recipe as given (config.txt, the fingerprint) */
+    mx_recipe rec;        /* recipe parsed, once (mx_train_config_set_recipe): what the trainer and the engines run */
     int bf16_first, bf16_last;
     int batch;            /* B sequences per micro-batch */
     int seq;              /* T tokens per sequence (<= model.seq_len) */
@@ -159,6 +160,9 @@ extern const char* const mx_gemm_names[];      /* fast exact (index: gemm_exact)
 extern const char* const mx_nonfinite_names[]; /* abort skip */
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
+/* c->recipe = s and c->rec its parse (the one parse of a run's recipe); MX_EINVAL with the message when s does
+ * not parse (nothing changed). */
+int mx_train_config_set_recipe(mx_train_config* c, const char* s);
 /* mx_train_gpu_attn (c->attn as the GPU model's attention implementation): engine.h. */
 /* Canonical "key = value" lines of the whole config (the run directory's
  * config.txt); `trajectory_only`: only what changes the numbers (the

@@ -31,7 +31,7 @@ int mx_train_gpu_attn(const mx_train_config* c) {
     }
 }
 
-int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, size_t n) {
+int mx_engine_pick(const mx_train_config* c, char* what, size_t n) {
     char info[512];
     int have = mx_engine_gpu_info(info, sizeof info);
     if (have < 0) { /* the CPU build */
@@ -45,7 +45,7 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
         else snprintf(what, n, "device: CPU");
         return 0;
     }
-    int rc = mx_engine_gpu_check(c, rec);
+    int rc = mx_engine_gpu_check(c);
     if (rc) return rc;
     static const char* const k_attn_what[] = {"simt (FP32 SIMT kernels)", "gemm (cuBLASLt FP32)",
                                               "tf32 (cuBLASLt TF32 tensor cores)", "flash (BF16 tensor cores)"};
@@ -55,7 +55,8 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
     return 1;
 }
 
-int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
+int mx_engine_gpu_check(const mx_train_config* c) {
+    const mx_recipe* rec = &c->rec;
     /* what the GPU runs: the format table's GPU columns (linear_plan.h), the same the GPU layer refuses */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 1)
@@ -78,8 +79,8 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
     return MX_OK;
 }
 
-int mx_engine_head_bf16(const mx_train_config* c, const mx_recipe* rec, int on_gpu) {
-    return on_gpu && mx_recipe_head_bf16(rec, c->bf16_first, c->bf16_last);
+int mx_engine_head_bf16(const mx_train_config* c, int on_gpu) {
+    return on_gpu && mx_recipe_head_bf16(&c->rec, c->bf16_first, c->bf16_last);
 }
 
 int mx_engine_check_memory(const mx_train_config* c, int on_gpu, int world, char* msg, size_t n) {
@@ -152,8 +153,7 @@ static const mx_engine_ops k_cpu_ops = {
     cpu_evaluate, cpu_sync_to_host, cpu_save, cpu_poke, cpu_report, cpu_free,
 };
 
-int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, const mx_recipe* recipe, mx_llama* model,
-                     float* m, float* v) {
+int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, mx_llama* model, float* m, float* v) {
     *out = NULL;
     mx_engine* e = calloc(1, sizeof *e);
     if (!e) return mx_fail(MX_ENOMEM, "train: out of memory");
@@ -163,7 +163,7 @@ int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, cons
     e->v = v;
     mx_engine_ranks(c, &e->rank, &e->world);
     e->ops = &k_cpu_ops; /* the GPU engine's create replaces them */
-    int rc = on_gpu ? mx_engine_gpu_create(e, recipe) : mx_llama_alloc_acts(model, c->batch, c->seq);
+    int rc = on_gpu ? mx_engine_gpu_create(e) : mx_llama_alloc_acts(model, c->batch, c->seq);
     if (rc) { mx_engine_free(e); return rc; }
     *out = e;
     return MX_OK;
@@ -185,7 +185,7 @@ int mx_engine_gpu_info(char* info, size_t n) {
 int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n) {
     return mx_fail(MX_EINVAL, "train: the GPU engine: " NO_CUDA);
 }
-int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
+int mx_engine_gpu_create(mx_engine* e) {
     return mx_fail(MX_EINVAL, "train: the GPU engine: " NO_CUDA);
 }
 int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_t n) {

@@ -235,11 +235,9 @@ static int share_grads_of(const mx_train_config* c, int world) {
     return c->accum == 1 && world <= 1 && !c->comm && !(e && !strcmp(e, "0"));
 }
 
-/* The estimate for c (an unparsable recipe counts as one without BF16 storage). */
+/* The estimate for c (its recipe parsed once: c->rec). */
 static void estimate(const mx_train_config* c, int recompute, int world, mxg_mem_estimate* ge) {
-    mx_recipe r;
-    const int ok = mx_recipe_parse(c->recipe, &r) == MX_OK;
-    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c, ok ? &r : NULL),
+    mxg_llama_estimate(&c->model, &c->rec, c->batch, c->seq, recompute, act16_of(c, &c->rec),
                        mx_train_gpu_attn(c), share_grads_of(c, world), ge);
 }
 
@@ -269,7 +267,7 @@ extern "C" int mx_engine_gpu_check_memory(const mx_train_config* c, int world, c
 }
 
 /* The GPU model from the host model's weights and (m, v) (zero, or from the checkpoint). */
-extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
+extern "C" int mx_engine_gpu_create(mx_engine* e) {
     const mx_train_config* c = e->c;
     gpu_engine* ge = (gpu_engine*)calloc(1, sizeof *ge);
     if (!ge) return mx_fail(MX_ENOMEM, "train: out of memory");
@@ -278,8 +276,8 @@ extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
     ge->comm = (mxg_comm*)c->comm;
     int64_t fr = 0, tot = 0;
     if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
-    int rc = mxg_llama_create_dist(&ge->g, &c->model, recipe, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
-                                   c->gemm_exact, c->recompute, act16_of(c, recipe), mx_train_gpu_attn(c),
+    int rc = mxg_llama_create_dist(&ge->g, &c->model, &c->rec, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
+                                   c->gemm_exact, c->recompute, act16_of(c, &c->rec), mx_train_gpu_attn(c),
                                    share_grads_of(c, e->world), ge->comm);
     if (!rc && e->world > 1) { /* this rank's shard of the moments */
         ge->nshard = mxg_llama_shard_size(ge->g);
