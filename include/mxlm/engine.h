@@ -21,6 +21,7 @@
 #define MXLM_ENGINE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/decode.h"
 #include "mxlm/train.h"
 
 #ifdef __cplusplus
@@ -54,6 +55,8 @@ typedef struct {
     int (*poke)(mx_engine* e, int which, size_t offset, float value);
     /* a line for the log at the end (profile), or 0 */
     int (*report)(mx_engine* e, char* buf, size_t n);
+    /* the per-token losses of one batch (inp, tgt [B, T]) into out [B*T] (mxlm eval on text) */
+    int (*token_losses)(mx_engine* e, const int32_t* inp, const int32_t* tgt, float* out);
     void (*free)(mx_engine* e);
 } mx_engine_ops;
 
@@ -86,6 +89,22 @@ int mx_engine_check_memory(const mx_train_config* c, int on_gpu, int world, char
 int mx_engine_create(mx_engine** e, int on_gpu, const mx_train_config* c, mx_llama* model, float* m, float* v);
 void mx_engine_free(mx_engine* e);
 
+/* ---- a loaded model where it runs (mxlm eval, mxlm sample, mxlm info, mxlm bench): the same door ---- */
+/* 1 in the CUDA build (a GPU engine exists), 0 in the CPU build. */
+int mx_engine_gpu_built(void);
+/* The GPU's name into info: 1 a usable GPU, 0 none (info: why), -1 the CPU build (info: how to build one). */
+int mx_engine_gpu_info(char* info, size_t n);
+/* An engine for the forward only (mxlm eval): `model` with its weights (model->step: the CPU's linear
+ * layers' step), c: the model (c->model), c->rec, bf16_first/last, seed, batch x seq, gemm_exact, attn,
+ * head (MX_HEAD_BF16 or not). Its ops: evaluate, token_losses, free. */
+int mx_engine_create_eval(mx_engine** e, int on_gpu, const mx_train_config* c, mx_llama* model);
+/* mx_generate (decode.h) on the CPU or, on_gpu, with the forward and the cache on the GPU (gemm_exact: its
+ * MXFP4 GEMMs exact); MX_EIO where there is no usable GPU. */
+int mx_engine_generate(int on_gpu, const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new,
+                       const mx_sample_opts* o, int32_t eot, int32_t* out, int* n_out, int gemm_exact);
+/* `mxlm bench NAME` (quant, hadamard, gemm): the GPU benchmarks (CUDA build; MX_EINVAL in the CPU build). */
+int mx_engine_gpu_bench(const char* name, int rows, int cols, int M, int N, int K, int iters);
+
 /* The GPU model's attention implementation for c->attn (0 SIMT kernels, 1 GEMM FP32, 2 GEMM TF32;
  * gpu_model.h). */
 int mx_train_gpu_attn(const mx_train_config* c);
@@ -95,9 +114,11 @@ int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_t n);
 
 /* ---- the GPU implementation (src/cuda/train/engine.cu; stubs in the CPU build) ---- */
 void mx_engine_gpu_ranks(void* comm, int* rank, int* world);
-int mx_engine_gpu_info(char* info, size_t n); /* 1: a usable GPU (info: its name), 0: none (info: why) */
 int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n);
 int mx_engine_gpu_create(mx_engine* e);
+int mx_engine_gpu_create_eval(mx_engine* e);
+int mx_engine_gpu_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
+                           int32_t eot, int32_t* out, int* n_out, int gemm_exact);
 
 /* ---- data-parallel processes (src/train/launch.c) ---- */
 /* A note while launching or waiting (rank failures), for the CLI to print. */
