@@ -1,26 +1,10 @@
 /* format.c: the number formats as data (formats.h), the names of the enums of mx.h, shape
- * checks, errors (mx_fail / mx_last_error) and the SQNR. */
+ * checks and the SQNR (errors: src/util/error.c). */
 #include "mxlm/formats.h"
-#include "mxlm/recipe.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- errors -------------------------------------------------------------- */
-
-static _Thread_local char g_err[512];
-
-const char* mx_last_error(void) { return g_err[0] ? g_err : "no error"; }
-
-int mx_fail(int code, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 /* ---- names ----------------------------------------------------------------- */
 
