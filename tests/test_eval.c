@@ -20,7 +20,7 @@
 #include "mxlm/hf.h"
 #include "mxlm/study.h"
 #include "mxlm/tokrec.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 #define MICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "mxlm/hf.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 static void micro(mx_model_config* c) {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 static void rel_shards(void) { test_sentence_shards("rel_", 777, 20000, 2000); }

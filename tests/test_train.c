@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 TEST(lr_schedule_values) {

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mxlm/decode.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,7 +16,7 @@
 #include "cli/using.h"
 #include "mxlm/hf.h"
 #include "mxlm/mx.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 /* "key = value" lines (config.txt, a checkpoint fingerprint): the model shape, the preset name and the

@@ -22,7 +22,7 @@
 #include "mxlm/config.h"
 #include "mxlm/engine.h"
 #include "mxlm/linear_plan.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 typedef struct {

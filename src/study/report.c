@@ -15,7 +15,7 @@
 #include "mxlm/json.h"
 #include "mxlm/study.h"
 #include "mxlm/util.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "study/internal.h"
 
 /* ---- Markdown ---------------------------------------------------------------------- */

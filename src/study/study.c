@@ -18,7 +18,6 @@
 #include "mxlm/json.h"
 #include "mxlm/study.h"
 #include "mxlm/util.h"
-#include "mxlm/train.h"
 #include "study/internal.h"
 
 /* ---- a growing string ------------------------------------------------------------ */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 void mx_telemetry_reset(mx_llama* mdl) {
     int n = mdl->cfg.n_layers * MX_LIN_PER_BLOCK;

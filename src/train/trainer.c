@@ -31,7 +31,7 @@
 #include "mxlm/engine.h"
 #include "mxlm/hf.h"
 #include "mxlm/tokrec.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 int mx_train_config_set_recipe(mx_train_config* c, const char* s) {

@@ -1,5 +1,5 @@
 /*
- * train.h: the trainer (src/train/): the CPU reference, or the GPU model of
+ * trainer.h: the trainer (src/train/: trainer.c and its parts): the CPU reference, or the GPU model of
  * gpu_model.h in the CUDA build (--device); AdamW, the learning-rate
  * schedule, the data loader over llm.c shards, evaluation, checkpoints,
  * telemetry and the training loop that ties them together.
@@ -13,8 +13,8 @@
  * Library code: returns errors (mx_fail), writes only into the run directory,
  * never prints; the CLI prints through the progress callback.
  */
-#ifndef MXLM_TRAIN_H
-#define MXLM_TRAIN_H
+#ifndef MXLM_TRAINER_H
+#define MXLM_TRAINER_H
 #include <stddef.h>
 #include <stdint.h>
 #include "mxlm/model.h"
