@@ -17,6 +17,7 @@
 #define MXLM_TRAINER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/adamw.h"
 #include "mxlm/model.h"
 #include "mxlm/shard.h"
 
@@ -42,18 +43,7 @@ enum { MX_NONFINITE_ABORT = 0, MX_NONFINITE_SKIP = 1 };
  * peak down to min_frac*peak at s = total. */
 double mx_lr_at(int64_t s, int64_t total, int64_t warmup, double peak, double min_frac);
 
-typedef struct {
-    double beta1, beta2, eps, weight_decay;
-} mx_adamw_config;
-
-/* Sum of squares of g[n] in double, over fixed chunks summed in order (the
- * same bits for any thread count). */
-double mx_sum_squares(const float* g, size_t n);
-/* One AdamW update of every tensor of the model (decoupled weight decay on
- * matrices only), with the gradient multiplied by `gscale` first (clipping).
- * t is the 1-based update count (bias correction). m, v [n_params]. */
-void mx_adamw_update(const mx_llama* mdl, float* m, float* v, const mx_adamw_config* c, double lr, float gscale,
-                     int64_t t);
+/* AdamW (mx_adamw_config, mx_sum_squares, mx_adamw_update): adamw.h */
 
 /* ---- data ------------------------------------------------------------------ */
 
