@@ -564,6 +564,12 @@ static void js_num(mx_sbuf* b, double x) {
     else mx_sb_printf(b, "null");
 }
 
+/* ,"key":x */
+static void js_key_num(mx_sbuf* b, const char* key, double x) {
+    mx_sb_printf(b, ",\"%s\":", key);
+    js_num(b, x);
+}
+
 static void js_str(mx_sbuf* b, const char* t) {
     mx_sb_printf(b, "\"");
     for (; *t; t++)
@@ -576,10 +582,8 @@ static void js_str(mx_sbuf* b, const char* t) {
 static void js_stat(mx_sbuf* b, const char* key, const mx_study_stat* st) {
     mx_sb_printf(b, "\"%s\":{\"n\":%d,\"mean\":", key, st->n);
     js_num(b, st->mean);
-    mx_sb_printf(b, ",\"sd\":");
-    js_num(b, st->sd);
-    mx_sb_printf(b, ",\"se\":");
-    js_num(b, st->se);
+    js_key_num(b, "sd", st->sd);
+    js_key_num(b, "se", st->se);
     mx_sb_printf(b, ",\"beyond_2se\":%s}", mx_study_stat_beyond_2se(st) ? "true" : "false");
 }
 
@@ -587,10 +591,8 @@ char* mx_study_json(const mx_study* s) {
     mx_sbuf b = {0};
     mx_sb_printf(&b, "{\"baseline\":");
     js_str(&b, s->baseline);
-    mx_sb_printf(&b, ",\"target\":");
-    js_num(&b, s->target);
-    mx_sb_printf(&b, ",\"budget_limit\":");
-    js_num(&b, s->budget_limit);
+    js_key_num(&b, "target", s->target);
+    js_key_num(&b, "budget_limit", s->budget_limit);
     mx_sb_printf(&b, ",\"runs\":[");
     for (int i = 0; i < s->n_runs; i++) {
         const mx_study_run* r = &s->runs[i];
@@ -602,15 +604,12 @@ char* mx_study_json(const mx_study* s) {
                   (unsigned long long)r->seed, r->finished ? "true" : "false", r->diverged ? "true" : "false",
                   r->reached ? "true" : "false");
         js_num(&b, r->tokens_to_target >= 0 ? r->tokens_to_target : NAN);
-        mx_sb_printf(&b, ",\"overhead\":");
-        js_num(&b, r->overhead);
+        js_key_num(&b, "overhead", r->overhead);
         mx_sb_printf(&b, ",\"loss_paired\":%s,\"paired\":%s,\"d_final\":", r->lpaired ? "true" : "false",
                      r->paired ? "true" : "false");
         js_num(&b, r->d_final);
-        mx_sb_printf(&b, ",\"d_ttt\":");
-        js_num(&b, r->d_ttt);
-        mx_sb_printf(&b, ",\"p_overhead\":");
-        js_num(&b, r->p_overhead);
+        js_key_num(&b, "d_ttt", r->d_ttt);
+        js_key_num(&b, "p_overhead", r->p_overhead);
         mx_sb_printf(&b, "}");
     }
     mx_sb_printf(&b, "],\n\"recipes\":[");

@@ -279,13 +279,20 @@ extern "C" int mx_engine_gpu_check_memory(const mx_train_config* c, int world, c
     return MX_OK;
 }
 
+/* e's GPU engine state, its ops the GPU's (NULL: out of memory, said). */
+static gpu_engine* attach(mx_engine* e, const char* what) {
+    gpu_engine* ge = (gpu_engine*)calloc(1, sizeof *ge);
+    if (!ge) { mx_fail(MX_ENOMEM, "%s: out of memory", what); return NULL; }
+    e->impl = ge;
+    e->ops = &k_gpu_ops;
+    return ge;
+}
+
 /* The GPU model from the host model's weights and (m, v) (zero, or from the checkpoint). */
 extern "C" int mx_engine_gpu_create(mx_engine* e) {
     const mx_train_config* c = e->c;
-    gpu_engine* ge = (gpu_engine*)calloc(1, sizeof *ge);
-    if (!ge) return mx_fail(MX_ENOMEM, "train: out of memory");
-    e->impl = ge;
-    e->ops = &k_gpu_ops;
+    gpu_engine* ge = attach(e, "train");
+    if (!ge) return MX_ENOMEM;
     ge->comm = (mxg_comm*)c->comm;
     int64_t fr = 0, tot = 0;
     if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
@@ -336,10 +343,8 @@ extern "C" int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_
  * activations as the recipe's default, no recompute, no moments. */
 extern "C" int mx_engine_gpu_create_eval(mx_engine* e) {
     const mx_train_config* c = e->c;
-    gpu_engine* ge = (gpu_engine*)calloc(1, sizeof *ge);
-    if (!ge) return mx_fail(MX_ENOMEM, "eval: out of memory");
-    e->impl = ge;
-    e->ops = &k_gpu_ops;
+    gpu_engine* ge = attach(e, "eval");
+    if (!ge) return MX_ENOMEM;
     int rc = mxg_llama_create(&ge->g, &c->model, &c->rec, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
                               c->gemm_exact, 0, mxg_llama_act16_default(&c->rec), mx_train_gpu_attn(c));
     if (!rc) rc = mxg_llama_upload(ge->g, e->model->params, NULL, NULL);
