@@ -1,5 +1,7 @@
 /*
- * engine.h: the one interface the trainer (src/train/trainer.c) talks to. An
+ * engine.h: the one door to the GPU: the interface the trainer (src/train/trainer.c)
+ * talks to, and mxlm eval, sample, info and bench (no #ifdef MXLM_CUDA outside the
+ * engines and src/cuda). An
  * engine runs the model's steps where the run goes: the CPU reference model
  * (src/train/engine.c) or its GPU twin over the mxg_* API of gpu_model.h
  * (src/cuda/train/engine.cu, CUDA build only; the CPU build's stubs refuse
