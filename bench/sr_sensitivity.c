@@ -18,7 +18,7 @@
 #include "mxlm/linear.h"
 #include "mxlm/model.h"
 #include "mxlm/recipe.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 static uint64_t g_s;
 static double u01(void) {

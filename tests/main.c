@@ -71,6 +71,24 @@ void* test_read_file(const char* path, size_t* n) {
     return b;
 }
 
+int test_micro_llama(const char* recipe, mx_llama* a, mx_llama* b) {
+    mx_model_config c;
+    mx_model_preset("tiny", &c);
+    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
+    mx_recipe r;
+    if (mx_recipe_parse(recipe, &r) || mx_llama_create(a, &c, &r, 0, 0, 1)) return 0;
+    return !b || mx_llama_create(b, &c, &r, 0, 0, 1) == 0;
+}
+
+void test_lcg_matrix(float* x, float* xt, int R, int C, uint64_t s, int every, float spike) {
+    for (int i = 0; i < R * C; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ((float)(s >> 40) / 16777216.0f - 0.5f) * (i % every == 0 ? spike : 1.0f);
+    }
+    for (int r = 0; xt && r < R; r++)
+        for (int c = 0; c < C; c++) xt[c * R + r] = x[r * C + c];
+}
+
 int test_log_has(const char* name, const char* needle) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s.log", test_tmpdir(), name);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "mxlm/model.h"
 
 typedef void (*test_fn)(void);
 void test_register(const char* name, const char* file, test_fn fn);
@@ -29,6 +30,12 @@ int test_log_has(const char* name, const char* needle);
  * contain `unless` (NULL: none); at most `max`; -1 if the file is missing. */
 int test_metric_strings(const char* dir, const char* key, const char* unless, char vals[][32], int max);
 void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val);
+/* x [R, C] uniform in [-0.5, 0.5) from a 64-bit LCG started at seed (every element i with i % every == 0
+ * times spike), and xt [C, R] its transpose (NULL: not wanted). */
+/* The tests' smallest model: the tiny preset cut to vocab 32, dim 32, 1 layer, 1 head, ffn 32, context 8, in
+ * recipe `recipe` (seed 1): a, and b too when not NULL. 0 when it could not be made. */
+int test_micro_llama(const char* recipe, mx_llama* a, mx_llama* b);
+void test_lcg_matrix(float* x, float* xt, int R, int C, uint64_t seed, int every, float spike);
 
 #define TEST(name)                                                              \
     static void test_##name(void);                                              \

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "mxlm/config.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 static const mx_config_key k_keys[] = {{"steps", 0}, {"out", 0}, {"lr", 0}, {"train", 0},

@@ -21,17 +21,23 @@ static void micro(mx_model_config* c) {
     c->rope_theta = 500000.0f; c->norm_eps = 1e-5f;
 }
 
-/* Full forward of tokens [T] vs the cache fed in chunks {5, 1 x 10, 9}: how many logits differ in their bits. */
-static long cache_vs_full(const char* recipe, int bf16_first, int head_bf16, uint64_t step) {
+/* The micro model in `recipe` (bf16_first; created with seed, weights of wseed); 0 on a failure. */
+static int micro_model(mx_llama* m, const char* recipe, int bf16_first, uint64_t seed, uint64_t wseed) {
     mx_model_config cfg;
     micro(&cfg);
     mx_recipe r;
+    if (mx_recipe_parse(recipe, &r) || mx_llama_create(m, &cfg, &r, bf16_first, 0, seed)) return 0;
+    mx_llama_init_weights(m, wseed);
+    return 1;
+}
+
+/* Full forward of tokens [T] vs the cache fed in chunks {5, 1 x 10, 9}: how many logits differ in their bits. */
+static long cache_vs_full(const char* recipe, int bf16_first, int head_bf16, uint64_t step) {
     mx_llama m;
-    if (mx_recipe_parse(recipe, &r) || mx_llama_create(&m, &cfg, &r, bf16_first, 0, 7)) return -1;
-    mx_llama_init_weights(&m, 11);
+    if (!micro_model(&m, recipe, bf16_first, 7, 11)) return -1;
     m.head_bf16 = head_bf16;
     m.step = step;
-    const int T = cfg.seq_len, V = cfg.vocab;
+    const int T = m.cfg.seq_len, V = m.cfg.vocab;
     int32_t tok[24];
     for (int i = 0; i < T; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
     if (mx_llama_forward(&m, tok, NULL, 1, T, NULL)) { mx_llama_free(&m); return -1; }
@@ -76,12 +82,8 @@ TEST(decode_cache_equals_full_forward_bits) {
 }
 
 TEST(decode_refuses_overflow_and_bad_ids) {
-    mx_model_config cfg;
-    micro(&cfg);
-    mx_recipe r;
     mx_llama m;
-    REQUIRE(!mx_recipe_parse("fp32", &r) && !mx_llama_create(&m, &cfg, &r, 0, 0, 1));
-    mx_llama_init_weights(&m, 1);
+    REQUIRE(micro_model(&m, "fp32", 0, 1, 1));
     mx_kv_cache kv;
     CHECK(mx_kv_create(&kv, &m, 25) != 0); /* beyond the context */
     REQUIRE(!mx_kv_create(&kv, &m, 4));
@@ -141,12 +143,8 @@ TEST(sample_pick_rules) {
 }
 
 TEST(generate_deterministic_per_seed) {
-    mx_model_config cfg;
-    micro(&cfg);
-    mx_recipe r;
     mx_llama m;
-    REQUIRE(!mx_recipe_parse("mxfp4-fdw-h16", &r) && !mx_llama_create(&m, &cfg, &r, 0, 0, 3));
-    mx_llama_init_weights(&m, 3);
+    REQUIRE(micro_model(&m, "mxfp4-fdw-h16", 0, 3, 3));
     /* a sharper model than the init: scale the head so that the samples are not uniform noise */
     for (size_t i = 0; i < m.info[MX_P_HEAD].numel; i++) m.params[m.info[MX_P_HEAD].offset + i] *= 40.0f;
     int32_t prompt[3] = {7, 8, 9}, a[20], b[20], c[20], gr[20];
@@ -165,9 +163,9 @@ TEST(generate_deterministic_per_seed) {
     int n = 3, same = 1;
     for (int g = 0; g < 20 && same; g++) {
         REQUIRE(!mx_llama_forward(&m, seq, NULL, 1, n, NULL));
-        const float* row = m.logits + (size_t)(n - 1) * cfg.vocab;
+        const float* row = m.logits + (size_t)(n - 1) * m.cfg.vocab;
         int best = 0;
-        for (int j = 1; j < cfg.vocab; j++)
+        for (int j = 1; j < m.cfg.vocab; j++)
             if (row[j] > row[best]) best = j;
         same = best == gr[g];
         seq[n++] = best;

@@ -52,40 +52,38 @@ TEST(dist_shard_plan_covers_every_parameter_once) {
 }
 
 /* The tiny preset and room for its plan. */
-static mx_piece* tiny_plan_room(mx_model_config* c) {
-    if (mx_model_preset("tiny", c) != MX_OK) return NULL;
-    return malloc(sizeof(mx_piece) * (size_t)mx_shard_plan_count(c));
+/* The tiny preset (c) and room for its shard plan (pc; n parts, nshard elements per rank). */
+typedef struct { mx_model_config c; mx_piece* pc; int n; size_t nshard; } tiny_plan;
+static int tiny_plan_room(tiny_plan* p) {
+    memset(p, 0, sizeof *p);
+    if (mx_model_preset("tiny", &p->c) != MX_OK) return 0;
+    p->pc = malloc(sizeof(mx_piece) * (size_t)mx_shard_plan_count(&p->c));
+    return p->pc != NULL;
 }
 
 TEST(dist_shard_plan_one_rank_is_the_layout) {
-    mx_model_config c;
-    mx_piece* pc = tiny_plan_room(&c);
-    REQUIRE(pc);
-    int n = 0;
-    size_t nshard = 0;
-    REQUIRE(mx_shard_plan(&c, 1, 0, pc, &n, &nshard) == MX_OK);
-    CHECK_EQ_INT((long long)nshard, (long long)mx_model_n_params(&c));
+    tiny_plan p;
+    REQUIRE(tiny_plan_room(&p));
+    REQUIRE(mx_shard_plan(&p.c, 1, 0, p.pc, &p.n, &p.nshard) == MX_OK);
+    CHECK_EQ_INT((long long)p.nshard, (long long)mx_model_n_params(&p.c));
     int same = 1;
-    for (int i = 0; i < n; i++) same &= pc[i].full == pc[i].shard && pc[i].full == pc[i].slice;
+    for (int i = 0; i < p.n; i++) same &= p.pc[i].full == p.pc[i].shard && p.pc[i].full == p.pc[i].slice;
     CHECK(same);
     /* weight decay on matrices only: the tiny model's first part is the embedding (decayed), the second the
      * first layer's attention norm (not) */
-    CHECK_EQ_INT(pc[0].decay, 1);
-    CHECK_EQ_INT(pc[1].decay, 0);
-    CHECK_EQ_INT((long long)pc[1].n, c.dim);
-    free(pc);
+    CHECK_EQ_INT(p.pc[0].decay, 1);
+    CHECK_EQ_INT(p.pc[1].decay, 0);
+    CHECK_EQ_INT((long long)p.pc[1].n, p.c.dim);
+    free(p.pc);
 }
 
 TEST(dist_shard_plan_refuses_uneven_splits) {
-    mx_model_config c;
-    mx_piece* pc = tiny_plan_room(&c);
-    REQUIRE(pc);
-    int n = 0;
-    size_t nshard = 0;
-    CHECK(mx_shard_plan(&c, 3, 0, pc, &n, &nshard) != MX_OK); /* D = 128 does not split into 3 */
+    tiny_plan p;
+    REQUIRE(tiny_plan_room(&p));
+    CHECK(mx_shard_plan(&p.c, 3, 0, p.pc, &p.n, &p.nshard) != MX_OK); /* D = 128 does not split into 3 */
     CHECK(strstr(mx_last_error(), "does not split into 3 equal parts") != NULL);
-    CHECK(mx_shard_plan(&c, 2, 2, pc, &n, &nshard) != MX_OK); /* no rank 2 of 2 */
-    free(pc);
+    CHECK(mx_shard_plan(&p.c, 2, 2, p.pc, &p.n, &p.nshard) != MX_OK); /* no rank 2 of 2 */
+    free(p.pc);
 }
 
 TEST(dist_cli_refusals_without_cuda) {

@@ -20,7 +20,7 @@
 #include "mxlm/hf.h"
 #include "mxlm/study.h"
 #include "mxlm/tokrec.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 #define MICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32"
@@ -126,15 +126,20 @@ static const char* k_text = "In the beginning God created the heaven and the ear
                             "and void; and darkness was upon the face of the deep. \xc3\xa9t\xc3\xa9 \xe2\x80\x94 caf\xc3\xa9.\n"
                             "And God said, Let there be light: and there was light.\n";
 
+/* TMPDIR/name holding k_text `times` times, its path in p[n]; 0 when it cannot be written. */
+static int text_file(char* p, size_t n, const char* name, int times) {
+    snprintf(p, n, "%s/%s", test_tmpdir(), name);
+    FILE* f = fopen(p, "wb");
+    if (!f) return 0;
+    for (int i = 0; i < times; i++) fputs(k_text, f);
+    return fclose(f) == 0;
+}
+
 TEST(eval_bits_per_byte_on_known_text) {
     const char *T = test_tmpdir(), *bin = test_mxlm_bin();
     REQUIRE(write_hf("ev_uniform", 1) == 0);
     char p[512];
-    snprintf(p, sizeof p, "%s/ev_text.txt", T);
-    FILE* f = fopen(p, "wb");
-    REQUIRE(f);
-    fputs(k_text, f);
-    fclose(f);
+    REQUIRE(text_file(p, sizeof p, "ev_text.txt", 1));
     const long bytes = (long)strlen(k_text);
     REQUIRE(test_sh("%s tokenize --encoding tiny --count < %s > %s/ev_count.log", bin, p, T) == 0);
     char cp[512];
@@ -185,11 +190,7 @@ TEST(eval_text_equals_shards_of_the_same_text) {
     const char *T = test_tmpdir(), *bin = test_mxlm_bin();
     REQUIRE(write_hf("ev_rand", 0) == 0);
     char p[512];
-    snprintf(p, sizeof p, "%s/ev_text2.txt", T);
-    FILE* f = fopen(p, "wb");
-    REQUIRE(f);
-    for (int i = 0; i < 6; i++) fputs(k_text, f);
-    fclose(f);
+    REQUIRE(text_file(p, sizeof p, "ev_text2.txt", 6));
     /* prep the same text into one shard (its header records the tiny tokenizer) */
     REQUIRE(test_sh("%s prep --quiet --encoding tiny --train-pattern %s/ev_text2.bin %s > %s/ev_prep.log 2>&1", bin, T,
                     p, T) == 0);

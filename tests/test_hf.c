@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "mxlm/hf.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 static void micro(mx_model_config* c) {
@@ -361,14 +361,23 @@ TEST(hf_load_f16_and_tied_head) {
 
 #define MICRO_RUN "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --val-tokens 256"
 
+/* Shards TMPDIR/<p>train.bin, <p>val.bin (seed), a MICRO_RUN training on them (opts; batch 2 x 32) into
+ * TMPDIR/run (its output in TMPDIR/<log>.log), exported to TMPDIR/hf (eopts; TMPDIR/<p>export.log). 1: done. */
+static int train_export(const char* p, uint32_t seed, const char* opts, const char* run, const char* log,
+                        const char* hf, const char* eopts) {
+    const char* T = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    test_sentence_shards(p, seed, 20000, 4000);
+    return test_sh("%s train " MICRO_RUN " %s --batch 2 --seq 32 --train %s/%strain.bin --val %s/%sval.bin --out %s/%s > "
+                   "%s/%s.log 2>&1", bin, opts, T, p, T, p, T, run, T, log) == 0 &&
+           test_sh("%s export --hf %s/%s --run %s/%s %s > %s/%sexport.log 2>&1", bin, T, hf, T, run, eopts, T, p) == 0;
+}
+
 TEST(hf_export_cli_end_to_end) {
     const char* T = test_tmpdir();
     const char* bin = test_mxlm_bin();
-    test_sentence_shards("hf_", 777, 20000, 4000);
     REQUIRE(test_sh("rm -rf %s/hf_run %s/hf_out %s/hf_out16 %s/hf_syn", T, T, T, T) == 0);
-    REQUIRE(test_sh("%s train " MICRO_RUN " --steps 2 --batch 2 --seq 32 --train %s/hf_train.bin --val %s/hf_val.bin "
-                    "--out %s/hf_run > %s/hf_train.log 2>&1", bin, T, T, T, T) == 0);
-    REQUIRE(test_sh("%s export --hf %s/hf_out --run %s/hf_run --ref-tokens 16 > %s/hf_export.log 2>&1", bin, T, T, T) == 0);
+    REQUIRE(train_export("hf_", 777, "--steps 2", "hf_run", "hf_train", "hf_out", "--ref-tokens 16"));
     CHECK(test_log_has("hf_export", "verified: read back bit-identical"));
     CHECK(test_log_has("hf_export", "(step 2)"));
     CHECK(test_log_has("hf_export", "16 tokens (validation)"));
@@ -455,11 +464,8 @@ TEST(hf_export_cli_end_to_end) {
 TEST(hf_init_from_continues_the_exported_weights) {
     const char* T = test_tmpdir();
     const char* bin = test_mxlm_bin();
-    test_sentence_shards("hfi_", 778, 20000, 4000);
     REQUIRE(test_sh("rm -rf %s/hfi_a %s/hfi_b %s/hfi_c %s/hfi_hf", T, T, T, T) == 0);
-    REQUIRE(test_sh("%s train " MICRO_RUN " --steps 3 --batch 2 --seq 32 --recipe fp32 --train %s/hfi_train.bin "
-                    "--val %s/hfi_val.bin --out %s/hfi_a > %s/hfi_a.log 2>&1", bin, T, T, T, T) == 0);
-    REQUIRE(test_sh("%s export --hf %s/hfi_hf --run %s/hfi_a > %s/hfi_export.log 2>&1", bin, T, T, T) == 0);
+    REQUIRE(train_export("hfi_", 778, "--steps 3 --recipe fp32", "hfi_a", "hfi_a", "hfi_hf", ""));
     REQUIRE(test_sh("%s train " MICRO_RUN " --steps 1 --batch 2 --seq 32 --recipe fp32 --train %s/hfi_train.bin "
                     "--val %s/hfi_val.bin --init-from %s/hfi_hf --out %s/hfi_b > %s/hfi_b.log 2>&1", bin, T, T, T, T,
                     T) == 0);

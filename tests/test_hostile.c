@@ -17,7 +17,7 @@
 #include "mxlm/config.h"
 #include "mxlm/hf.h"
 #include "mxlm/model.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 #define HMICRO "--vocab 256 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --context 32 --batch 2 --seq 32"

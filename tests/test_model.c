@@ -225,23 +225,27 @@ static double fd_grad(mx_llama* m, const int32_t* tok, const int32_t* tgt, int B
     return ((double)lp - lm) / (2 * eps);
 }
 
-TEST(model_grad_fd_fp32) {
-    mx_model_config c = micro_config();
+/* An FP32 model (weights of `seed`, x3: larger than the init so every path matters), random tokens and
+ * targets tok, tgt [B*T] (frand from s) and the gradients of one forward + backward; 0 on a failure. */
+static int fd_model(mx_llama* m, const mx_model_config* c, uint64_t seed, uint32_t s, int32_t* tok, int32_t* tgt,
+                    int B, int T) {
     mx_recipe r;
-    REQUIRE(mx_recipe_parse("fp32", &r) == 0);
-    mx_llama m;
-    REQUIRE(mx_llama_create(&m, &c, &r, 0, 0, 7) == 0);
-    mx_llama_init_weights(&m, 7);
-    /* larger weights than the init so every path matters */
-    for (size_t i = 0; i < m.n_params; i++) m.params[i] *= 3.0f;
-    enum { B = 2, T = 16 };
-    int32_t tok[B * T], tgt[B * T];
-    uint32_t s = 99;
+    if (mx_recipe_parse("fp32", &r) || mx_llama_create(m, c, &r, 0, 0, seed)) return 0;
+    mx_llama_init_weights(m, seed);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] *= 3.0f;
     for (int i = 0; i < B * T; i++) { tok[i] = (int32_t)((frand(&s) + 1) * 31.9f); tgt[i] = (int32_t)((frand(&s) + 1) * 31.9f); }
     float loss;
-    REQUIRE(mx_llama_forward(&m, tok, tgt, B, T, &loss) == 0);
-    mx_llama_zero_grad(&m);
-    REQUIRE(mx_llama_backward(&m, tok, tgt, 1.0f / (B * T)) == 0);
+    if (mx_llama_forward(m, tok, tgt, B, T, &loss)) return 0;
+    mx_llama_zero_grad(m);
+    return mx_llama_backward(m, tok, tgt, 1.0f / (B * T)) == 0;
+}
+
+TEST(model_grad_fd_fp32) {
+    mx_model_config c = micro_config();
+    mx_llama m;
+    enum { B = 2, T = 16 };
+    int32_t tok[B * T], tgt[B * T];
+    REQUIRE(fd_model(&m, &c, 7, 99, tok, tgt, B, T));
     const float eps = 2e-3f;
     int checked = 0;
     for (int t = 0; t < MX_P_COUNT; t++) {
@@ -266,20 +270,10 @@ TEST(model_grad_fd_fp32) {
 TEST(model_head_grad_when_tokens_exceed_vocab) {
     mx_model_config c = micro_config();
     c.n_layers = 1;
-    mx_recipe r;
-    REQUIRE(mx_recipe_parse("fp32", &r) == 0);
     mx_llama m;
-    REQUIRE(mx_llama_create(&m, &c, &r, 0, 0, 3) == 0);
-    mx_llama_init_weights(&m, 3);
-    for (size_t i = 0; i < m.n_params; i++) m.params[i] *= 3.0f;
     enum { B = 8, T = 16 };
     int32_t tok[B * T], tgt[B * T];
-    uint32_t s = 5;
-    for (int i = 0; i < B * T; i++) { tok[i] = (int32_t)((frand(&s) + 1) * 31.9f); tgt[i] = (int32_t)((frand(&s) + 1) * 31.9f); }
-    float loss;
-    REQUIRE(mx_llama_forward(&m, tok, tgt, B, T, &loss) == 0);
-    mx_llama_zero_grad(&m);
-    REQUIRE(mx_llama_backward(&m, tok, tgt, 1.0f / (B * T)) == 0);
+    REQUIRE(fd_model(&m, &c, 3, 5, tok, tgt, B, T));
     const int ts[3] = {MX_P_HEAD, MX_P_FINAL_NORM, MX_P_EMBED};
     const float eps = 2e-3f;
     double worst = 0, gmax = 0;

@@ -93,13 +93,7 @@ TEST(mxfp8_subnormal_zero_nonfinite_huge_tiny) {
 TEST(mxfp8_32x1_transpose_and_fakequant) {
     const int R = 64, C = 3;
     float x[64 * 3], xt[3 * 64], y[64 * 3], yt[64 * 3], z[64 * 3];
-    uint64_t s = 77;
-    for (int i = 0; i < R * C; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = ((float)(s >> 40) / 16777216.0f - 0.5f) * (i % 29 == 0 ? 3000.0f : 1.0f);
-    }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) xt[c * R + r] = x[r * C + c];
+    test_lcg_matrix(x, xt, R, C, 77, 29, 3000.0f);
     for (int rule = 0; rule < 3; rule += 2) {
         mx_mxfp8 a, b;
         quant8(x, R, C, MX_LAYOUT_32x1, (mx_scale_rule)rule, &a, y);

@@ -171,13 +171,7 @@ TEST(nvfp4_2d_tiles) {
 TEST(nvfp4_16x1_transpose_fakequant_sr) {
     const int R = 32, C = 16;
     float x[32 * 16], xt[16 * 32], y[32 * 16], yt[16 * 32], z[32 * 16];
-    uint64_t s = 5;
-    for (int i = 0; i < R * C; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = ((float)(s >> 40) / 16777216.0f - 0.5f) * (i % 37 == 0 ? 40.0f : 1.0f);
-    }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) xt[c * R + r] = x[r * C + c];
+    test_lcg_matrix(x, xt, R, C, 5, 37, 40.0f);
     mx_nvfp4 a, b;
     quant(x, R, C, MX_LAYOUT_16x1, MX_ROUND_RNE, &a, y);
     quant(xt, C, R, MX_LAYOUT_1x16, MX_ROUND_RNE, &b, yt);

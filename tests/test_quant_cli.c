@@ -26,16 +26,33 @@ static float* input(int R, int C, uint64_t seed) {
     return x;
 }
 
+/* The files of one `mxlm quant` (TMPDIR/ni, no, nc, ns into in, out, codes, scales: 512 bytes each) and its
+ * input [R, C] (input(R, C, seed)), written to in. */
+static float* quant_files(char* in, char* out, char* codes, char* scales, const char* ni, const char* no,
+                          const char* nc, const char* ns, int R, int C, uint64_t seed) {
+    const char* d = test_tmpdir();
+    snprintf(in, 512, "%s/%s", d, ni);
+    snprintf(out, 512, "%s/%s", d, no);
+    snprintf(codes, 512, "%s/%s", d, nc);
+    snprintf(scales, 512, "%s/%s", d, ns);
+    float* x = input(R, C, seed);
+    write_f32(in, x, (size_t)R * C);
+    return x;
+}
+
+/* TMPDIR/ni holding n zero floats (n <= 64) and TMPDIR/no absent (into in, out: 512 bytes each). */
+static void zero_files(char* in, char* out, const char* ni, const char* no, size_t n) {
+    const float z[64] = {0};
+    snprintf(in, 512, "%s/%s", test_tmpdir(), ni);
+    snprintf(out, 512, "%s/%s", test_tmpdir(), no);
+    write_f32(in, z, n);
+    unlink(out);
+}
+
 /* Compare `mxlm quant` against the library for one configuration. */
 static void one(const char* layout, const char* scale, const char* round, const char* had, int R, int C) {
-    const char* d = test_tmpdir();
     char in[512], out[512], codes[512], scales[512];
-    snprintf(in, sizeof in, "%s/in.f32", d);
-    snprintf(out, sizeof out, "%s/out.f32", d);
-    snprintf(codes, sizeof codes, "%s/codes.bin", d);
-    snprintf(scales, sizeof scales, "%s/scales.bin", d);
-    float* x = input(R, C, 1234);
-    write_f32(in, x, (size_t)R * C);
+    float* x = quant_files(in, out, codes, scales, "in.f32", "out.f32", "codes.bin", "scales.bin", R, C, 1234);
     int rc = test_sh("%s quant --rows %d --cols %d --layout %s --scale %s --round %s --hadamard %s --seed 99 "
                      "--tensor-id 4 --in %s --out %s --codes %s --scales %s",
                      test_mxlm_bin(), R, C, layout, scale, round, had, in, out, codes, scales);
@@ -105,11 +122,8 @@ TEST(quant_cli_bad_input) {
     const char* d = test_tmpdir();
     const char* bin = test_mxlm_bin();
     char in[512], out[512];
-    snprintf(in, sizeof in, "%s/bad.f32", d);
-    snprintf(out, sizeof out, "%s/bad.out", d);
     float x[64] = {0};
-    write_f32(in, x, 63);  /* one float short of 2x32 */
-    unlink(out);
+    zero_files(in, out, "bad.f32", "bad.out", 63); /* one float short of 2x32 */
     CHECK_EQ_INT(test_sh("%s quant --rows 2 --cols 32 --in %s --out %s 2>/dev/null", bin, in, out), 1);
     CHECK(!exists(out));
     CHECK(test_sh("%s quant --rows 2 --cols 32 --in %s --out %s 2>&1 | grep -q 'bytes'", bin, in, out) == 0);
@@ -222,14 +236,8 @@ TEST(quant_cli_nvfp4_and_mxfp8_vectors) {
 }
 
 static void one_block(const char* fmt, const char* layout, const char* extra, int R, int C) {
-    const char* d = test_tmpdir();
     char in[512], out[512], codes[512], scales[512];
-    snprintf(in, sizeof in, "%s/b.f32", d);
-    snprintf(out, sizeof out, "%s/b.out", d);
-    snprintf(codes, sizeof codes, "%s/b.codes", d);
-    snprintf(scales, sizeof scales, "%s/b.scales", d);
-    float* x = input(R, C, 99);
-    write_f32(in, x, (size_t)R * C);
+    float* x = quant_files(in, out, codes, scales, "b.f32", "b.out", "b.codes", "b.scales", R, C, 99);
     int sr = strstr(extra, "sr") != NULL;
     int rc = test_sh("%s quant --format %s --rows %d --cols %d --layout %s %s --seed 5 --tensor-id 2 --in %s --out %s "
                      "--codes %s --scales %s", test_mxlm_bin(), fmt, R, C, layout, extra, in, out, codes, scales);
@@ -274,14 +282,10 @@ TEST(quant_cli_nvfp4_mxfp8_match_library_and_refusals) {
     one_block("nvfp4", "16x16", "--round sr --hadamard h16", 32, 48);
     one_block("mxfp8", "1x32", "--scale floor", 3, 64);
     one_block("mxfp8", "32x1", "--scale ceil --hadamard h32", 64, 3);
-    const char* d = test_tmpdir();
     const char* bin = test_mxlm_bin();
     char in[512], out[512];
-    snprintf(in, sizeof in, "%s/r.f32", d);
-    snprintf(out, sizeof out, "%s/r.out", d);
-    float x[64] = {0};
-    write_f32(in, x, 64);
-    unlink(out);
+    zero_files(in, out, "r.f32", "r.out", 64);
+    const float x[24] = {0};
     static const struct { const char* args; const char* msg; } bad[] = {
         {"--format nvfp4 --layout 1x32", "--layout 1x32 does not apply to --format nvfp4 (1x16, 16x1 or 16x16)"},
         {"--format mxfp4 --layout 16x16", "--layout 16x16 does not apply to --format mxfp4"},

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 static void rel_shards(void) { test_sentence_shards("rel_", 777, 20000, 2000); }
@@ -422,14 +422,8 @@ TEST(unwritable_dir_and_full_disk) {
 /* A version-1 checkpoint (before the skip counters and the loss window)
  * still loads, with those zero; version 2 round-trips them. */
 TEST(checkpoint_v1_still_loads) {
-    mx_model_config c;
-    mx_model_preset("tiny", &c);
-    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
-    mx_recipe r;
-    REQUIRE(mx_recipe_parse("bf16", &r) == 0);
     mx_llama a, b;
-    REQUIRE(mx_llama_create(&a, &c, &r, 0, 0, 1) == 0);
-    REQUIRE(mx_llama_create(&b, &c, &r, 0, 0, 1) == 0);
+    REQUIRE(test_micro_llama("bf16", &a, &b));
     mx_llama_init_weights(&a, 3);
     size_t n = a.n_params;
     float *m1 = calloc(n, 4), *v1 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);

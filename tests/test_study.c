@@ -13,7 +13,7 @@
 
 #include "mxlm/json.h"
 #include "mxlm/study.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 /* A run directory TMP/<study>/<name>: config.txt (100 tokens per step), the

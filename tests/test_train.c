@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "test.h"
 
 TEST(lr_schedule_values) {
@@ -24,13 +24,8 @@ TEST(lr_schedule_values) {
 }
 
 TEST(adamw_one_step_by_hand) {
-    mx_model_config c;
-    mx_model_preset("tiny", &c);
-    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
-    mx_recipe r;
-    REQUIRE(mx_recipe_parse("fp32", &r) == 0);
     mx_llama m;
-    REQUIRE(mx_llama_create(&m, &c, &r, 0, 0, 1) == 0);
+    REQUIRE(test_micro_llama("fp32", &m, NULL));
     float* mm = calloc(m.n_params, 4);
     float* vv = calloc(m.n_params, 4);
     REQUIRE(mm && vv);
@@ -52,14 +47,8 @@ TEST(adamw_one_step_by_hand) {
 }
 
 TEST(checkpoint_roundtrip_and_refusals) {
-    mx_model_config c;
-    mx_model_preset("tiny", &c);
-    c.vocab = 32; c.dim = 32; c.n_layers = 1; c.n_heads = 1; c.n_kv_heads = 1; c.ffn = 32; c.seq_len = 8;
-    mx_recipe r;
-    REQUIRE(mx_recipe_parse("fp8-delayed", &r) == 0);
     mx_llama a, b;
-    REQUIRE(mx_llama_create(&a, &c, &r, 0, 0, 1) == 0);
-    REQUIRE(mx_llama_create(&b, &c, &r, 0, 0, 1) == 0);
+    REQUIRE(test_micro_llama("fp8-delayed", &a, &b));
     mx_llama_init_weights(&a, 5);
     a.lstate[3].amax_hist[1][0][2] = 42.0f;
     a.lstate[3].amax_n[1][0] = 3;

@@ -1,6 +1,6 @@
 /*
  * gpu_model.h: the GPU twins of the CPU model layers (model.h, one file per layer in src/nn/)
- * and of the optimizer (train.h, src/train/adamw.c), the quantized linear layer (linear.h) and
+ * and of the optimizer (adamw.h, src/train/adamw.c), the quantized linear layer (linear.h) and
  * the whole model (mx_llama) that the trainer runs with --device cuda. CUDA build only
  * (-DMXLM_CUDA); implemented in the files of src/cuda/nn/ and src/cuda/train/ (each the
  * twin of the src/nn/ or src/train/ file of the same name).
@@ -30,8 +30,8 @@
 #include <stdint.h>
 #include "mxlm/decode.h"
 #include "mxlm/gpu.h"
+#include "mxlm/adamw.h"
 #include "mxlm/model.h"
-#include "mxlm/train.h"
 
 #ifdef __cplusplus
 extern "C" {

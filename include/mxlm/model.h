@@ -208,6 +208,9 @@ void mx_rope_backward(float* dx, const float* cos_t, const float* sin_t, int B, 
  * triangle zero). Query head h reads KV head h / (H/KV). */
 void mx_attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T,
                           int H, int KV, int hd);
+/* row[0..n) <- softmax(scale * row) (max subtracted; the sums in order): one attention row, the
+ * training's (attention.c) and the decoder's (decode.c). */
+void mx_softmax_scaled(float* row, int n, float scale);
 /* dq, dk, dv are OVERWRITTEN. */
 void mx_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q,
                            const float* k, const float* v, int B, int T, int H, int KV, int hd);

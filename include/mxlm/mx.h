@@ -12,13 +12,14 @@
  * element 2i+1 in the high nibble.
  *
  * Library functions return 0 on success or a negative mx_err code and set a
- * message readable with mx_last_error(); they never exit.
+ * message readable with mx_last_error() (error.h); they never exit.
  */
 #ifndef MXLM_MX_H
 #define MXLM_MX_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/error.h"
 #include "mxlm/mx_scalar.h"
 
 #ifdef __cplusplus
@@ -28,18 +29,7 @@ extern "C" {
 #define MXLM_VERSION "0.1.0"
 #define MX_BLOCK 32
 
-/* MX_EUSAGE: an option's value the library finds wrong against what it reads (a checkpoint's step, the
- * validation set's size): a usage error, which the CLI reports with exit status 2. */
-typedef enum { MX_OK = 0, MX_EINVAL = -1, MX_ENOMEM = -2, MX_EIO = -3, MX_EFORMAT = -4, MX_EUSAGE = -5 } mx_err;
-
-/* The message of the last error on this thread. */
-const char* mx_last_error(void);
-/* Set the message (printf-style) and return `code`. */
-int mx_fail(int code, const char* fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* mx_err, mx_fail, mx_last_error: error.h */
 
 /* 1x32 / 32x1 / 32x32: MXFP4 and MXFP8 (1D only); 1x16 / 16x1 / 16x16: NVFP4. The block edge
  * of a layout is mx_layout_block(l). */

@@ -37,6 +37,7 @@
 #define MXLM_STUDY_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "mxlm/util.h"
 
 #ifdef __cplusplus
@@ -167,6 +168,12 @@ typedef struct {
 } mx_study;
 
 void mx_study_opts_default(mx_study_opts* o);
+/* --target-rule: 0 per seed, 1 pooled, -1 neither. */
+int mx_study_parse_rule(const char* v);
+/* The report's options from the command line (NULL / 0: the defaults; the baseline recorded in s's
+ * study.txt, its last `baseline = ` line, into recorded[nrec] when none is given). */
+void mx_study_opts_from(const mx_study* s, mx_study_opts* o, char* recorded, size_t nrec, const char* baseline,
+                        double target, double factor, const char* rule);
 
 /* Read one run directory (config.txt required, metrics.jsonl optional). */
 int mx_study_load_run(const char* dir, mx_study_run* r);
@@ -197,6 +204,33 @@ void mx_study_run_name(const char* recipe, uint64_t seed, char* buf, size_t n);
 /* 0: nothing there; 1: a run was started (continue it with --resume);
  * 2: finished (its metrics.jsonl ends with a converged, budget or diverged status). */
 int mx_study_run_state(const char* dir);
+
+/* ---- mxlm study run's runs (src/study/scheduler.c) ---- */
+typedef struct {
+    const char* out;        /* the study directory */
+    const char* baseline;   /* the baseline recipe (study.txt, --extend's limit) */
+    const char* machine;    /* the hardware for study.txt (NULL: the CPU model and core count) */
+    double target, factor;  /* report options (0: the defaults) */
+    const char* rule;       /* --target-rule (NULL: the default) */
+    int dry, extend;        /* print the train commands only; then train the short runs on to the limit */
+    char* const* recipes;   /* [n_rec] */
+    int n_rec;
+    const uint64_t* seeds;  /* [n_seeds] */
+    int n_seeds;
+    char* const* pass;      /* [n_pass] the mxlm train options passed on */
+    int n_pass;
+    int parallel;           /* runs at a time, a slot (a GPU) each */
+    const char* threads;    /* --threads of every run ("" or NULL: not given) */
+    char* const* cvd;       /* [n_cvd] the study's own CUDA_VISIBLE_DEVICES entries (0: slot i is device i) */
+    int n_cvd;
+    int argc;               /* the command (argv[1..argc) after "mxlm study"), for study.txt */
+    char* const* argv;
+    FILE *out_f, *err_f;    /* progress lines and errors (NULL: stdout, stderr) */
+} mx_study_plan;
+/* Every recipe x seed of the plan, each an `mxlm train` process of this binary (its options checked once per
+ * recipe with --describe first): 0, 2 (mxlm train refused the options) or 1 (a run-time failure; printed).
+ * *errors: the runs that failed; *stopped: 1 when one failed so that no new runs were started. */
+int mx_study_schedule(const mx_study_plan* p, int* errors, int* stopped);
 
 /* ---- the report's SVG renderer, for other figures (mxlm plot, src/study/plot.c) ---- */
 typedef struct { double x0, x1, y0, y1; int L, T, W, H; } mx_svg_frame; /* data range and plot area (pixels) */

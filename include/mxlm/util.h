@@ -1,6 +1,6 @@
 /*
  * util.h: small helpers shared by the library's file writers and readers
- * (src/util/util.c). Errors through mx_fail (mx.h), nothing printed.
+ * (src/util/util.c). Errors through mx_fail (error.h), nothing printed.
  */
 #ifndef MXLM_UTIL_H
 #define MXLM_UTIL_H
@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "mxlm/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,10 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "mxlm/engine.h"
 #include "mxlm/mx.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu.h"
-#endif
 
 static const char k_usage[] =
     "mxlm bench quant|hadamard|gemm [options]\n"
@@ -39,17 +37,13 @@ int cmd_bench(int argc, char** argv) {
         fprintf(stderr, "mxlm bench: sizes and --iters must be positive\n");
         return 2;
     }
-#ifdef MXLM_CUDA
-    if (!strcmp(pos[0], "quant")) rc = mxg_bench_quant(rows, cols, iters);
-    else if (!strcmp(pos[0], "hadamard")) rc = mxg_bench_hadamard(rows, cols, iters);
-    else rc = mxg_bench_gemm(M, N, K, iters);
-    if (rc) {
+    if (!mx_engine_gpu_built()) {
+        fprintf(stderr, "mxlm bench %s: GPU benchmarks need the CUDA build (make cuda)\n", pos[0]);
+        return 2;
+    }
+    if ((rc = mx_engine_gpu_bench(pos[0], rows, cols, M, N, K, iters))) {
         fprintf(stderr, "mxlm bench %s: %s\n", pos[0], mx_last_error());
         return 1;
     }
     return 0;
-#else
-    fprintf(stderr, "mxlm bench %s: GPU benchmarks need the CUDA build (make cuda)\n", pos[0]);
-    return 2;
-#endif
 }

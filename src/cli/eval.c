@@ -1,8 +1,8 @@
 /* eval.c: ./mxlm eval - the loss of a model on token shards or on text.
  *
  * Shards (--val GLOB, default the run's validation glob): the trainer's
- * validation set and its evaluation, the same function (mx_evaluate on the
- * CPU, mx_evaluate_batches over the GPU model's loss in the CUDA build):
+ * validation set and its evaluation, the same function (the engine's
+ * evaluate, engine.h: mx_evaluate on the CPU, the GPU model's in the CUDA build):
  * non-overlapping windows of T+1 tokens at 0, T, 2T, ... of each shard, the
  * first min(--val-tokens / T, windows) rounded down to whole batches of B,
  * the mean of the batch means. With the run's T, B and --val-tokens (the
@@ -30,10 +30,6 @@
 #include "mxlm/engine.h"
 #include "mxlm/json.h"
 #include "mxlm/mx.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu.h"
-#include "mxlm/gpu_model.h"
-#endif
 
 static const char* k_usage =
     "--run DIR [--ckpt FILE] | --hf DIR   [--val GLOB | INPUT...]  [options]\n"
@@ -45,29 +41,6 @@ static const char* k_usage =
     "  .zst, encoded with the run's tokenizer (RUN/tokenizer.txt, or the shards' record; else --encoding or\n"
     "  --ranks/--pattern), each document after the document token; every token is evaluated once.\n"
     "  Exit status: 0, 1 run-time failure (unreadable files, ...), 2 usage error.";
-
-typedef struct {
-    mx_llama* m;          /* CPU */
-    void* gpu;            /* mxg_llama* (CUDA build) */
-    int B, T;
-} engine;
-
-#ifdef MXLM_CUDA
-static int gpu_batch_loss(void* g, const int32_t* inp, const int32_t* tgt, float* loss) {
-    return mxg_llama_loss((mxg_llama*)g, inp, tgt, 0, loss, NULL); /* as the trainer's evaluation: step 0 */
-}
-#endif
-
-/* Per-token losses of one batch [B, T] into out [B*T]. */
-static int batch_token_losses(engine* e, const int32_t* inp, const int32_t* tgt, float* out) {
-    float lo = 0.0f;
-#ifdef MXLM_CUDA
-    if (e->gpu) return mxg_llama_loss((mxg_llama*)e->gpu, inp, tgt, 0, &lo, out);
-#endif
-    int rc = mx_llama_forward(e->m, inp, tgt, e->B, e->T, &lo);
-    if (!rc) memcpy(out, e->m->losses, sizeof(float) * (size_t)e->B * e->T);
-    return rc;
-}
 
 /* UTF-8 bytes of token id (0 for special tokens and ids the tokenizer does not have). */
 static size_t tok_bytes(const mx_tokenizer* t, int32_t id) {
@@ -105,9 +78,9 @@ static int read_stream(const char* const* paths, int n, int format, const char* 
 
 /* Every predicted token of the stream once: windows at stride T, batches of B (the last batch and window
  * padded with token 0, which nothing real attends to: attention is causal). */
-static int eval_stream(engine* e, const uint32_t* ids, int64_t n, int64_t max_tokens, const mx_tokenizer* t,
+static int eval_stream(mx_engine* e, const uint32_t* ids, int64_t n, int64_t max_tokens, const mx_tokenizer* t,
                        result* res) {
-    const int B = e->B, T = e->T;
+    const int B = e->c->batch, T = e->c->seq;
     int64_t pred = n > 0 ? n - 1 : 0;
     if (max_tokens > 0 && pred > max_tokens) pred = max_tokens;
     const int64_t nw = (pred + T - 1) / T;
@@ -128,7 +101,7 @@ static int eval_stream(engine* e, const uint32_t* ids, int64_t n, int64_t max_to
                 tgt[b * T + i] = ok ? (int32_t)ids[s + i + 1] : 0;
             }
         }
-        rc = batch_token_losses(e, inp, tgt, tl);
+        rc = e->ops->token_losses(e, inp, tgt, tl);
         for (int b = 0; b < B && !rc; b++)
             for (int i = 0; i < len[b]; i++) {
                 nats += (double)tl[b * T + i];
@@ -202,9 +175,10 @@ int cmd_eval(int argc, char** argv) {
     int on_gpu = !strcmp(device, "cuda") || !strcmp(device, "gpu");
     if (!on_gpu && strcmp(device, "cpu")) { fprintf(stderr, "mxlm eval: --device: cpu or cuda, not '%s'\n", device); return 2; }
     if (gemm && strcmp(gemm, "fast") && strcmp(gemm, "exact")) { fprintf(stderr, "mxlm eval: --gemm: fast or exact, not '%s'\n", gemm); return 2; }
-#ifndef MXLM_CUDA
-    if (on_gpu) { fprintf(stderr, "mxlm eval: --device cuda: this mxlm was built without CUDA (make cuda)\n"); return 2; }
-#endif
+    if (on_gpu && !mx_engine_gpu_built()) {
+        fprintf(stderr, "mxlm eval: --device cuda: this mxlm was built without CUDA (make cuda)\n");
+        return 2;
+    }
     if ((rc = cli_tokenizer_check("eval", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm eval: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm eval: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
@@ -249,35 +223,38 @@ int cmd_eval(int argc, char** argv) {
     }
     /* the linear layers' step: that of the trainer's evaluation after the checkpoint's last update (SR bits) */
     cm.m.step = cm.meta.step > 0 && cm.gpus <= 1 ? (uint64_t)cm.meta.step * (uint64_t)cm.accum - 1 : 0;
-    engine e = {&cm.m, NULL, B, T};
+    /* the engine's config: the model, its recipe, the run's attention (chosen as the trainer chooses it) */
+    mx_train_config ec;
+    memset(&ec, 0, sizeof ec);
+    ec.model = *cfg;
+    snprintf(ec.recipe, sizeof ec.recipe, "%s", cm.recipe);
+    ec.rec = cm.m.recipe; /* parsed once, by cli_model_open */
+    for (int i = 0; mx_attn_names[i]; i++)
+        if (!strcmp(cm.attn, mx_attn_names[i])) ec.attn = i;
+    ec.bf16_first = cm.bf16_first;
+    ec.bf16_last = cm.bf16_last;
+    ec.seed = cm.seed;
+    ec.batch = B;
+    ec.seq = T;
+    ec.gemm_exact = !strcmp(gemm ? gemm : cm.gemm, "exact");
+    ec.head = cm.head_bf16 ? MX_HEAD_BF16 : MX_HEAD_FP32;
+    mx_engine* e = NULL;
     char devname[600] = "CPU";
-#ifdef MXLM_CUDA
     if (on_gpu) {
         char info[512];
-        mx_recipe rec;
-        mxg_llama* g = NULL;
-        /* the run's attention implementation, chosen as the trainer chooses it (mx_train_gpu_attn) */
-        mx_train_config ac;
-        memset(&ac, 0, sizeof ac);
-        ac.model = *cfg;
-        for (int i = 0; mx_attn_names[i]; i++)
-            if (!strcmp(cm.attn, mx_attn_names[i])) ac.attn = i;
-        const int attn = mx_train_gpu_attn(&ac);
-        if (mxg_device_info(info, sizeof info) != 0) {
+        if (mx_engine_gpu_info(info, sizeof info) != 1) {
             fprintf(stderr, "mxlm eval: --device cuda: no usable GPU: %s\n", info);
             rc = 1;
-        } else if (mx_recipe_parse(cm.recipe, &rec) ||
-                   mxg_llama_create(&g, cfg, &rec, cm.bf16_first, cm.bf16_last, cm.seed, B, T,
-                                    !strcmp(gemm ? gemm : cm.gemm, "exact"), 0, mxg_llama_act16_default(&rec), attn) ||
-                   mxg_llama_upload(g, cm.m.params, NULL, NULL) || mxg_llama_set_head_bf16(g, cm.head_bf16)) {
+        } else if (mx_engine_create_eval(&e, 1, &ec, &cm.m)) {
             fprintf(stderr, "mxlm eval: GPU: %s\n", mx_last_error());
             rc = 1;
         }
-        e.gpu = g;
         snprintf(devname, sizeof devname, "GPU %s", info);
-        if (rc) { if (g) mxg_llama_free(g); mx_tok_free(tok); cli_model_free(&cm); return rc; }
+    } else if (mx_engine_create_eval(&e, 0, &ec, &cm.m)) {
+        fprintf(stderr, "mxlm eval: %s\n", mx_last_error());
+        rc = 1;
     }
-#endif
+    if (rc) { mx_tok_free(tok); cli_model_free(&cm); return rc; }
     result res;
     memset(&res, 0, sizeof res);
     res.bytes = -1;
@@ -286,7 +263,7 @@ int cmd_eval(int argc, char** argv) {
         mx_ids ids = {0};
         rc = read_stream((const char* const*)pos, npos, fmt, field, tok, &ids, &res);
         if (!rc && ids.n < 2) rc = mx_fail(MX_EINVAL, "eval: the inputs give %zu token(s): nothing to predict", ids.n);
-        if (!rc) rc = eval_stream(&e, ids.ids, (int64_t)ids.n, val_tokens > 0 ? val_tokens : 0, tok, &res);
+        if (!rc) rc = eval_stream(e, ids.ids, (int64_t)ids.n, val_tokens > 0 ? val_tokens : 0, tok, &res);
         mx_ids_free(&ids);
         snprintf(data, sizeof data, "%d file(s), %lld document(s), %lld bytes of text", npos, (long long)res.docs,
                  (long long)res.text_bytes);
@@ -299,11 +276,7 @@ int cmd_eval(int argc, char** argv) {
             rc = mx_val_windows(mx_loader_n_val_windows(&l), vt, T, B, glob, &res.windows);
         }
         float loss = 0.0f;
-#ifdef MXLM_CUDA
-        if (!rc && e.gpu) rc = mx_evaluate_batches(gpu_batch_loss, e.gpu, &l, res.windows, B, T, &loss);
-        else
-#endif
-        if (!rc) rc = mx_evaluate(&cm.m, &l, res.windows, B, T, &loss);
+        if (!rc) rc = e->ops->evaluate(e, &l, res.windows, B, T, &loss);
         if (!rc) {
             res.loss = loss;
             res.tokens = res.windows * T;
@@ -325,9 +298,7 @@ int cmd_eval(int argc, char** argv) {
         snprintf(data, sizeof data, "%s: %lld windows of %d + 1 tokens%s", glob, (long long)res.windows, T,
                  !val && !seq && !batch && val_tokens < 0 && cm.from_run ? " (the run's validation set)" : "");
     }
-#ifdef MXLM_CUDA
-    if (e.gpu) mxg_llama_free((mxg_llama*)e.gpu);
-#endif
+    mx_engine_free(e);
     if (rc) {
         const int rel = !npos && !val && glob[0] != '/' && strstr(mx_last_error(), "no shard matches");
         fprintf(stderr, "mxlm eval: %s%s\n", mx_last_error(),

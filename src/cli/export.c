@@ -17,7 +17,7 @@
 #include "mxlm/hf.h"
 #include "mxlm/json.h"
 #include "mxlm/mx.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 /* "key = value" lines (config.txt, a checkpoint fingerprint): the model shape, the preset name and the

@@ -7,7 +7,7 @@
 #endif
 
 #include "cli/cli.h"
-#include "mxlm/gpu.h"
+#include "mxlm/engine.h"
 #include "mxlm/mx.h"
 
 int cmd_info(int argc, char** argv) {
@@ -27,13 +27,11 @@ int cmd_info(int argc, char** argv) {
     printf("openmp:   no\n");
 #endif
     printf("zlib:     %s\nzstd:     %s\n", zlibVersion(), ZSTD_versionString());
-#ifdef MXLM_CUDA
     char buf[512];
-    if (mxg_device_info(buf, sizeof buf) == 0) printf("cuda:     yes; GPU: %s\n", buf);
-    else printf("cuda:     built with CUDA, but no usable GPU: %s\n", buf);
-#else
-    printf("cuda:     no (CPU build; `make cuda` builds the GPU path)\n");
-#endif
+    const int gpu = mx_engine_gpu_info(buf, sizeof buf);
+    if (gpu == 1) printf("cuda:     yes; GPU: %s\n", buf);
+    else if (gpu == 0) printf("cuda:     built with CUDA, but no usable GPU: %s\n", buf);
+    else printf("cuda:     no (CPU build; `make cuda` builds the GPU path)\n");
     printf("formats:  MXFP4 (E2M1 + E8M0; layouts 1x32 32x1 32x32; scale floor even ceil; rne sr),\n"
            "          FP8 E4M3/E5M2 per-tensor, BF16; Hadamard hN/rhN n=2..256\n");
     return 0;

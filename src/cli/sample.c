@@ -11,10 +11,8 @@
 
 #include "cli/cli.h"
 #include "cli/using.h"
+#include "mxlm/engine.h"
 #include "mxlm/mx.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu_model.h"
-#endif
 
 static const char* k_usage =
     "--run DIR [--ckpt FILE] | --hf DIR  [--prompt TEXT] [--tokens N] [--temperature X] [--top-k K] [--top-p P]\n"
@@ -68,9 +66,10 @@ int cmd_sample(int argc, char** argv) {
         fprintf(stderr, "mxlm sample: --gemm: fast or exact, not '%s'\n", gemm);
         return 2;
     }
-#ifndef MXLM_CUDA
-    if (on_gpu) { fprintf(stderr, "mxlm sample: --device cuda: this mxlm was built without CUDA (make cuda)\n"); return 2; }
-#endif
+    if (on_gpu && !mx_engine_gpu_built()) {
+        fprintf(stderr, "mxlm sample: --device cuda: this mxlm was built without CUDA (make cuda)\n");
+        return 2;
+    }
     if ((rc = cli_tokenizer_check("sample", encoding, ranks, pattern))) return rc;
     if (!run && !ckpt && !hf) { fprintf(stderr, "mxlm sample: give --run DIR, --ckpt FILE or --hf DIR\n"); return 2; }
     if (hf && (run || ckpt)) { fprintf(stderr, "mxlm sample: give --hf DIR or a run (--run/--ckpt), not both\n"); return 2; }
@@ -124,14 +123,8 @@ int cmd_sample(int argc, char** argv) {
     else {
         for (size_t i = 0; i < pids.n; i++) pr[i] = (int32_t)pids.ids[i];
         mx_sample_opts o = {temperature, top_k, top_p, seed};
-#ifdef MXLM_CUDA
-        char info[256];
-        if (on_gpu && mxg_device_info(info, sizeof info) != 0) rc = mx_fail(MX_EIO, "--device cuda: no usable GPU: %s", info);
-        else if (on_gpu)
-            rc = mxg_generate(&cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got, !strcmp(gemm, "exact"));
-        else
-#endif
-            rc = mx_generate(&cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got);
+        rc = mx_engine_generate(on_gpu, &cm.m, pr, (int)pids.n, tokens, &o, ignore_eot ? -1 : eot, out, &got,
+                                !strcmp(gemm, "exact"));
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     char* text = NULL;

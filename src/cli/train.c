@@ -22,7 +22,7 @@
 #include "mxlm/engine.h"
 #include "mxlm/linear_plan.h"
 #include "mxlm/tokrec.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 typedef struct {
@@ -560,7 +560,6 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (rope_theta > 0) c.model.rope_theta = (float)rope_theta;
     if (norm_eps > 0) c.model.norm_eps = (float)norm_eps;
     if (mx_model_config_check(&c.model)) { fprintf(stderr, "mxlm train: %s\n", mx_last_error()); return 2; }
-    snprintf(c.recipe, sizeof c.recipe, "%s", recipe);
     if ((train && cfg_path(c.train, sizeof c.train, train)) || (val && cfg_path(c.val, sizeof c.val, val)) ||
         (out && cfg_path(c.out, sizeof c.out, out)))
         return 2;
@@ -579,9 +578,8 @@ static int train_main(int argc, char** argv, const char* config_path) {
         int64_t per = (int64_t)c.batch * c.seq * c.accum * c.gpus;
         c.eval_every = (eval_every_tokens + per - 1) / per;
     }
-    mx_recipe r;
-    if (mx_recipe_parse(c.recipe, &r)) { fprintf(stderr, "mxlm train: --recipe: %s\n", mx_last_error()); return 2; }
-    if (check_shapes(&c, &r)) return 2;
+    if (mx_train_config_set_recipe(&c, recipe)) { fprintf(stderr, "mxlm train: --recipe: %s\n", mx_last_error()); return 2; }
+    if (check_shapes(&c, &c.rec)) return 2;
     if (device && !strcmp(device, "gpu")) device = "cuda";
     if ((on_nonfinite && choice("on-nonfinite", on_nonfinite, mx_nonfinite_names, &c.on_nonfinite)) ||
         (device && choice("device", device, mx_device_names, &c.device)) ||
@@ -589,7 +587,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
         (attn && choice("attn", attn, mx_attn_names, &c.attn)) || (head && choice("head", head, mx_head_names, &c.head)))
         return 2;
     /* --device cuda with a recipe or attention the GPU does not run: a usage error, on any machine */
-    if (c.device == MX_DEVICE_CUDA && mx_engine_gpu_check(&c, &r)) {
+    if (c.device == MX_DEVICE_CUDA && mx_engine_gpu_check(&c)) {
         fprintf(stderr, "mxlm train: %s\n", mx_last_error());
         return 2;
     }
@@ -602,7 +600,7 @@ static int train_main(int argc, char** argv, const char* config_path) {
     if (describe) {
         char d[512], rd[1024];
         mx_model_config_describe(&c.model, d, sizeof d);
-        mx_recipe_describe(&r, rd, sizeof rd);
+        mx_recipe_describe(&c.rec, rd, sizeof rd);
         printf("model   %s\n", d);
         printf("params  %lld total, %lld without the embedding and head\n", (long long)mx_model_n_params(&c.model),
                (long long)mx_model_n_params_nonembed(&c.model));

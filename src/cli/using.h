@@ -7,7 +7,7 @@
 
 #include "mxlm/decode.h"
 #include "mxlm/tokenizer.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 typedef struct {
     mx_llama m;            /* the weights, with the recipe they are run with */

@@ -1,30 +1,10 @@
 /* format.c: the number formats as data (formats.h), the names of the enums of mx.h, shape
- * checks, errors (mx_fail / mx_last_error) and the SQNR. */
+ * checks and the SQNR (errors: src/util/error.c). */
 #include "mxlm/formats.h"
-#include "mxlm/recipe.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- errors -------------------------------------------------------------- */
-
-static _Thread_local char g_err[512];
-
-const char* mx_last_error(void) { return g_err[0] ? g_err : "no error"; }
-
-/* Formatted apart, then copied: a message may wrap the last one (mx_fail(rc, "%s: %s", file, mx_last_error())),
- * whose text would otherwise be overwritten while it is read. */
-int mx_fail(int code, const char* fmt, ...) {
-    char buf[sizeof g_err];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    memcpy(g_err, buf, sizeof g_err);
-    return code;
-}
 
 /* ---- names ----------------------------------------------------------------- */
 

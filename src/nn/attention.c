@@ -33,6 +33,22 @@ static inline void axpyf(float* y, float a, const float* x, int n) {
 }
 
 /* dst[hd, T] = the KV head's rows of src [B*T, ks], transposed, for batch b */
+void mx_softmax_scaled(float* row, int n, float scale) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        row[j] *= scale;
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) row[j] *= inv;
+}
+
 static void gather_t(float* dst, const float* src, int b, int T, int ks, int off, int hd) {
     for (int j = 0; j < T; j++) {
         const float* r = src + (size_t)(b * T + j) * ks + off;
@@ -70,19 +86,7 @@ MX_CLONES static void attention_forward(float* out, float* att, const float* q, 
                 } else {
                     for (int j = 0; j <= t; j++) row[j] = dotf(qt, k + (size_t)(b * T + j) * ks + kh * hd, hd);
                 }
-                float mx = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    row[j] *= scale;
-                    mx = row[j] > mx ? row[j] : mx;
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= t; j++) {
-                    float e = expf(row[j] - mx);
-                    row[j] = e;
-                    sum += e;
-                }
-                float inv = 1.0f / sum;
-                for (int j = 0; j <= t; j++) row[j] *= inv;
+                mx_softmax_scaled(row, t + 1, scale);
                 for (int j = t + 1; j < T; j++) row[j] = 0.0f;
                 float* ot = out + (size_t)(b * T + t) * qs + h * hd;
                 for (int i = 0; i < hd; i++) ot[i] = 0.0f;

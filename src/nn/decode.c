@@ -73,19 +73,7 @@ static void attend(float* out, const float* q, const float* K, const float* V, i
                 for (int i = 0; i < hd; i++) s += qt[i] * kj[i];
                 row[j] = s;
             }
-            float mx = -INFINITY;
-            for (int j = 0; j <= p; j++) {
-                row[j] *= scale;
-                mx = row[j] > mx ? row[j] : mx;
-            }
-            float sum = 0.0f;
-            for (int j = 0; j <= p; j++) {
-                float e = expf(row[j] - mx);
-                row[j] = e;
-                sum += e;
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= p; j++) row[j] *= inv;
+            mx_softmax_scaled(row, p + 1, scale);
             for (int i = 0; i < hd; i++) ot[i] = 0.0f;
             for (int j = 0; j <= p; j++) {
                 const float* vj = V + (size_t)j * ks + kh * hd;

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "mxlm/study.h"
+#include "study/internal.h"
 
-static const char* k_ops[MX_STUDY_OPS] = {"fprop_a", "fprop_b", "dgrad_a", "dgrad_b", "wgrad_a", "wgrad_b"};
 
 static char* take(mx_sbuf* b) {
     if (b->oom) { free(b->s); return NULL; }
@@ -109,7 +109,7 @@ char* mx_plot_svg(const mx_study_run* runs, int n, int telemetry, const char* ti
         for (int o = 0; o < MX_STUDY_OPS; o++)
             mx_sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"/><text x=\"%d\" "
                              "y=\"%d\">%s</text>\n", 20 + 110 * o, tele_top + 18, 40 + 110 * o, tele_top + 18,
-                         mx_svg_color(o), 46 + 110 * o, tele_top + 22, k_ops[o]);
+                         mx_svg_color(o), 46 + 110 * o, tele_top + 22, study_ops[o]);
         double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
         for (int p = 0; p < np; p++) {
             const mx_study_run* r = &runs[panels[p]];

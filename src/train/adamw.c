@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "mxlm/train.h"
+#include "mxlm/adamw.h"
 
 #define SS_CHUNK 4096 /* fixed partial-sum chunks: the reduction order never depends on threads */
 

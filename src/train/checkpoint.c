@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
 
 static const char k_magic[8] = {'M', 'X', 'L', 'M', 'C', 'K', 'P', '1'};

@@ -1,5 +1,5 @@
 /* crashpoint.c: deterministic crash points for the kill-and-resume tests
- * (MXLM_TEST_CRASH="POINT@STEP[:ACTION]", see train.h). Unset: one getenv. */
+ * (MXLM_TEST_CRASH="POINT@STEP[:ACTION]", see trainer.h). Unset: one getenv. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 void mx_crash_point(const char* point, int64_t step) {
     const char* e = getenv("MXLM_TEST_CRASH");

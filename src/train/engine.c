@@ -31,7 +31,7 @@ int mx_train_gpu_attn(const mx_train_config* c) {
     }
 }
 
-int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, size_t n) {
+int mx_engine_pick(const mx_train_config* c, char* what, size_t n) {
     char info[512];
     int have = mx_engine_gpu_info(info, sizeof info);
     if (have < 0) { /* the CPU build */
@@ -45,7 +45,7 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
         else snprintf(what, n, "device: CPU");
         return 0;
     }
-    int rc = mx_engine_gpu_check(c, rec);
+    int rc = mx_engine_gpu_check(c);
     if (rc) return rc;
     static const char* const k_attn_what[] = {"simt (FP32 SIMT kernels)", "gemm (cuBLASLt FP32)",
                                               "tf32 (cuBLASLt TF32 tensor cores)", "flash (BF16 tensor cores)"};
@@ -55,7 +55,8 @@ int mx_engine_pick(const mx_train_config* c, const mx_recipe* rec, char* what, s
     return 1;
 }
 
-int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
+int mx_engine_gpu_check(const mx_train_config* c) {
+    const mx_recipe* rec = &c->rec;
     /* what the GPU runs: the format table's GPU columns (linear_plan.h), the same the GPU layer refuses */
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_refusal(rec, (mx_gemm_id)g) == 1)
@@ -78,8 +79,8 @@ int mx_engine_gpu_check(const mx_train_config* c, const mx_recipe* rec) {
     return MX_OK;
 }
 
-int mx_engine_head_bf16(const mx_train_config* c, const mx_recipe* rec, int on_gpu) {
-    return on_gpu && mx_recipe_head_bf16(rec, c->bf16_first, c->bf16_last);
+int mx_engine_head_bf16(const mx_train_config* c, int on_gpu) {
+    return on_gpu && mx_recipe_head_bf16(&c->rec, c->bf16_first, c->bf16_last);
 }
 
 int mx_engine_check_memory(const mx_train_config* c, int on_gpu, int world, char* msg, size_t n) {
@@ -145,15 +146,22 @@ static int cpu_report(mx_engine* e, char* buf, size_t n) {
     return 0;
 }
 
+static int cpu_token_losses(mx_engine* e, const int32_t* inp, const int32_t* tgt, float* out) {
+    float lo = 0.0f;
+    int rc = mx_llama_forward(e->model, inp, tgt, e->c->batch, e->c->seq, &lo);
+    if (!rc) memcpy(out, e->model->losses, sizeof(float) * (size_t)e->c->batch * e->c->seq);
+    return rc;
+}
+
 static void cpu_free(mx_engine* e) { (void)e; /* the trainer owns the model */ }
 
 static const mx_engine_ops k_cpu_ops = {
     "cpu", cpu_zero_grad, cpu_micro_step, cpu_telemetry, cpu_grad_sumsq, cpu_reduce_loss, cpu_adamw,
-    cpu_evaluate, cpu_sync_to_host, cpu_save, cpu_poke, cpu_report, cpu_free,
+    cpu_evaluate, cpu_sync_to_host, cpu_save, cpu_poke, cpu_report, cpu_token_losses, cpu_free,
 };
 
-int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, const mx_recipe* recipe, mx_llama* model,
-                     float* m, float* v) {
+/* what: 0 the training engine, 1 the forward only (mx_engine_create_eval) */
+static int create(mx_engine** out, int what, int on_gpu, const mx_train_config* c, mx_llama* model, float* m, float* v) {
     *out = NULL;
     mx_engine* e = calloc(1, sizeof *e);
     if (!e) return mx_fail(MX_ENOMEM, "train: out of memory");
@@ -163,10 +171,28 @@ int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, cons
     e->v = v;
     mx_engine_ranks(c, &e->rank, &e->world);
     e->ops = &k_cpu_ops; /* the GPU engine's create replaces them */
-    int rc = on_gpu ? mx_engine_gpu_create(e, recipe) : mx_llama_alloc_acts(model, c->batch, c->seq);
+    int rc = MX_OK;
+    if (on_gpu) rc = what ? mx_engine_gpu_create_eval(e) : mx_engine_gpu_create(e);
+    else if (!what) rc = mx_llama_alloc_acts(model, c->batch, c->seq);
     if (rc) { mx_engine_free(e); return rc; }
     *out = e;
     return MX_OK;
+}
+
+int mx_engine_create(mx_engine** out, int on_gpu, const mx_train_config* c, mx_llama* model, float* m, float* v) {
+    return create(out, 0, on_gpu, c, model, m, v);
+}
+
+int mx_engine_create_eval(mx_engine** out, int on_gpu, const mx_train_config* c, mx_llama* model) {
+    return create(out, 1, on_gpu, c, model, NULL, NULL);
+}
+
+int mx_engine_generate(int on_gpu, const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new,
+                       const mx_sample_opts* o, int32_t eot, int32_t* out, int* n_out, int gemm_exact) {
+    if (!on_gpu) return mx_generate(m, prompt, n_prompt, n_new, o, eot, out, n_out);
+    char info[256];
+    if (mx_engine_gpu_info(info, sizeof info) != 1) return mx_fail(MX_EIO, "--device cuda: no usable GPU: %s", info);
+    return mx_engine_gpu_generate(m, prompt, n_prompt, n_new, o, eot, out, n_out, gemm_exact);
 }
 
 void mx_engine_free(mx_engine* e) {
@@ -174,9 +200,10 @@ void mx_engine_free(mx_engine* e) {
     free(e);
 }
 
-/* ---- the CPU build: no GPU engine ------------------------------------------------------- */
+/* ---- the CPU build: no GPU engine (the one place the build picks it) ------------------------ */
 #ifndef MXLM_CUDA
 #define NO_CUDA "this mxlm was built without CUDA (build it with make cuda)"
+int mx_engine_gpu_built(void) { return 0; }
 void mx_engine_gpu_ranks(void* comm, int* rank, int* world) { (void)comm; *rank = 0; *world = 1; }
 int mx_engine_gpu_info(char* info, size_t n) {
     snprintf(info, n, NO_CUDA);
@@ -185,9 +212,22 @@ int mx_engine_gpu_info(char* info, size_t n) {
 int mx_engine_gpu_check_memory(const mx_train_config* c, int world, char* msg, size_t n) {
     return mx_fail(MX_EINVAL, "train: the GPU engine: " NO_CUDA);
 }
-int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
+int mx_engine_gpu_create(mx_engine* e) {
     return mx_fail(MX_EINVAL, "train: the GPU engine: " NO_CUDA);
 }
+int mx_engine_gpu_create_eval(mx_engine* e) { return mx_engine_gpu_create(e); }
+int mx_engine_gpu_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new, const mx_sample_opts* o,
+                           int32_t eot, int32_t* out, int* n_out, int gemm_exact) {
+    return mx_fail(MX_EINVAL, "the GPU engine: " NO_CUDA);
+}
+int mx_engine_gpu_bench(const char* name, int rows, int cols, int M, int N, int K, int iters) {
+    return mx_fail(MX_EINVAL, "GPU benchmarks need the CUDA build (make cuda)");
+}
+int mx_dist_available(void) { return 0; }
+int mx_dist_join(const char* out, int rank, int world, int local, const char* token, void** comm) {
+    return mx_fail(MX_EINVAL, "--gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)");
+}
+void mx_dist_leave(void* comm, int abort) { (void)comm; (void)abort; }
 int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_t n) {
     if (n) buf[0] = 0;
     return 0;

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 int mx_evaluate_batches(mx_batch_loss_fn fn, void* ctx, const mx_loader* val, int64_t n_windows, int B, int T,
                         float* loss) {

@@ -1,7 +1,7 @@
 /* launch.c: the processes of a data-parallel run (engine.h, docs/multigpu.md):
  * ranks from the environment, the built-in launcher of `mxlm train --gpus N`
  * (fork + exec of the same command, one process per GPU) and joining the NCCL
- * job (the CUDA build; the CPU build refuses). Errors are returned with a
+ * job (src/cuda/train/engine.cu: mx_dist_join, the CUDA build; the CPU build refuses). Errors are returned with a
  * message (mx_fail); the CLI prints them. */
 #include <ctype.h>
 #include <errno.h>
@@ -17,9 +17,6 @@
 
 #include "mxlm/engine.h"
 #include "mxlm/util.h"
-#ifdef MXLM_CUDA
-#include "mxlm/gpu_model.h"
-#endif
 
 static int env_int(const char* name, int* out) {
     const char* s = getenv(name);
@@ -126,63 +123,3 @@ int mx_launch_ranks(int n, int argc, char** argv, const char* out, mx_launch_not
     }
     return result < 0 ? 1 : result;
 }
-
-#ifdef MXLM_CUDA
-int mx_dist_available(void) { return 1; }
-
-int mx_dist_join(const char* out, int rank, int world, int local, const char* token, void** comm) {
-    char why[512];
-    if (mxg_nccl_load(why, sizeof why)) return mx_fail(MX_EIO, "%s", why);
-    if (mxg_select_device(local)) {
-        snprintf(why, sizeof why, "%s", mx_last_error());
-        return mx_fail(MX_EIO, "rank %d: %s", rank, why);
-    }
-    int rc = mx_mkdirs(out);
-    if (rc) return rc;
-    char tk[64], path[1200];
-    snprintf(tk, sizeof tk, "%s", token ? token : "solo");
-    for (char* p = tk; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '_';
-    if (mx_pathf(path, sizeof path, "%s/.nccl-id.%s", out, tk)) return MX_EINVAL;
-    unsigned char id[MXG_NCCL_ID_BYTES];
-    if (rank == 0) {
-        if (mxg_comm_unique_id(id) || mx_write_atomic(path, id, sizeof id)) {
-            snprintf(why, sizeof why, "%s", mx_last_error());
-            return mx_fail(MX_EIO, "rank 0: %s", why);
-        }
-    } else {
-        int timeout = 600;
-        env_int("MXLM_DIST_TIMEOUT", &timeout);
-        int got = 0;
-        for (long ms = 0; ms <= (long)timeout * 1000 && !got; ms += 20) {
-            FILE* f = fopen(path, "rb");
-            if (f) {
-                got = fread(id, 1, sizeof id, f) == sizeof id;
-                fclose(f);
-            }
-            if (!got) usleep(20000);
-        }
-        if (!got)
-            return mx_fail(MX_EIO, "rank %d: no NCCL id from rank 0 in %s after %d s (is rank 0 running, with the "
-                                   "same --out on a shared file system?)", rank, path, timeout);
-    }
-    mxg_comm* c = NULL;
-    if (mxg_comm_create(&c, rank, world, id)) {
-        snprintf(why, sizeof why, "%s", mx_last_error());
-        return mx_fail(MX_EIO, "rank %d: %s", rank, why);
-    }
-    *comm = c;
-    if (rank == 0) unlink(path);
-    return 0;
-}
-
-void mx_dist_leave(void* comm, int abort) {
-    if (comm) mxg_comm_free((mxg_comm*)comm, abort);
-}
-#else
-int mx_dist_available(void) { return 0; }
-int mx_dist_join(const char* out, int rank, int world, int local, const char* token, void** comm) {
-    return mx_fail(MX_EINVAL, "--gpus/--nccl (or an MPI launch) need the CUDA build (make cuda)");
-}
-void mx_dist_leave(void* comm, int abort) { (void)comm; (void)abort; }
-#endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 /* Every token id of shard s below vocab (one pass at open: an out-of-vocabulary id is an error now, naming
  * the file and offset, not at the step that would read it). */

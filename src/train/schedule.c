@@ -1,7 +1,7 @@
 /* schedule.c: linear warmup, then cosine decay to a floor (SPEC section 3). */
 #include <math.h>
 
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 double mx_lr_at(int64_t s, int64_t total, int64_t warmup, double peak, double min_frac) {
     if (warmup > 0 && s < warmup) return peak * (double)(s + 1) / (double)warmup;

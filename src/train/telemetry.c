@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "mxlm/json.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 void mx_telemetry_reset(mx_llama* mdl) {
     int n = mdl->cfg.n_layers * MX_LIN_PER_BLOCK;

@@ -32,13 +32,22 @@
 #include "mxlm/hf.h"
 #include "mxlm/json.h"
 #include "mxlm/tokrec.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 #include "mxlm/util.h"
+
+int mx_train_config_set_recipe(mx_train_config* c, const char* s) {
+    mx_recipe r;
+    int rc = mx_recipe_parse(s, &r);
+    if (rc) return rc;
+    snprintf(c->recipe, sizeof c->recipe, "%s", s);
+    c->rec = r;
+    return MX_OK;
+}
 
 void mx_train_config_default(mx_train_config* c) {
     memset(c, 0, sizeof *c);
     mx_model_preset("tiny", &c->model);
-    snprintf(c->recipe, sizeof c->recipe, "mxfp4-fdw-h16");
+    mx_train_config_set_recipe(c, "mxfp4-fdw-h16");
     c->batch = 8;
     c->seq = 0; /* 0: the model's context */
     c->accum = 1;
@@ -318,7 +327,6 @@ static void emit(mx_train_cb cb, void* user, mx_train_event ev) {
 
 typedef struct {
     mx_train_config c;
-    mx_recipe recipe;
     mx_train_cb cb;
     void* user;
     char msg[1600];       /* the progress message being built */
@@ -542,8 +550,7 @@ static int check_config(run_state* r) {
         return mx_fail(MX_EINVAL, "train: --spike-window %d: 0 (off) or 2..%d", c->spike_window, MX_SPIKE_WINDOW_MAX);
     if (!(c->spike_z > 0)) return mx_fail(MX_EINVAL, "train: --spike-z must be positive");
     if (c->max_skips < 0) return mx_fail(MX_EINVAL, "train: --max-skips must be >= 0");
-    int rc = mx_recipe_parse(c->recipe, &r->recipe);
-    if (!rc) rc = shards_match("train", c->train);
+    int rc = shards_match("train", c->train);
     if (!rc) rc = shards_match("val", c->val);
     if (!rc) rc = inputs_are_files(c);
     if (rc) return rc;
@@ -554,12 +561,12 @@ static int check_config(run_state* r) {
 static int choose_engine(run_state* r) {
     mx_train_config* c = &r->c;
     mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
-    r->on_gpu = mx_engine_pick(c, &r->recipe, r->msg, sizeof r->msg);
+    r->on_gpu = mx_engine_pick(c, r->msg, sizeof r->msg);
     if (r->on_gpu < 0) return r->on_gpu;
     if (c->comm && !r->on_gpu) return mx_fail(MX_EINVAL, "train: the NCCL engine (--gpus, --nccl) needs --device cuda");
     say(r);
     if (c->head == MX_HEAD_AUTO) {
-        c->head = mx_engine_head_bf16(c, &r->recipe, r->on_gpu) ? MX_HEAD_BF16 : MX_HEAD_FP32;
+        c->head = mx_engine_head_bf16(c, r->on_gpu) ? MX_HEAD_BF16 : MX_HEAD_FP32;
         mx_train_config_text(c, 1, r->fingerprint, sizeof r->fingerprint);
     }
     return MX_OK;
@@ -709,7 +716,7 @@ static int check_resume_steps(const mx_train_config* c, const mx_ckpt_meta* meta
 static int load_state(run_state* r, mx_train_result* res) {
     const mx_train_config* c = &r->c;
     const int B = c->batch, T = c->seq;
-    int rc = mx_llama_create(&r->model, &c->model, &r->recipe, c->bf16_first, c->bf16_last, c->seed);
+    int rc = mx_llama_create(&r->model, &c->model, &c->rec, c->bf16_first, c->bf16_last, c->seed);
     r->model.head_bf16 = c->head == MX_HEAD_BF16;
     const int64_t big = shard_bytes(c->train) + shard_bytes(c->val);
     if (big > ((int64_t)1 << 30)) { /* one pass over the ids at open: say so when it takes a while */
@@ -760,7 +767,7 @@ static int load_state(run_state* r, mx_train_result* res) {
     } else {
         mx_llama_init_weights(&r->model, c->seed);
     }
-    return mx_engine_create(&r->eng, r->on_gpu, c, &r->recipe, &r->model, r->m, r->v);
+    return mx_engine_create(&r->eng, r->on_gpu, c, &r->model, r->m, r->v);
 }
 
 /* config.txt, metrics.jsonl (cut back to the checkpoint on a resume), the stale temporaries removed. */

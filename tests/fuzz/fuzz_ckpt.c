@@ -7,7 +7,7 @@
 
 #include "fuzz_util.h"
 #include "mxlm/model.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 static mx_llama g_m;
 static float *g_mo, *g_vo, *g_snap;

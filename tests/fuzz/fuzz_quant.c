@@ -13,6 +13,15 @@
 
 #include "mxlm/mx.h"
 
+/* The input x [cnt]: the data after its 8 header bytes (zero-padded); a, b [cnt] for two outputs. */
+static float* inputs(const uint8_t* data, size_t n, size_t cnt, float** a, float** b) {
+    float* x = calloc(cnt, sizeof(float));
+    *a = malloc(cnt * sizeof(float));
+    *b = malloc(cnt * sizeof(float));
+    memcpy(x, data + 8, (n - 8) < cnt * 4 ? n - 8 : cnt * 4);
+    return x;
+}
+
 static int one_nvfp4_mxfp8(const uint8_t* data, size_t n, int nv) {
     int layout = nv ? MX_LAYOUT_1x16 + data[0] % 3 : data[0] % 2, rule = (data[1] & 1) ? MX_SCALE_CEIL : MX_SCALE_FLOOR;
     int round = nv ? (data[2] & 1) : MX_ROUND_RNE, B = nv ? 16 : 32;
@@ -21,10 +30,7 @@ static int one_nvfp4_mxfp8(const uint8_t* data, size_t n, int nv) {
     if (layout == MX_LAYOUT_16x1 || layout == MX_LAYOUT_32x1) cols = 1 + (data[4] >> 2) % 3;
     uint64_t seed = data[5] | ((uint64_t)data[6] << 8);
     size_t cnt = (size_t)rows * cols;
-    float* x = calloc(cnt, sizeof(float));
-    float* a = malloc(cnt * sizeof(float));
-    float* b = malloc(cnt * sizeof(float));
-    memcpy(x, data + 8, (n - 8) < cnt * 4 ? n - 8 : cnt * 4);
+    float *a, *b, *x = inputs(data, n, cnt, &a, &b);
     int axis = mx_layout_is_cols((mx_layout)layout) ? 0 : 1;
     int hn = (data[3] % 3) * 8;  /* none, h8, h16 */
     if (hn && (axis ? cols : rows) % hn == 0) mx_hadamard_rotate(x, rows, cols, axis, hn, data[3] & 8, seed, 3);
@@ -86,10 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {
     if (layout == MX_LAYOUT_32x1) cols = 1 + (data[4] >> 2) % 3;
     uint64_t seed = data[5] | ((uint64_t)data[6] << 8);
     size_t cnt = (size_t)rows * cols;
-    float* x = calloc(cnt, sizeof(float));
-    float* a = malloc(cnt * sizeof(float));
-    float* b = malloc(cnt * sizeof(float));
-    memcpy(x, data + 8, (n - 8) < cnt * 4 ? n - 8 : cnt * 4);
+    float *a, *b, *x = inputs(data, n, cnt, &a, &b);
     int axis = layout == MX_LAYOUT_32x1 ? 0 : 1;
     static const int hn[5] = {0, 2, 16, 32, 16};
     if (hn[had] && (axis ? cols : rows) % hn[had] == 0)

@@ -27,7 +27,7 @@
 #include "mxlm/model.h"
 #include "mxlm/mx.h"
 #include "mxlm/recipe.h"
-#include "mxlm/train.h"
+#include "mxlm/trainer.h"
 
 typedef std::vector<float> vecf;
 

@@ -81,14 +81,19 @@ struct QBuf {
     unsigned long long* cnt;
 };
 
+/* The GPU's line, then a BF16 input x [n] on the device (fill's values of seed). */
+int bench_input(uint16_t** x, size_t n, int seed) {
+    print_gpu();
+    CU_TRY(cudaMalloc(x, n * 2));
+    return fill(*x, n, seed, 1.0f);
+}
+
 }  // namespace
 
 extern "C" int mxg_bench_quant(int rows, int cols, int iters) {
-    print_gpu();
     size_t n = (size_t)rows * cols;
     uint16_t* x;
-    CU_TRY(cudaMalloc(&x, n * 2));
-    int rc = fill(x, n, 1, 1.0f);
+    int rc = bench_input(&x, n, 1);
     if (rc) return rc;
     QBuf q;
     for (int d = 0; d < 2; d++) {
@@ -178,11 +183,9 @@ extern "C" int mxg_bench_quant(int rows, int cols, int iters) {
 }
 
 extern "C" int mxg_bench_hadamard(int rows, int cols, int iters) {
-    print_gpu();
     size_t n = (size_t)rows * cols;
     uint16_t* x;
-    CU_TRY(cudaMalloc(&x, n * 2));
-    int rc = fill(x, n, 2, 1.0f);
+    int rc = bench_input(&x, n, 2);
     if (rc) return rc;
     uint8_t *c0, *c1, *s0, *s1;
     CU_TRY(cudaMalloc(&c0, n / 2)); CU_TRY(cudaMalloc(&c1, n / 2));

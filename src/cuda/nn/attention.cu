@@ -39,6 +39,19 @@ __device__ __forceinline__ float dot_hd(const float* a, const float* b) {
 
 /* Forward: block (query tile of ATT_QW, b*H + h); warp w owns query t = tile*ATT_QW + w;
  * lane l scores key j0 + l of each tile; the output dims lane + 32 r live in registers. */
+/* K and V rows j0 .. j0 + ATT_KT - 1 of sequence b, KV head kh (row stride ks), into the block's tiles
+ * (zero past T): the forward's and dq's tile loop. */
+template <int HD>
+__device__ __forceinline__ void load_kv_tile(float (*Ks)[HD + 1], float (*Vs)[HD + 1], const float* k, const float* v,
+                                             int b, int T, int j0, int ks, int kh) {
+    for (int e = threadIdx.x; e < ATT_KT * HD; e += blockDim.x) {
+        const int jj = e / HD, i = e % HD, j = j0 + jj;
+        const size_t src = (size_t)(b * T + j) * ks + kh * HD + i;
+        Ks[jj][i] = j < T ? k[src] : 0.0f;
+        Vs[jj][i] = j < T ? v[src] : 0.0f;
+    }
+}
+
 template <int R>
 __global__ void __launch_bounds__(ATT_QW * 32) k_attn_fwd(float* out, float* lse, const float* q, const float* k,
                                                          const float* v, int T, int H, int KV, float scale) {
@@ -57,12 +70,7 @@ __global__ void __launch_bounds__(ATT_QW * 32) k_attn_fwd(float* out, float* lse
     for (int r = 0; r < R; r++) o[r] = 0.0f;
     for (int j0 = 0; j0 <= tlast; j0 += ATT_KT) {
         __syncthreads(); /* the previous tile is no longer read (and Qs is written) */
-        for (int e = threadIdx.x; e < ATT_KT * HD; e += blockDim.x) {
-            const int jj = e / HD, i = e % HD, j = j0 + jj;
-            const size_t src = (size_t)(b * T + j) * ks + kh * HD + i;
-            Ks[jj][i] = j < T ? k[src] : 0.0f;
-            Vs[jj][i] = j < T ? v[src] : 0.0f;
-        }
+        load_kv_tile<HD>(Ks, Vs, k, v, b, T, j0, ks, kh);
         __syncthreads();
         if (t >= T || j0 > t) continue; /* the whole warp: t is per warp */
         const int j = j0 + lane;
@@ -133,12 +141,7 @@ __global__ void __launch_bounds__(ATT_QW * 32) k_attn_bwd_dq(float* dq, const fl
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
     for (int j0 = 0; j0 <= tlast; j0 += ATT_KT) {
         __syncthreads();
-        for (int e = threadIdx.x; e < ATT_KT * HD; e += blockDim.x) {
-            const int jj = e / HD, i = e % HD, j = j0 + jj;
-            const size_t src = (size_t)(b * T + j) * ks + kh * HD + i;
-            Ks[jj][i] = j < T ? k[src] : 0.0f;
-            Vs[jj][i] = j < T ? v[src] : 0.0f;
-        }
+        load_kv_tile<HD>(Ks, Vs, k, v, b, T, j0, ks, kh);
         __syncthreads();
         if (t >= T || j0 > t) continue;
         const int j = j0 + lane;

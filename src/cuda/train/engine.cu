@@ -13,7 +13,12 @@
  * file (it is the completion marker: a directory without it has no
  * checkpoint at that step); then the shard files are removed. A checkpoint is
  * thus the same file whatever the GPU count.
+ *
+ * Also the GPU side of the engine interface's other doors: a loaded model's
+ * forward (mxlm eval: mx_engine_create_eval), sampling (mx_engine_generate),
+ * the device's name, the benchmarks and joining the NCCL job (mx_dist_join).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -195,6 +200,12 @@ int report(mx_engine* e, char* buf, size_t n) {
     return 1;
 }
 
+/* as the trainer's evaluation: step 0 */
+int token_losses(mx_engine* e, const int32_t* inp, const int32_t* tgt, float* out) {
+    float lo = 0.0f;
+    return mxg_llama_loss(G(e)->g, inp, tgt, 0, &lo, out);
+}
+
 void free_engine(mx_engine* e) {
     gpu_engine* ge = G(e);
     if (!ge) return;
@@ -207,7 +218,7 @@ void free_engine(mx_engine* e) {
 
 const mx_engine_ops k_gpu_ops = {
     "cuda", zero_grad, micro_step, telemetry, grad_sumsq, reduce_loss, adamw,
-    evaluate, sync_to_host, save, poke, report, free_engine,
+    evaluate, sync_to_host, save, poke, report, token_losses, free_engine,
 };
 
 double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -218,6 +229,8 @@ extern "C" void mx_engine_gpu_ranks(void* comm, int* rank, int* world) {
     *world = mxg_comm_world((mxg_comm*)comm);
     *rank = mxg_comm_rank((mxg_comm*)comm);
 }
+
+extern "C" int mx_engine_gpu_built(void) { return 1; }
 
 extern "C" int mx_engine_gpu_info(char* info, size_t n) { return mxg_device_info(info, n) == 0; }
 
@@ -231,11 +244,9 @@ static int act16_of(const mx_train_config* c, const mx_recipe* r) {
 /* Gradients in activation memory (mxg_llama_create_dist's share_grads): with one micro-batch a step on one GPU. */
 static int share_grads_of(const mx_train_config* c, int world) { return c->accum == 1 && world <= 1 && !c->comm; }
 
-/* The estimate for c (an unparsable recipe counts as one without BF16 storage). */
+/* The estimate for c (its recipe parsed once: c->rec). */
 static void estimate(const mx_train_config* c, int recompute, int world, mxg_mem_estimate* ge) {
-    mx_recipe r;
-    const int ok = mx_recipe_parse(c->recipe, &r) == MX_OK;
-    mxg_llama_estimate(&c->model, ok ? &r : NULL, c->batch, c->seq, recompute, act16_of(c, ok ? &r : NULL),
+    mxg_llama_estimate(&c->model, &c->rec, c->batch, c->seq, recompute, act16_of(c, &c->rec),
                        mx_train_gpu_attn(c), share_grads_of(c, world), ge);
 }
 
@@ -264,18 +275,25 @@ extern "C" int mx_engine_gpu_check_memory(const mx_train_config* c, int world, c
     return MX_OK;
 }
 
-/* The GPU model from the host model's weights and (m, v) (zero, or from the checkpoint). */
-extern "C" int mx_engine_gpu_create(mx_engine* e, const mx_recipe* recipe) {
-    const mx_train_config* c = e->c;
+/* e's GPU engine state, its ops the GPU's (NULL: out of memory, said). */
+static gpu_engine* attach(mx_engine* e, const char* what) {
     gpu_engine* ge = (gpu_engine*)calloc(1, sizeof *ge);
-    if (!ge) return mx_fail(MX_ENOMEM, "train: out of memory");
+    if (!ge) { mx_fail(MX_ENOMEM, "%s: out of memory", what); return NULL; }
     e->impl = ge;
     e->ops = &k_gpu_ops;
+    return ge;
+}
+
+/* The GPU model from the host model's weights and (m, v) (zero, or from the checkpoint). */
+extern "C" int mx_engine_gpu_create(mx_engine* e) {
+    const mx_train_config* c = e->c;
+    gpu_engine* ge = attach(e, "train");
+    if (!ge) return MX_ENOMEM;
     ge->comm = (mxg_comm*)c->comm;
     int64_t fr = 0, tot = 0;
     if (mxg_mem_info(&fr, &tot) == MX_OK) ge->used0 = tot - fr;
-    int rc = mxg_llama_create_dist(&ge->g, &c->model, recipe, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
-                                   c->gemm_exact, c->recompute, act16_of(c, recipe), mx_train_gpu_attn(c),
+    int rc = mxg_llama_create_dist(&ge->g, &c->model, &c->rec, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
+                                   c->gemm_exact, c->recompute, act16_of(c, &c->rec), mx_train_gpu_attn(c),
                                    share_grads_of(c, e->world), ge->comm);
     if (!rc && e->world > 1) { /* this rank's shard of the moments */
         ge->nshard = mxg_llama_shard_size(ge->g);
@@ -315,4 +333,85 @@ extern "C" int mx_engine_describe_gpu(const mx_train_config* c, char* buf, size_
     }
 #undef PUT
     return (int)off;
+}
+
+/* The GPU model for the forward only (mxlm eval), from the host model's weights: the run's attention, BF16
+ * activations as the recipe's default, no recompute, no moments. */
+extern "C" int mx_engine_gpu_create_eval(mx_engine* e) {
+    const mx_train_config* c = e->c;
+    gpu_engine* ge = attach(e, "eval");
+    if (!ge) return MX_ENOMEM;
+    int rc = mxg_llama_create(&ge->g, &c->model, &c->rec, c->bf16_first, c->bf16_last, c->seed, c->batch, c->seq,
+                              c->gemm_exact, 0, mxg_llama_act16_default(&c->rec), mx_train_gpu_attn(c));
+    if (!rc) rc = mxg_llama_upload(ge->g, e->model->params, NULL, NULL);
+    if (!rc) rc = mxg_llama_set_head_bf16(ge->g, c->head == MX_HEAD_BF16);
+    return rc;
+}
+
+extern "C" int mx_engine_gpu_generate(const mx_llama* m, const int32_t* prompt, int n_prompt, int n_new,
+                                      const mx_sample_opts* o, int32_t eot, int32_t* out, int* n_out, int gemm_exact) {
+    return mxg_generate(m, prompt, n_prompt, n_new, o, eot, out, n_out, gemm_exact);
+}
+
+extern "C" int mx_engine_gpu_bench(const char* name, int rows, int cols, int M, int N, int K, int iters) {
+    if (!strcmp(name, "quant")) return mxg_bench_quant(rows, cols, iters);
+    if (!strcmp(name, "hadamard")) return mxg_bench_hadamard(rows, cols, iters);
+    return mxg_bench_gemm(M, N, K, iters);
+}
+
+/* ---- joining the NCCL job (engine.h; the launcher is src/train/launch.c) ---- */
+
+extern "C" int mx_dist_available(void) { return 1; }
+
+extern "C" int mx_dist_join(const char* out, int rank, int world, int local, const char* token, void** comm) {
+    char why[512];
+    if (mxg_nccl_load(why, sizeof why)) return mx_fail(MX_EIO, "%s", why);
+    if (mxg_select_device(local)) {
+        snprintf(why, sizeof why, "%s", mx_last_error());
+        return mx_fail(MX_EIO, "rank %d: %s", rank, why);
+    }
+    int rc = mx_mkdirs(out);
+    if (rc) return rc;
+    char tk[64], path[1200];
+    snprintf(tk, sizeof tk, "%s", token ? token : "solo");
+    for (char* p = tk; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '_';
+    if (mx_pathf(path, sizeof path, "%s/.nccl-id.%s", out, tk)) return MX_EINVAL;
+    unsigned char id[MXG_NCCL_ID_BYTES];
+    if (rank == 0) {
+        if (mxg_comm_unique_id(id) || mx_write_atomic(path, id, sizeof id)) {
+            snprintf(why, sizeof why, "%s", mx_last_error());
+            return mx_fail(MX_EIO, "rank 0: %s", why);
+        }
+    } else {
+        int timeout = 600;
+        const char* ts = getenv("MXLM_DIST_TIMEOUT");
+        char* te = NULL;
+        long tv = ts && *ts ? strtol(ts, &te, 10) : -1;
+        if (ts && *ts && !*te && tv >= 0 && tv <= 1 << 20) timeout = (int)tv;
+        int got = 0;
+        for (long ms = 0; ms <= (long)timeout * 1000 && !got; ms += 20) {
+            FILE* f = fopen(path, "rb");
+            if (f) {
+                got = fread(id, 1, sizeof id, f) == sizeof id;
+                fclose(f);
+            }
+            if (!got) usleep(20000);
+        }
+        if (!got)
+            return mx_fail(MX_EIO, "rank %d: no NCCL id from rank 0 in %s after %d s (is rank 0 running, with the "
+                                   "same --out on a shared file system?)", rank, path, timeout);
+    }
+    mxg_comm* c = NULL;
+    if (mxg_comm_create(&c, rank, world, id)) {
+        snprintf(why, sizeof why, "%s", mx_last_error());
+        return mx_fail(MX_EIO, "rank %d: %s", rank, why);
+    }
+    *comm = c;
+    if (rank == 0) unlink(path);
+    return 0;
+}
+
+extern "C" void mx_dist_leave(void* comm, int abort) {
+    if (comm) mxg_comm_free((mxg_comm*)comm, abort);
 }

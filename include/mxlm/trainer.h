@@ -1,5 +1,5 @@
 /*
- * train.h: the trainer (src/train/): the CPU reference, or the GPU model of
+ * trainer.h: the trainer (src/train/: trainer.c and its parts): the CPU reference, or the GPU model of
  * gpu_model.h in the CUDA build (--device); AdamW, the learning-rate
  * schedule, the data loader over llm.c shards, evaluation, checkpoints,
  * telemetry and the training loop that ties them together.
@@ -13,10 +13,11 @@
  * Library code: returns errors (mx_fail), writes only into the run directory,
  * never prints; the CLI prints through the progress callback.
  */
-#ifndef MXLM_TRAIN_H
-#define MXLM_TRAIN_H
+#ifndef MXLM_TRAINER_H
+#define MXLM_TRAINER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "mxlm/adamw.h"
 #include "mxlm/model.h"
 #include "mxlm/shard.h"
 
@@ -42,18 +43,7 @@ enum { MX_NONFINITE_ABORT = 0, MX_NONFINITE_SKIP = 1 };
  * peak down to min_frac*peak at s = total. */
 double mx_lr_at(int64_t s, int64_t total, int64_t warmup, double peak, double min_frac);
 
-typedef struct {
-    double beta1, beta2, eps, weight_decay;
-} mx_adamw_config;
-
-/* Sum of squares of g[n] in double, over fixed chunks summed in order (the
- * same bits for any thread count). */
-double mx_sum_squares(const float* g, size_t n);
-/* One AdamW update of every tensor of the model (decoupled weight decay on
- * matrices only), with the gradient multiplied by `gscale` first (clipping).
- * t is the 1-based update count (bias correction). m, v [n_params]. */
-void mx_adamw_update(const mx_llama* mdl, float* m, float* v, const mx_adamw_config* c, double lr, float gscale,
-                     int64_t t);
+/* AdamW (mx_adamw_config, mx_sum_squares, mx_adamw_update): adamw.h */
 
 /* ---- data ------------------------------------------------------------------ */
 
@@ -94,7 +84,8 @@ int mx_val_windows(int64_t n_windows, int64_t val_tokens, int T, int B, const ch
 
 typedef struct {
     mx_model_config model;
-    char recipe[256];
+    char recipe[256];     /* the recipe as given (config.txt, the fingerprint) */
+    mx_recipe rec;        /* recipe parsed, once (mx_train_config_set_recipe): what the trainer and the engines run */
     int bf16_first, bf16_last;
     int batch;            /* B sequences per micro-batch */
     int seq;              /* T tokens per sequence (<= model.seq_len) */
@@ -166,6 +157,9 @@ extern const char* const mx_gemm_names[];      /* fast exact (index: gemm_exact)
 extern const char* const mx_nonfinite_names[]; /* abort skip */
 
 void mx_train_config_default(mx_train_config* c); /* tiny preset, mxfp4-fdw-h16 */
+/* c->recipe = s and c->rec its parse (the one parse of a run's recipe); MX_EINVAL with the message when s does
+ * not parse (nothing changed). */
+int mx_train_config_set_recipe(mx_train_config* c, const char* s);
 /* mx_train_gpu_attn (c->attn as the GPU model's attention implementation): engine.h. */
 /* Canonical "key = value" lines of the whole config (the run directory's
  * config.txt); `trajectory_only`: only what changes the numbers (the
