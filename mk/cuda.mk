@@ -79,7 +79,7 @@ test-gpu-layers:
 
 # The flash attention's test and benchmark (tests/gpu/test_attention_flash.cu): the CUDA library + the
 # CPU library (src/nn/attention.c is the reference). `make test-gpu-attn [T=substring]`;
-# `build/cuda/tests/gpu/attn --bench` times it (bench/NOTES.md).
+# `build/cuda/tests/gpu/attn --bench` times it (docs/gpu.md).
 GPU_ATTN_TEST_SRC := tests/gpu/test_attention_flash.cu
 $(B_CUDA)/tests/gpu/attn: $(call objs,$(B_CUDA),$(LIB_SRC)) $(CU_OBJ) $(patsubst %.cu,$(B_CUDA)/%.o,$(GPU_ATTN_TEST_SRC))
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)

@@ -119,6 +119,20 @@ int test_metric_strings(const char* dir, const char* key, const char* unless, ch
     return n;
 }
 
+const char* test_docs_jsonl(const char* name, int n) {
+    static char p[4][512]; /* (a few calls may stand in one argument list) */
+    static int k = 0;
+    char* q = p[k++ % 4];
+    snprintf(q, sizeof p[0], "%s/%s", test_tmpdir(), name);
+    test_sh("for i in $(seq 1 %d); do echo \"{\\\"text\\\":\\\"document $i: in the beginning was the word\\\"}\"; "
+            "done > %s", n, q);
+    return q;
+}
+
+int test_prep(const char* log, const char* args) {
+    return test_sh("%s prep --encoding tiny --quiet %s > %s/%s.log 2>&1", test_mxlm_bin(), args, test_tmpdir(), log);
+}
+
 void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val) {
     static struct { int used; char prefix[64]; } done[8];
     /* The CLI runs in child processes: let idle OpenMP threads sleep instead of

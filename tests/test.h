@@ -30,6 +30,10 @@ int test_log_has(const char* name, const char* needle);
  * contain `unless` (NULL: none); at most `max`; -1 if the file is missing. */
 int test_metric_strings(const char* dir, const char* key, const char* unless, char vals[][32], int max);
 void test_sentence_shards(const char* prefix, uint32_t seed, int64_t n_train, int64_t n_val);
+/* TMP/NAME: n small JSON Lines documents ("document i: in the beginning was the word"), written now; its path. */
+const char* test_docs_jsonl(const char* name, int n);
+/* `mxlm prep --encoding tiny --quiet ARGS`, its output in TMP/LOG.log; the exit status. */
+int test_prep(const char* log, const char* args);
 /* x [R, C] uniform in [-0.5, 0.5) from a 64-bit LCG started at seed (every element i with i % every == 0
  * times spike), and xt [C, R] its transpose (NULL: not wanted). */
 /* The tests' smallest model: the tiny preset cut to vocab 32, dim 32, 1 layer, 1 head, ffn 32, context 8, in

@@ -9,60 +9,49 @@
 
 #include "test.h"
 
-static const char* docs(void) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/ci_docs.jsonl", test_tmpdir());
-    test_sh("for i in $(seq 1 20); do echo \"{\\\"text\\\":\\\"document $i: in the beginning was the word\\\"}\"; "
-            "done > %s", p);
-    return p;
-}
-
-static int prep(const char* log, const char* args) {
-    return test_sh("%s prep --encoding tiny --quiet %s > %s/%s.log 2>&1", test_mxlm_bin(), args, test_tmpdir(), log);
-}
 
 TEST(prep_refuses_untrainable_outputs) {
-    const char* in = docs();
+    const char* in = test_docs_jsonl("ci_docs.jsonl", 20);
     const char* t = test_tmpdir();
     char a[2048];
     /* the output folder is created */
     snprintf(a, sizeof a, "--out %s/ci_sub/deeper/x --val-docs 2 %s", t, in);
-    CHECK_EQ_INT(prep("ci_ok", a), 0);
+    CHECK_EQ_INT(test_prep("ci_ok", a), 0);
     CHECK(test_sh("test -s %s/ci_sub/deeper/x_train_000000.bin && test -s %s/ci_sub/deeper/x_val_000000.bin", t, t) == 0);
     /* a validation split of every document: no training document, nothing written */
     snprintf(a, sizeof a, "--out %s/ci_all/x --val-docs 20 %s", t, in);
-    CHECK_EQ_INT(prep("ci_all", a), 1);
+    CHECK_EQ_INT(test_prep("ci_all", a), 1);
     CHECK(test_log_has("ci_all", "leaves no training document"));
     CHECK(test_sh("test -z \"$(ls %s/ci_all 2>/dev/null)\"", t) == 0);
     snprintf(a, sizeof a, "--out %s/ci_all/x --val-docs 99 %s", t, in);
-    CHECK_EQ_INT(prep("ci_all2", a), 1);
+    CHECK_EQ_INT(test_prep("ci_all2", a), 1);
     CHECK(test_log_has("ci_all2", "the input has 20"));
     /* an empty input: an empty training split, no shard */
     snprintf(a, sizeof a, "--out %s/ci_empty/x %s/ci_none.jsonl", t, t);
     test_sh(": > %s/ci_none.jsonl", t);
-    CHECK_EQ_INT(prep("ci_empty", a), 1);
+    CHECK_EQ_INT(test_prep("ci_empty", a), 1);
     CHECK(test_log_has("ci_empty", "the training split is empty"));
     CHECK(test_sh("test -z \"$(ls %s/ci_empty 2>/dev/null)\"", t) == 0);
     /* one name for both splits: a usage error */
     snprintf(a, sizeof a, "--train-pattern %s/ci_same.bin --val-pattern %s/ci_same.bin --val-docs 2 %s", t, t, in);
-    CHECK_EQ_INT(prep("ci_same", a), 2);
+    CHECK_EQ_INT(test_prep("ci_same", a), 2);
     CHECK(test_log_has("ci_same", "the same name"));
     CHECK(test_sh("test ! -e %s/ci_same.bin", t) == 0);
     /* patterns with %s, %n or two conversions: refused (2), never a printf format */
     static const char* const bad[] = {"%s", "%n", "%d_%d", "%x", "%99999d"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(a, sizeof a, "--train-pattern '%s/ci_pat_%s.bin' %s", t, bad[i], in);
-        CHECKF(prep("ci_pat", a) == 2, "pattern %s", bad[i]);
+        CHECKF(test_prep("ci_pat", a) == 2, "pattern %s", bad[i]);
         CHECKF(test_log_has("ci_pat", "only one %d"), "pattern %s", bad[i]);
     }
     /* %% and %04d are fine */
     snprintf(a, sizeof a, "--train-pattern '%s/ci_pct%%%%_%%04d.bin' %s", t, in);
-    CHECK_EQ_INT(prep("ci_pct", a), 0);
+    CHECK_EQ_INT(test_prep("ci_pct", a), 0);
     CHECK(test_sh("test -s '%s/ci_pct%%_0000.bin'", t) == 0);
     /* an input and a shard whose names hold %s%n: named in the messages, no crash */
     CHECK(test_sh("cp %s '%s/ci_%%s%%n.jsonl'", in, t) == 0);
     snprintf(a, sizeof a, "--train-pattern '%s/ci_%%s%%n.bin' '%s/ci_%%s%%n.jsonl'", t, t);
-    CHECK_EQ_INT(prep("ci_pn", a), 2);
+    CHECK_EQ_INT(test_prep("ci_pn", a), 2);
     CHECK(test_sh("printf 'garbage' > '%s/ci_%%s%%n.bin'; %s train --steps 1 --train '%s/ci_%%s%%n.bin' --out %s/ci_pnrun "
                   "> %s/ci_pnt.log 2>&1; test $? -eq 1", t, test_mxlm_bin(), t, t, t) == 0);
     CHECK(test_log_has("ci_pnt", "ci_%s%n.bin"));

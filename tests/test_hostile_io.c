@@ -13,22 +13,6 @@
 
 #include "test.h"
 
-/* TMP/hx_docs.jsonl: 40 small documents. */
-static const char* hx_docs(void) {
-    static char p[512];
-    if (!p[0]) {
-        snprintf(p, sizeof p, "%s/hx_docs.jsonl", test_tmpdir());
-        test_sh("for i in $(seq 1 40); do echo \"{\\\"text\\\":\\\"document $i: in the beginning was the word\\\"}\"; "
-                "done > %s", p);
-    }
-    return p;
-}
-
-/* mxlm prep --encoding tiny --quiet ARGS, output to TMP/LOG.log; the exit status. */
-static int hx_prep(const char* log, const char* args) {
-    return test_sh("%s prep --encoding tiny --quiet %s > %s/%s.log 2>&1", test_mxlm_bin(), args, test_tmpdir(), log);
-}
-
 /* TMP/hx_q.in: a 2 x 32 matrix of ones (float32). */
 static void hx_qin(void) {
     test_sh("python3 -c \"import struct,sys; sys.stdout.buffer.write(struct.pack('<64f', *([1.0]*64)))\" > %s/hx_q.in",
@@ -58,8 +42,8 @@ TEST(hostile_out_link_stays_a_link) {
     /* prep --train-pattern naming a link to a regular file: the same */
     test_sh("echo old > %s/hx1/real/s.bin && ln -s real/s.bin %s/hx1/s.lnk", t, t);
     char a[1400];
-    snprintf(a, sizeof a, "--replace --train-pattern %s/hx1/s.lnk %s", t, hx_docs()); /* it names a file */
-    CHECK_EQ_INT(hx_prep("hx1_p", a), 0);
+    snprintf(a, sizeof a, "--replace --train-pattern %s/hx1/s.lnk %s", t, test_docs_jsonl("hx_docs.jsonl", 40)); /* it names a file */
+    CHECK_EQ_INT(test_prep("hx1_p", a), 0);
     CHECK(test_sh("test -L %s/hx1/s.lnk && test \"$(stat -c %%s %s/hx1/real/s.bin)\" -gt 100", t, t) == 0);
     CHECK(test_sh("test -z \"$(ls -A %s/hx1 %s/hx1/real | grep -v ':$' | grep 'part\\|tmp')\"", t, t) == 0);
 }
@@ -106,8 +90,8 @@ TEST(hostile_prep_output_locked) {
     const char* t = test_tmpdir();
     char a[1400];
     test_sh("rm -rf %s/hx2 && mkdir -p %s/hx2", t, t);
-    snprintf(a, sizeof a, "--out %s/hx2/x --val-docs 2 %s", t, hx_docs());
-    REQUIRE(hx_prep("hx2_a", a) == 0);
+    snprintf(a, sizeof a, "--out %s/hx2/x --val-docs 2 %s", t, test_docs_jsonl("hx_docs.jsonl", 40));
+    REQUIRE(test_prep("hx2_a", a) == 0);
     test_sh("md5sum %s/hx2/x_*.bin > %s/hx2.md5", t, t);
     /* another prep holds the outputs (as a running one does): refused, its shards untouched */
     CHECK_EQ_INT(test_sh("flock -n %s/hx2/.x_train_%%06d.bin.lock %s prep --encoding tiny --quiet %s > %s/hx2_b.log "
@@ -138,22 +122,22 @@ TEST(hostile_prep_stale_shards) {
             "> %s/hx3_big.jsonl", t);
     /* small shards: several files */
     snprintf(a, sizeof a, "--out %s/hx3/x --val-docs 10 --shard-tokens 65536 %s/hx3_big.jsonl", t, t);
-    REQUIRE(hx_prep("hx3_a", a) == 0);
+    REQUIRE(test_prep("hx3_a", a) == 0);
     REQUIRE(test_sh("test -s %s/hx3/x_train_000001.bin", t) == 0);
     test_sh("md5sum %s/hx3/x_*.bin > %s/hx3.md5", t, t);
     /* the same outputs again, other --shard-tokens: refused, nothing touched */
     snprintf(a, sizeof a, "--out %s/hx3/x --val-docs 10 --shard-tokens 1000000 %s/hx3_big.jsonl", t, t);
-    CHECK_EQ_INT(hx_prep("hx3_b", a), 1);
+    CHECK_EQ_INT(test_prep("hx3_b", a), 1);
     CHECK(test_log_has("hx3_b", "already has"));
     CHECK(test_log_has("hx3_b", "--replace"));
     CHECK(test_sh("md5sum -c --quiet %s/hx3.md5", t) == 0);
     /* a plain --train-pattern with a %d is refused the same way */
     snprintf(a, sizeof a, "--train-pattern '%s/hx3/x_train_%%03d.bin' %s/hx3_big.jsonl", t, t);
-    CHECK_EQ_INT(hx_prep("hx3_c", a), 1);
+    CHECK_EQ_INT(test_prep("hx3_c", a), 1);
     CHECK(test_log_has("hx3_c", "already has"));
     /* --replace: the whole set replaced, the old higher-numbered shards gone, a glob takes only the new */
     snprintf(a, sizeof a, "--replace --out %s/hx3/x --val-docs 10 --shard-tokens 1000000 %s/hx3_big.jsonl", t, t);
-    CHECK_EQ_INT(hx_prep("hx3_d", a), 0);
+    CHECK_EQ_INT(test_prep("hx3_d", a), 0);
     CHECK(test_sh("test \"$(ls %s/hx3/x_train_*.bin)\" = %s/hx3/x_train_000000.bin", t, t) == 0);
     CHECK(test_sh("test \"$(ls %s/hx3/x_val_*.bin)\" = %s/hx3/x_val_000000.bin", t, t) == 0);
     /* an interrupted run leaves nothing a shard glob takes: its files are hidden (.NAME.part) */
@@ -175,19 +159,19 @@ TEST(hostile_size_bounds) {
     /* --shard-tokens below the minimum (one file per token) and above 2^31-1: usage errors, nothing written */
     static const char* const bad[] = {"1", "0", "-5", "65535", "2147483648"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens %s %s", t, bad[i], hx_docs());
-        CHECKF(hx_prep("hx12", a) == 2, "--shard-tokens %s", bad[i]);
+        snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens %s %s", t, bad[i], test_docs_jsonl("hx_docs.jsonl", 40));
+        CHECKF(test_prep("hx12", a) == 2, "--shard-tokens %s", bad[i]);
         CHECKF(test_log_has("hx12", "65536..2147483647"), "--shard-tokens %s", bad[i]);
     }
     CHECK(test_sh("test -z \"$(ls -A %s/hx12)\"", t) == 0);
-    snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens 65536 %s", t, hx_docs());
-    CHECK_EQ_INT(hx_prep("hx12_ok", a), 0);
+    snprintf(a, sizeof a, "--out %s/hx12/x --shard-tokens 65536 %s", t, test_docs_jsonl("hx_docs.jsonl", 40));
+    CHECK_EQ_INT(test_prep("hx12_ok", a), 0);
     /* --threads beyond any machine, bpe --vocab outside what a rank file holds, a quant matrix past 2^31 */
-    snprintf(a, sizeof a, "--out %s/hx12/y --threads 100000 %s", t, hx_docs());
-    CHECK_EQ_INT(hx_prep("hx12_thr", a), 2);
+    snprintf(a, sizeof a, "--out %s/hx12/y --threads 100000 %s", t, test_docs_jsonl("hx_docs.jsonl", 40));
+    CHECK_EQ_INT(test_prep("hx12_thr", a), 2);
     CHECK(test_log_has("hx12_thr", "--threads 100000"));
     CHECK_EQ_INT(test_sh("%s bpe --vocab 100 --out %s/hx12/b.tiktoken %s > %s/hx12_bpe.log 2>&1", test_mxlm_bin(), t,
-                         hx_docs(), t),
+                         test_docs_jsonl("hx_docs.jsonl", 40), t),
                  2);
     CHECK(test_sh("test ! -e %s/hx12/b.tiktoken", t) == 0);
     hx_qin();
@@ -227,7 +211,7 @@ TEST(hostile_special_inputs_refused) {
         {"hx13_eval", "eval --ckpt %1$s/hx13/f.bin %1$s/hx13_val.bin"},
         {"hx13_evald", "eval --ckpt %1$s/hx13 %1$s/hx13_val.bin"},
     };
-    test_sh("cp %s %s/hx13_docs.jsonl", hx_docs(), t);
+    test_sh("cp %s %s/hx13_docs.jsonl", test_docs_jsonl("hx_docs.jsonl", 40), t);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[2048];
 #pragma GCC diagnostic push
@@ -304,7 +288,7 @@ TEST(hostile_long_paths_refused) {
         char cmd[8192];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-        snprintf(cmd, sizeof cmd, cases[i].fmt, lp, t, hx_docs());
+        snprintf(cmd, sizeof cmd, cases[i].fmt, lp, t, test_docs_jsonl("hx_docs.jsonl", 40));
 #pragma GCC diagnostic pop
         const int rc = hx_run(cases[i].log, cmd);
         CHECKF(rc == 2, "%s: exit %d, expected 2 (a usage error)", cases[i].log, rc);

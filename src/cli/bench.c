@@ -1,6 +1,6 @@
 /* bench.c: ./mxlm bench quant|hadamard|gemm — GPU benchmarks (CUDA build),
  * each printing a table of ratios against ceilings measured in the same run
- * (copy bandwidth; cuBLASLt BF16 and FP8 GEMMs). See bench/NOTES.md. */
+ * (copy bandwidth; cuBLASLt BF16 and FP8 GEMMs). See docs/gpu.md. */
 #include <stdio.h>
 #include <string.h>
 

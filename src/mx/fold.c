@@ -1,6 +1,6 @@
 /* fold.c: the folded form of MXFP4 operands (mx.h "the folded form"; docs/gpu.md), the CPU reference of
  * the GPU fast path's fold (src/cuda/mx/mxfp4.cu: qf_pass / fold32 with VEC128 and OUTER scales) and of
- * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; bench/NOTES.md session 11), and the
+ * the exact fix-up of the blocks an OUTER fold cannot hold (issue 16; docs/gpu.md), and the
  * re-expression of a VEC128-folded operand under OUTER scales (mx_fold_outer_from_vec128; mxfp4.cu's
  * k_fold_outer is its twin).
  * Guarantee: deterministic, no state; mx_fold_product's FP64 sums run in a fixed order (k ascending,

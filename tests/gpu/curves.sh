@@ -30,7 +30,7 @@ RT=${CURVES:-"bf16:0.04:0.05:0.001 fp8:0.04:0.05:0.01 mxfp4-fdw-h16:0.05:0.06:0.
     nvfp4-nvidia:0.05:0.06:0.02 mxfp8:0.04:0.05:0.01 mxfp4-tseng:0.05:0.06:0.02"}
 # CURVES="recipe:tol_train:tol_val[:tol_first] ..." replaces the list (the checks after it need bf16, fp8 and
 # mxfp4-fdw-h16 in it); SEEDS (default "1 2 3") the seeds each recipe runs with (RUN_DIR-sS-DEVICE; seed 1 is
-# RUN_DIR-DEVICE, which the checks below use). Measured over seeds 1-3 (H200, 2026-12-02, session 11, 7fa1ca3;
+# RUN_DIR-DEVICE, which the checks below use). Measured over seeds 1-3 (H200, 2026-12-02;
 # mean train / final val per seed): bf16 0.020 0.027 0.025 / 0.021 0.028 0.009, fp8 0.017 0.037 0.022 / 0.032
 # 0.030 0.007, mxfp4-fdw-h16 0.021 0.027 0.066 / 0.005 0.021 0.051, nvfp4 0.055 0.026 0.032 / 0.042 0.032 0.029.
 SEEDS=${SEEDS:-1 2 3}

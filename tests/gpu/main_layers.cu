@@ -137,17 +137,8 @@ static void run_bench(int scale) {
 }
 
 int main(int argc, char** argv) {
-    g_nfilt = argc - 1;
-    g_filt = argv + 1;
-    g_rng = 0x5EED5EED12345678ull;
     const int bench = argc > 1 && !strcmp(argv[1], "--bench");
-    char info[512];
-    if (mxg_device_info(info, sizeof info)) {
-        fprintf(stderr, "no usable GPU: %s\n", info);
-        return 1;
-    }
-    printf("GPU: %s\n", info);
-    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    if (gpu_test_start(argc, argv, 0x5EED5EED12345678ull)) return 1;
     printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
     if (bench) { /* timings only; `--bench N` divides the sizes by N */
         run_bench(argc > 2 ? atoi(argv[2]) > 0 ? atoi(argv[2]) : 1 : 1);
@@ -235,18 +226,13 @@ int main(int argc, char** argv) {
     test_quant_telemetry(MX_LAYOUT_1x32, MX_LAYOUT_32x1, 0, 0, 0, 256, 96);
     test_quant_telemetry(MX_LAYOUT_1x32, MX_LAYOUT_32x1, 16, 1, 1, 256, 96);
     test_quant_telemetry(MX_LAYOUT_32x32, MX_LAYOUT_32x32, 64, 0, 0, 256, 192);
-    test_linear_telemetry("mxfp4-fdw-h16", 160, 256, 96, 0);
-    test_linear_telemetry("mxfp4-fdw-h16", 160, 256, 96, 1);
-    test_linear_telemetry("mxfp4-fdw-sr", 160, 256, 96, 0);
-    test_linear_telemetry("mxfp4-fdw-rh16+rh=step", 160, 256, 96, 0);
-    test_linear_telemetry("mxfp4-fdw-sr-h32-2d", 160, 256, 96, 0);
-    test_linear_telemetry("mxfp4-fdw-h16-2d", 160, 256, 96, 1);
-    test_linear_telemetry("mxfp4-fdw-h128", 128, 256, 128, 0);
-    test_linear_telemetry("mxfp4-f-h16", 160, 256, 96, 0);
-    test_linear_telemetry("bf16", 160, 256, 96, 0);
-    test_linear_telemetry("bf16", 160, 256, 96, 1);
-    test_linear_telemetry("fp8", 160, 256, 96, 0);
-    test_linear_telemetry("fp32", 160, 256, 96, 0);
+    static const struct { const char* recipe; int M, K, N, nonfin; } tel[] = {
+        {"mxfp4-fdw-h16", 160, 256, 96, 0}, {"mxfp4-fdw-h16", 160, 256, 96, 1}, {"mxfp4-fdw-sr", 160, 256, 96, 0},
+        {"mxfp4-fdw-rh16+rh=step", 160, 256, 96, 0}, {"mxfp4-fdw-sr-h32-2d", 160, 256, 96, 0},
+        {"mxfp4-fdw-h16-2d", 160, 256, 96, 1}, {"mxfp4-fdw-h128", 128, 256, 128, 0}, {"mxfp4-f-h16", 160, 256, 96, 0},
+        {"bf16", 160, 256, 96, 0}, {"bf16", 160, 256, 96, 1}, {"fp8", 160, 256, 96, 0}, {"fp32", 160, 256, 96, 0},
+    };
+    for (const auto& c : tel) test_linear_telemetry(c.recipe, c.M, c.K, c.N, c.nonfin);
     /* NVFP4, MXFP8 and MXFP4 under dither (linear.cu's block_gemm: the quantizers of nvfp4.cu / mxfp8.cu /
      * mxfp4_ref.cu, checked bit for bit by the run program; here the layer: its products against linear.c's
      * within the exact path's tolerance, which a flipped code would exceed, and its telemetry). */
@@ -264,8 +250,7 @@ int main(int argc, char** argv) {
     /* bf16: a BF16 rounding error depends on an element's low 16 bits, which the summation-order
      * differences of the activations and gradients change: err2 of such an operand is a new sample
      * (the dY operands differed by up to 4% = 0.19 dB in the host emulation, tools/cuda_emu). On the H200
-     * (2026-12-03, b09b3dd, the input seeds of the default and MXG_SEED 3-6: bench/gpu-results-2026-12-03b/
-     * call1, call4) Fprop's operands stayed within their 0.5 dB, while Dgrad's and Wgrad's (the v projection's dY,
+     * (2026-12-03, the input seeds of the default and MXG_SEED 3-6) Fprop's operands stayed within their 0.5 dB, while Dgrad's and Wgrad's (the v projection's dY,
      * err2 of a few large elements) came to 0.52, 0.59 and 1.01 dB with sig2 within 9e-4: hence 1.5 dB for
      * those; a lost micro-batch or operand still shows in sig2 (errors near 0.5-1 against 5e-3) */
     test_model_telemetry("bf16", 0, 5e-3, 0.5, 5e-3, 1.5);

@@ -10,15 +10,9 @@
 
 int main(int argc, char** argv) {
     const char* filter = NULL;
-    g_nfilt = argc - 1;
-    g_filt = argv + 1;
     g_msg_cap = 40;
-    g_rng = 0x9E3779B97F4A7C15ull;
-    char info[512];
-    if (mxg_device_info(info, sizeof info)) { fprintf(stderr, "no usable GPU: %s\n", info); return 1; }
-    printf("GPU: %s\n", info);
-    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
-    else g_rng ^= (uint64_t)time(NULL);  /* fresh inputs each run; the seed is printed */
+    if (gpu_test_start(argc, argv, 0x9E3779B97F4A7C15ull)) return 1;
+    if (!getenv("MXG_SEED")) g_rng ^= (uint64_t)time(NULL); /* fresh inputs each run; the seed is printed */
     printf("input seed: MXG_SEED=0x%llx\n", (unsigned long long)g_rng);
     test_e2m1();
     test_quant(filter);

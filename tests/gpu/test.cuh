@@ -95,6 +95,21 @@ inline uint64_t rnd64(void) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+/* A test program's start: its arguments are the filters (wanted), the GPU is named (0) or none is usable (1, said
+ * on stderr), and g_rng = seed unless MXG_SEED gives one. */
+inline int gpu_test_start(int argc, char** argv, uint64_t seed) {
+    g_nfilt = argc - 1;
+    g_filt = argv + 1;
+    g_rng = seed;
+    char info[512];
+    if (mxg_device_info(info, sizeof info)) {
+        fprintf(stderr, "no usable GPU: %s\n", info);
+        return 1;
+    }
+    printf("GPU: %s\n", info);
+    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    return 0;
+}
 inline double rndu(void) { return (rnd64() >> 11) * (1.0 / 9007199254740992.0); }
 /* A standard normal (Box-Muller) in double (run) and rounded to float (layers). */
 inline double rndn(void) {
@@ -274,6 +289,6 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
                           double tol_db_bwd);                                   /* test_llama.cu */
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 void test_model_shared_grads(const char* recipe, int act16);                  /* test_llama.cu */
-void test_model_wcache(const char* recipe);                                   /* test_llama.cu */
+void test_model_wcache(const char* recipe, const char* outer);               /* test_llama.cu */
 
 #endif

@@ -417,17 +417,8 @@ static void run_kernels(const int* cfg) {
 }
 
 int main(int argc, char** argv) {
-    g_nfilt = argc - 1;
-    g_filt = argv + 1;
     const int bench = argc > 1 && !strcmp(argv[1], "--bench");
-    char info[512];
-    if (mxg_device_info(info, sizeof info)) {
-        fprintf(stderr, "no usable GPU: %s\n", info);
-        return 1;
-    }
-    printf("GPU: %s\n", info);
-    g_rng = 0x5EED5EED12345678ull; /* this program's inputs (MXG_SEED overrides) */
-    if (getenv("MXG_SEED")) g_rng = strtoull(getenv("MXG_SEED"), NULL, 0);
+    if (gpu_test_start(argc, argv, 0x5EED5EED12345678ull)) return 1; /* this program's inputs (MXG_SEED overrides) */
     if (argc > 1 && !strcmp(argv[1], "--kernels")) { /* [fwd,mt,dq,mt,dkv,mt]: the configuration (else defaults) */
         int cfg[6] = {0, 0, 0, 0, 0, 0};
         if (argc > 2 && sscanf(argv[2], "%d,%d,%d,%d,%d,%d", &cfg[0], &cfg[1], &cfg[2], &cfg[3], &cfg[4], &cfg[5]) != 6) {

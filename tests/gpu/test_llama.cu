@@ -107,6 +107,26 @@ static int gpu_model_step(const mx_llama* m, const float* P, float* G, const int
     return rc;
 }
 
+/* n token ids from a small alphabet (repeated tokens) and n targets over the vocabulary. */
+static void draw_tokens(int n, int vocab, std::vector<int32_t>& tok, std::vector<int32_t>& tgt) {
+    tok.resize(n);
+    tgt.resize(n);
+    for (int i = 0; i < n; i++) {
+        tok[i] = (int32_t)(rnd64() % 64);
+        tgt[i] = (int32_t)(rnd64() % vocab);
+    }
+}
+
+/* The CPU model's forward and backward of B x T tokens (the loss weighted 1/N) into *loss; 0, or 1 with the test
+ * failed, m freed and the test ended. */
+static int cpu_pass(mx_llama* m, const int32_t* tok, const int32_t* tgt, int B, int T, float* loss) {
+    if (!mx_llama_forward(m, tok, tgt, B, T, loss) && !mx_llama_backward(m, tok, tgt, 1.0f / (B * T))) return 0;
+    fail("CPU model: %s", mx_last_error());
+    mx_llama_free(m);
+    end();
+    return 1;
+}
+
 void test_model(int B, int T) {
     char name[96];
     snprintf(name, sizeof name, "model tiny fp32 B%d T%d", B, T);
@@ -123,20 +143,11 @@ void test_model(int B, int T) {
     mx_llama_init_weights(&m, 7);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 0.01f * rndnf(); /* norms away from 1 */
     const int N = B * T, hd = cfg.dim / cfg.n_heads;
-    std::vector<int32_t> tok(N), tgt(N);
-    for (int n = 0; n < N; n++) {
-        tok[n] = (int32_t)(rnd64() % 64); /* a small alphabet: repeated tokens */
-        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
-    }
+    std::vector<int32_t> tok, tgt;
+    draw_tokens(N, cfg.vocab, tok, tgt);
     float loss_c = 0;
     mx_llama_zero_grad(&m);
-    if (mx_llama_forward(&m, tok.data(), tgt.data(), B, T, &loss_c) ||
-        mx_llama_backward(&m, tok.data(), tgt.data(), 1.0f / N)) {
-        fail("CPU model: %s", mx_last_error());
-        mx_llama_free(&m);
-        end();
-        return;
-    }
+    if (cpu_pass(&m, tok.data(), tgt.data(), B, T, &loss_c)) return;
     vecf losses_c(m.losses, m.losses + N);
     vecf cs((size_t)T * hd / 2), sn((size_t)T * hd / 2);
     mx_rope_tables(cs.data(), sn.data(), T, hd, cfg.rope_theta);
@@ -200,21 +211,12 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
     m.head_bf16 = head16;
     const int B = 2, T = 64, N = B * T;
     const uint64_t step = 5;
-    std::vector<int32_t> tok(N), tgt(N);
-    for (int n = 0; n < N; n++) {
-        tok[n] = (int32_t)(rnd64() % 64);
-        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
-    }
+    std::vector<int32_t> tok, tgt;
+    draw_tokens(N, cfg.vocab, tok, tgt);
     float loss_c = 0;
     m.step = step;
     mx_llama_zero_grad(&m);
-    if (mx_llama_forward(&m, tok.data(), tgt.data(), B, T, &loss_c) ||
-        mx_llama_backward(&m, tok.data(), tgt.data(), 1.0f / N)) {
-        fail("CPU model: %s", mx_last_error());
-        mx_llama_free(&m);
-        end();
-        return;
-    }
+    if (cpu_pass(&m, tok.data(), tgt.data(), B, T, &loss_c)) return;
     vecf losses_c(m.losses, m.losses + N);
     /* act16 (GPU runs 3, 4) against the CPU model with the same BF16 rounding points (mx_llama.act16: the
      * linears' inputs, gate, up, dhid, dgate, dup; fp8 and MXFP4 then quantize the BF16 values); for recipes it
@@ -341,11 +343,16 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
  * last bits: sig2 within tol_sig (relative), the SQNR within tol_db dB, clipped blocks within 2% of
  * the blocks + 2, blocks equal. A lost micro-batch, operand or linear gives sig2 errors near 1 (0.5)
  * and a missing rotation an SQNR dB away. */
-/* The tiny preset's CPU model with the recipe, initialised with seed 7 and perturbed by `noise` x N(0, 1)
- * (so that the weights are not the symmetric initial ones); 1 with a failure recorded. */
-static int tiny_model(const char* recipe, float noise, mx_model_config* cfg, mx_recipe* rec, mx_llama* m) {
+/* Test `name` begun (1 when not wanted) with the tiny preset's CPU model of the recipe, initialised with seed 7
+ * and perturbed by `noise` x N(0, 1) (so that the weights are not the symmetric initial ones); 1 with a failure
+ * recorded and the test ended. */
+static int tiny_model(const char* name, const char* recipe, float noise, mx_model_config* cfg, mx_recipe* rec,
+                      mx_llama* m) {
+    if (!wanted(name)) return 1;
+    begin(name);
     if (mx_model_preset("tiny", cfg) || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
         fail("model: %s", mx_last_error());
+        end();
         return 1;
     }
     mx_llama_init_weights(m, 7);
@@ -361,20 +368,15 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
                           double tol_db_bwd) {
     char name[128];
     snprintf(name, sizeof name, "gpu model telemetry tiny %s %s", recipe, exact ? "exact" : "fast");
-    if (!wanted(name)) return;
-    begin(name);
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    if (tiny_model(name, recipe, 0.01f, &cfg, &rec, &m)) return;
     m.head_bf16 = 0;
     const int B = 2, T = 64, N = B * T;
     const uint64_t step = 5;
-    std::vector<int32_t> tok(2 * N), tgt(2 * N);
-    for (int n = 0; n < 2 * N; n++) {
-        tok[n] = (int32_t)(rnd64() % 64);
-        tgt[n] = (int32_t)(rnd64() % cfg.vocab);
-    }
+    std::vector<int32_t> tok, tgt;
+    draw_tokens(2 * N, cfg.vocab, tok, tgt);
     const int nl = cfg.n_layers * MX_LIN_PER_BLOCK;
     mx_telemetry_reset(&m);
     m.telemetry = 1;
@@ -382,13 +384,7 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
     for (int a = 0; a < 2; a++) {
         float lo = 0;
         m.step = step + a;
-        if (mx_llama_forward(&m, tok.data() + a * N, tgt.data() + a * N, B, T, &lo) ||
-            mx_llama_backward(&m, tok.data() + a * N, tgt.data() + a * N, 1.0f / N)) {
-            fail("CPU model: %s", mx_last_error());
-            mx_llama_free(&m);
-            end();
-            return;
-        }
+        if (cpu_pass(&m, tok.data() + a * N, tgt.data() + a * N, B, T, &lo)) return;
     }
     m.telemetry = 0;
     std::vector<mx_linear_state> gl(nl);
@@ -469,12 +465,10 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
 void test_gpu_decode(const char* recipe, int head16, double tol) {
     char name[128];
     snprintf(name, sizeof name, "gpu decode tiny %s%s", recipe, head16 ? " head16" : "");
-    if (!wanted(name)) return;
-    begin(name);
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(recipe, 0.02f, &cfg, &rec, &m)) { end(); return; }
+    if (tiny_model(name, recipe, 0.02f, &cfg, &rec, &m)) return;
     m.head_bf16 = head16;
     const int NP = 9, NT = 13, V = cfg.vocab;
     std::vector<int32_t> tok(NT);
@@ -584,12 +578,10 @@ static void two_runs(const mx_model_config& cfg, const mx_llama& m, Make make, A
 void test_model_shared_grads(const char* recipe, int act16) {
     char name[128];
     snprintf(name, sizeof name, "gpu model shared gradients tiny %s%s", recipe, act16 ? " act16" : "");
-    if (!wanted(name)) return;
-    begin(name);
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    if (tiny_model(name, recipe, 0.01f, &cfg, &rec, &m)) return;
     const int B = 8, T = 128, N = B * T;
     auto make = [&](int r) {
         mxg_llama* g = NULL;
@@ -634,13 +626,12 @@ void test_model_shared_grads(const char* recipe, int act16) {
 /* outer (NULL: the default, fprop): MXLM_GPU_OUTER for both runs. */
 void test_model_wcache(const char* recipe, const char* outer) {
     char name[128];
-    snprintf(name, sizeof name, "gpu model weight operands once per update tiny %s", recipe);
-    if (!wanted(name)) return;
-    begin(name);
+    snprintf(name, sizeof name, "gpu model weight operands once per update tiny %s%s%s", recipe, outer ? " outer=" : "",
+             outer ? outer : "");
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(recipe, 0.01f, &cfg, &rec, &m)) { end(); return; }
+    if (tiny_model(name, recipe, 0.01f, &cfg, &rec, &m)) return;
     long long hits[2] = {0, 0}, h0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_WCACHE", "0", 1); /* read when the model is made */

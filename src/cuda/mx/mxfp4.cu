@@ -775,7 +775,7 @@ int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
 /* The two-direction h16 kernel on BF16 without random signs (the trainer's X and dY operands) held to 64
  * registers, two CTAs an SM (its two 40-KB tile buffers allow it; FP32's 72-KB ones do not): 0.187 -> 0.166 ms
  * for both directions' E4M3 of [16384, 4096] on the H200, 0.162 -> 0.150 ms for the codes; with rh16's sign
- * multiplies 0.169 -> 0.180, so those keep one CTA (bench/NOTES.md, 2026-12-04). */
+ * multiplies 0.169 -> 0.180, so those keep one CTA (docs/gpu.md, 2026-12-04). */
 template <typename T, int N> int launch_qfast_n(const QArgs& a, cudaStream_t st) {
     if constexpr (N == 16 && sizeof(T) == 2)
         if (a.s[0].active && a.s[1].active && !a.s[0].rnd && !a.s[1].rnd) return launch_qfast_cfg<T, 128, 128, N, 2>(a, st);

@@ -120,13 +120,13 @@ __global__ void k_to_bf16(CvtJobs j) {
 /* ---- host side ---------------------------------------------------------------------------- */
 
 /* Tile configuration: warps per CTA and m-tiles (16 rows) per warp of the forward, dq and dk/dv
- * kernels; 0: the default, chosen on the H200 (bench/NOTES.md). */
+ * kernels; 0: the default, chosen on the H200 (docs/gpu.md). */
 int g_cfg[6] = {0, 0, 0, 0, 0, 0};
 void* g_ws[2] = {NULL, NULL}; /* 0: the FP32 wrappers' BF16 copies; 1: the fused backward's dqa and sem */
 size_t g_ws_bytes[2] = {0, 0};
 
 int default_cfg(int which, int hd) {
-    /* measured on the H200 (bench/NOTES.md): 2026-12-05 (session 19), the swapped grid, the dk/dv
+    /* measured on the H200 (docs/gpu.md): 2026-12-05, the swapped grid, the dk/dv
      * producers' registers and the warp-specialized dq kernel (delta made in it): hd 64 the wgmma
      * forward with the warp-specialized dq (pipelined, Q and dO in registers) and dk/dv kernels; hd 128
      * the warp-specialized forward, dq (Q and dO in registers) and dk/dv kernels */
