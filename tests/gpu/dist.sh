@@ -21,7 +21,9 @@ same_run() { # $1 $2 run dirs, $3 label: identical metrics (but timing) and fina
   if [ "$(strip $1)" = "$(strip $2)" ] && cmp -s $1/ckpt-00000040.bin $2/ckpt-00000040.bin; then ok "$3"
   else bad "$3"; diff <(strip $1) <(strip $2) 2>/dev/null | head -5; fi
 }
-T="--preset tiny --steps 40 --batch 4 --seq 128 --eval-every 10 --ckpt-every 20 --log-every 20 --device cuda"
+# one run id for all (a checkpoint records its run's id, 64 random bits by default: compared byte for byte, the
+# runs must share it)
+T="--preset tiny --steps 40 --batch 4 --seq 128 --eval-every 10 --ckpt-every 20 --log-every 20 --device cuda --run-id 4b52"
 
 if [ -n "${NCCL_INC:-}" ]; then
   if cc -I"$NCCL_INC" -I/usr/local/cuda/include -o "$OUT/abi" tests/gpu/nccl_abi.c -L"${NCCL_LIB:-/usr/lib}" -lnccl \
