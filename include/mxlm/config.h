@@ -59,7 +59,7 @@ int mx_config_load(const char* path, const mx_config_key* keys, char*** argv_out
 int mx_config_value_write(const char* v, char* out, size_t n);
 int mx_config_value_read(const char* v, size_t len, char* out, size_t n);
 /* The value of the first "key = value" line of text (config.txt, a checkpoint fingerprint) into out (n
- * bytes), read as above: 1 found, 0 not (or malformed). */
+ * bytes), read as above: 1 found, 0 not (or malformed, or longer than out: never cut short). */
 int mx_config_get(const char* text, const char* key, char* out, size_t n);
 
 /* Free what mx_config_tokens / mx_config_load returned (NULL is fine). */

@@ -60,10 +60,9 @@ int mx_docs_count(const char* const* paths, int n_paths, int format, const char*
 
 /* ---- prep: documents -> token shards ---- */
 struct mx_tokenizer;
-/* prep's bounds (the CLI refuses others, exit 2): tokens per shard (2^16: many windows of any context, and
- * a few files per million tokens, not one per token), threads. */
+/* prep's least tokens per shard (the CLI refuses fewer, exit 2; 2^16: many windows of any context, and a few
+ * files per million tokens, not one per token). --threads is the CLI's shared option (cli.h). */
 #define MX_PREP_SHARD_MIN 65536
-#define MX_PREP_THREADS_MAX 1024
 typedef struct {
     const char* const* inputs; int n_inputs;
     int format; const char* field;           /* field: JSON key, default "text" */

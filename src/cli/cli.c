@@ -50,10 +50,18 @@ void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopt
 }
 
 int cli_path_check(const char* cmd, const char* name, const char* v) {
-    if (*v) return 0;
-    if (name)
-        fprintf(stderr, "mxlm %s: --%s: an empty path (give a file or directory name; '.' for this one)\n", cmd, name);
-    else fprintf(stderr, "mxlm %s: an empty argument (an input named ''): give a file name\n", cmd);
+    if (!*v) {
+        if (name)
+            fprintf(stderr, "mxlm %s: --%s: an empty path (give a file or directory name; '.' for this one)\n", cmd, name);
+        else fprintf(stderr, "mxlm %s: an empty argument (an input named ''): give a file name\n", cmd);
+        return 2;
+    }
+    if (strlen(v) <= MX_PATH_LEN) return 0;
+    char what[80];
+    if (name) snprintf(what, sizeof what, "--%s", name);
+    else snprintf(what, sizeof what, "an argument");
+    fprintf(stderr, "mxlm %s: %s: a path of %zu bytes (%.40s...); mxlm takes paths of at most %d bytes\n", cmd, what,
+            strlen(v), v, MX_PATH_LEN);
     return 2;
 }
 
@@ -65,14 +73,6 @@ int cli_finish_stdout(const char* cmd, int rc) {
     if (!bad) return rc;
     fprintf(stderr, "mxlm %s: writing the standard output failed: %s\n", cmd, e ? strerror(e) : "write error");
     return rc ? rc : 1;
-}
-
-/* A path argument longer than mxlm takes: a usage error (2). */
-static int path_too_long(const char* cmd, const char* what, const char* v) {
-    if (strlen(v) <= MX_PATH_LEN) return 0;
-    fprintf(stderr, "mxlm %s: %s: a path of %zu bytes (%.40s...); mxlm takes paths of at most %d bytes\n", cmd, what,
-            strlen(v), v, MX_PATH_LEN);
-    return 2;
 }
 
 static int set_value(const cli_opt* o, const char* v, const char* cmd) {
@@ -105,13 +105,10 @@ static int set_value(const cli_opt* o, const char* v, const char* cmd) {
         return 0;
     }
     case OPT_STR: *(const char**)o->dst = v; return 0;
-    case OPT_PATH: {
-        char what[80];
-        snprintf(what, sizeof what, "--%s", o->name);
-        if (cli_path_check(cmd, o->name, v) || path_too_long(cmd, what, v)) return 2;
+    case OPT_PATH:
+        if (cli_path_check(cmd, o->name, v)) return 2;
         *(const char**)o->dst = v;
         return 0;
-    }
     case OPT_FLAG: *(int*)o->dst = 1; return 0;
     }
 bad:
@@ -156,8 +153,7 @@ int cli_parse(int argc, char** argv, const char* cmd, const char* usage, const c
                 fprintf(stderr, "mxlm %s: unexpected argument '%s' (see mxlm %s --help)\n", cmd, a, cmd);
                 return 2;
             }
-            if (cli_path_check(cmd, NULL, a)) return 2; /* an empty argument: an input named '' */
-            if (path_too_long(cmd, "an argument", a)) return 2;
+            if (cli_path_check(cmd, NULL, a)) return 2; /* an input named '', or too long a path */
             pos[np++] = argv[i];
             continue;
         }

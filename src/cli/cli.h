@@ -31,8 +31,9 @@ void cli_usage(const char* cmd, const char* usage, const cli_opt* opts, int nopt
 int cli_common_set(const char* cmd, const char* name, const char* v);
 int cli_threads(void);
 
-/* An empty path refused: 0, or 2 and "mxlm CMD: --NAME: an empty path" (name NULL: a positional argument).
- * cli_parse applies it to every OPT_PATH option and every positional argument. */
+/* A path value checked: 0, or 2 with a message for an empty one ("mxlm CMD: --NAME: an empty path"; name NULL: a
+ * positional argument) or one over MX_PATH_LEN bytes. cli_parse applies it to every OPT_PATH option and every
+ * positional argument. */
 int cli_path_check(const char* cmd, const char* name, const char* v);
 
 /* At the end of every subcommand (main.c): standard output flushed and closed; when that fails (a full disk,

@@ -303,15 +303,13 @@ static int resume_base(char** u, int nu, char*** base, int* nbase) {
     }
     char cpath[1200], latest[1200];
     if (cli_pathf("train", cpath, sizeof cpath, "%s/config.txt", out)) return 2;
-    if (ckpt && mx_check_input(ckpt, "checkpoint")) { /* a FIFO or a device: refused before it counts as one */
-        fprintf(stderr, "mxlm train: %s\n", mx_last_error());
-        return 1;
-    }
     struct stat st;
     if (stat(cpath, &st) != 0) { /* nothing recorded: the trainer decides (restart, or no run) - unless it has
                                   * checkpoints, whose configuration is lost: no option is to blame */
         const int e = errno;
-        if (!mx_ckpt_latest(out, latest, sizeof latest) && !(ckpt && stat(ckpt, &st) == 0)) return 0;
+        /* (a --ckpt that is no regular file is no checkpoint: the trainer refuses it as an input) */
+        if (!mx_ckpt_latest(out, latest, sizeof latest) && !(ckpt && stat(ckpt, &st) == 0 && S_ISREG(st.st_mode)))
+            return 0;
         fprintf(stderr, "mxlm train: --resume: %s has checkpoints but no config.txt (%s: %s): the run's configuration "
                         "is lost, so it cannot be resumed; put its config.txt back\n", out, cpath, strerror(e));
         return 1;

@@ -371,8 +371,7 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
     for (int i = 0; i < o->n_inputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) return mx_fail(MX_EIO, "%s: %s", o->inputs[i], strerror(errno));
-        int rc = mx_check_input(o->inputs[i], NULL); /* before an output folder or lock is made */
-        if (rc) return rc;
+        if (!S_ISREG(sb.st_mode)) return mx_check_input(o->inputs[i], NULL); /* before an output folder or lock */
         pl.total_bytes += (uint64_t)sb.st_size;
     }
     int64_t n_val = 0, n_all = -1;
@@ -404,12 +403,11 @@ int mx_prep_run(const mx_prep_opts* o, mx_prep_stats* st) {
         }
     }
     int lock_fd[2] = {-1, -1};
+    const int own_val = o->val_pattern && strcmp(o->val_pattern, o->train_pattern); /* a second output */
     int rc = lock_output(o->train_pattern, &lock_fd[0]);
-    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
-        rc = lock_output(o->val_pattern, &lock_fd[1]);
+    if (!rc && own_val) rc = lock_output(o->val_pattern, &lock_fd[1]);
     if (!rc) rc = check_old_set(o->train_pattern, o->replace, &pl.old[0], &pl.n_old[0]);
-    if (!rc && o->val_pattern && strcmp(o->val_pattern, o->train_pattern))
-        rc = check_old_set(o->val_pattern, o->replace, &pl.old[1], &pl.n_old[1]);
+    if (!rc && own_val) rc = check_old_set(o->val_pattern, o->replace, &pl.old[1], &pl.n_old[1]);
     if (!rc) rc = prep_locked(o, st, &pl);
     for (int i = 0; i < 2; i++) {
         free_names(pl.old[i], pl.n_old[i]);

@@ -103,7 +103,10 @@ int mx_config_get(const char* text, const char* key, char* out, size_t n) {
         if (*eq != '=') continue;
         const char* v = eq + 1;
         size_t vl = strcspn(v, "\n");
-        return mx_config_value_read(v, vl, out, n) >= 0;
+        const int l = mx_config_value_read(v, vl, out, n);
+        if (l >= 0 && (size_t)l < n) return 1;
+        if (n) out[0] = 0; /* malformed, or longer than out: unusable, never cut short */
+        return 0;
     }
     return 0;
 }
