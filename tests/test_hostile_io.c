@@ -141,9 +141,13 @@ TEST(hostile_prep_stale_shards) {
     CHECK(test_sh("test \"$(ls %s/hx3/x_train_*.bin)\" = %s/hx3/x_train_000000.bin", t, t) == 0);
     CHECK(test_sh("test \"$(ls %s/hx3/x_val_*.bin)\" = %s/hx3/x_val_000000.bin", t, t) == 0);
     /* an interrupted run leaves nothing a shard glob takes: its files are hidden (.NAME.part) */
-    test_sh("cat %s/hx3_big.jsonl %s/hx3_big.jsonl %s/hx3_big.jsonl > %s/hx3_big3.jsonl", t, t, t, t);
+    /* 400,000 documents (about 0.5 s of prep where the first part appears after a few ms): the kill lands
+     * while shards are still being written, not in the rename loop at the end (a 12,000-document input was
+     * done in 27 ms and CI once killed it between its renames) */
+    test_sh("awk 'BEGIN{for(i=1;i<=400000;i++) printf \"{\\\"text\\\":\\\"doc %%d %%d of many words\\\"}\\n\", i, i}' "
+            "> %s/hx3_many.jsonl", t);
     const int killed = test_sh("%s prep --encoding tiny --quiet --threads 1 --out %s/hx3/k --shard-tokens 65536 "
-                               "%s/hx3_big3.jsonl & p=$!; for i in $(seq 1 200); do ls -A %s/hx3 | grep -q "
+                               "%s/hx3_many.jsonl & p=$!; for i in $(seq 1 200); do ls -A %s/hx3 | grep -q "
                                "'^\\.k_.*part' && break; sleep 0.01; done; { kill -9 $p; wait $p; } 2>/dev/null; "
                                "test $? = 137",
                                test_mxlm_bin(), t, t, t) == 0;
