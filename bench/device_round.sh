@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant gemmodes numerics tests sanitize vars telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant qfastab gemmodes numerics tests sanitize vars telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -60,6 +60,11 @@ t0=$(date +%s)
 if has quant; then # the quantizer benchmark (issue 16's bar: >= 60% of the copy measured in the same run)
   timeout 240 build/cuda/mxlm bench quant > "$OUT/quant-bench.txt" 2>&1
   echo "quant bench done ($(( $(date +%s) - t0 )) s)"
+fi
+if has qfastab; then # issue 16: the fast quantizer's candidate code paths (mxfp4.cu's QF_OPT_* bits) against the
+  # trainer's, byte for byte and timed against a copy in the same run (bench/qfast_ab.cu, carried in bins.tar.xz)
+  timeout 200 /tmp/bins/qfast_ab > "$OUT/qfast-ab.txt" 2>&1 || echo "qfast_ab: exit $?" >> "$OUT/qfast-ab.txt"
+  echo "qfast ab done ($(( $(date +%s) - t0 )) s)"
 fi
 if has gemmodes; then # issue 16: which cuBLASLt FP8 scale-mode pairs (OUTER, VEC128, 128x128 blocks) run, and how fast,
   # at the trainer's linear shapes (bench/gemm_modes.cu, carried in bins.tar.xz)
@@ -249,6 +254,7 @@ has quant && cat "$OUT/quant-bench.txt"
 has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12
 has sanitize && cat "$OUT/sanitize.txt"
+has qfastab && cat "$OUT/qfast-ab.txt"
 has gemmodes && cat "$OUT/gemm-modes.txt"
 has ab && cat "$OUT/ab.txt"
 has conc && cat "$OUT/conc.txt"

@@ -2,8 +2,9 @@
 # bench/make_carry.sh: make, on the development machine, the git-ignored files that device calls carry
 # (.device-carry/, named in the device tool's `carry`), from a fresh checkout. Not a test. Run from the
 # repository root:
-#   bash bench/make_carry.sh [bins] [study20m] [study60m] [mxlm@REV]      (default: the first three)
-# bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a) and bench/gemm_modes.cu, stripped:
+#   bash bench/make_carry.sh [bins] [study20m] [study60m] [study125m] [mxlm@REV]      (default: the first three)
+# bins      build/cuda/{mxlm, tests/gpu/run, layers, attn} (make; nvcc for sm_90a), bench/gemm_modes.cu and
+#           bench/qfast_ab.cu (with the C library's objects of build/cpu), stripped:
 #           .device-carry/bins.tar.xz (bench/device_round.sh), .device-carry/mxlm.xz (bench/study_round.sh),
 #           .device-carry/data/ (the tiny shards: saves a fresh device machine building the CPU tree)
 # mxlm@REV  .device-carry/mxlm-REV.xz: the trainer of commit REV, built in a git worktree (/tmp/mxlm-wt-REV): a
@@ -13,6 +14,9 @@
 #           shard of 28.8M tokens) and .device-carry/study20m-val.bin (all of val.jsonl.zst, 1.27M tokens)
 # study60m  .device-carry/study60m-train.bin.xz (train-00..02, 44.3M tokens, cut to its first 35M so that a
 #           call fits 64 MiB) and the same validation file
+# study125m .device-carry/study125m-train-K.bin.xz, K = 0..3: train-0K of ../shared/corpus, one shard each (59.6M
+#           tokens in all, ~15.5 MB each xz'd: two device calls carry them, two shards each, to a warm machine:
+#           bench/study_round.sh SIZE=125m DATA_ONLY=1), and the same validation file
 # Each file is checked against the sha256 the study's runs were made with (bench/study_round.sh's header),
 # so a changed tokenizer or corpus stops here rather than pairing new runs with old ones.
 # Needs: the Debian packages of the README (libzstd-dev, zlib1g-dev), xz-utils, nvcc for bins, node/npm for
@@ -34,6 +38,10 @@ if has bins; then
   cp build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn} /tmp/make_carry_bins/
   # the cuBLASLt scale-mode probe (device_round.sh PARTS=gemmodes)
   "${NVCC:-nvcc}" -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o /tmp/make_carry_bins/gemm_modes
+  # the fast quantizer's candidate code paths against the trainer's (device_round.sh PARTS=qfastab)
+  make -j"$(nproc)" build/cpu/mxlm > /dev/null
+  "${NVCC:-nvcc}" -std=c++17 -O3 --fmad=false -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -DMXLM_CUDA \
+    bench/qfast_ab.cu build/cpu/src/mx/*.o build/cpu/src/util/*.o -lzstd -lz -lgomp -o /tmp/make_carry_bins/qfast_ab
   strip --strip-debug /tmp/make_carry_bins/*
   # -9: its 64-MiB window sees the four binaries' shared (already compressed) device code once: 11 MB, where -6
   # gave 43 (over a device call's 64 MiB with the tree)
@@ -51,7 +59,7 @@ for part in $PARTS; do
   xz -T0 -9 -c /tmp/make_carry_mxlm_$rev > "$C/mxlm-$rev.xz"
   echo "mxlm@$rev: $C/mxlm-$rev.xz"
 done
-if has study20m || has study60m; then
+if has study20m || has study60m || has study125m; then
   [ -f data/tokenizers/r50k_base.tiktoken ] || bash tools/fetch_tokenizers.sh > /dev/null
   [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
   mkdir -p build/study20m
@@ -83,6 +91,16 @@ EOF
   check build/study60m/train_000000.bin d940fe11
   xz -T0 -9 -c build/study60m/train_000000.bin > "$C/study60m-train.bin.xz"
 fi
+if has study125m; then
+  mkdir -p build/study125m
+  sums=(148eb5e4 6e7c6500 255b58c3 bd80aa92) # the sha256 prefixes the 125m runs are made with
+  for k in 0 1 2 3; do
+    build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern build/study125m/train_00000$k.bin --val-fraction 0 \
+      ../shared/corpus/train-0$k.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+    check build/study125m/train_00000$k.bin "${sums[$k]}"
+    xz -T0 -9 -c build/study125m/train_00000$k.bin > "$C/study125m-train-$k.bin.xz"
+  done
+fi
 ls -la "$C"
 # what each kind of call carries, with the tracked tree, against the device tool's 64 MiB
 tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
@@ -94,3 +112,5 @@ fits() { # LABEL FILE...
 fits "tests (device_round.sh)" bins.tar.xz data
 fits "study 20m (study_round.sh)" mxlm.xz study20m-train.bin.xz study20m-val.bin
 fits "study 60m (study_round.sh)" mxlm.xz study60m-train.bin.xz study20m-val.bin
+fits "study 125m, data call (DATA_ONLY=1)" mxlm.xz study125m-train-0.bin.xz study125m-train-1.bin.xz
+fits "study 125m, run call" mxlm.xz study125m-train-2.bin.xz study125m-train-3.bin.xz study20m-val.bin

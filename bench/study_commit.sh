@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/study_commit.sh: the runs a device call of bench/study_round.sh brought back ($OUT/S-runs.tgz) into the
 # committed study directory, then the report rendered again. Not a test. Run from the repository root:
-#   bash bench/study_commit.sh PATH/study20m-runs.tgz        (or study60m-runs.tgz)
+#   bash bench/study_commit.sh PATH/study20m-runs.tgz        (or study60m-runs.tgz, study125m-runs.tgz)
 # Each finished run of the archive that docs/results/<study>/ does not hold yet is copied as the committed runs are
 # (config.txt, summary.json, tokenizer.txt; metrics.jsonl and train.log as gzip -9 -n, so the bytes do not depend on
 # the time), the archive's study.txt replaces the committed one, and `mxlm study report` (build/cpu/mxlm, made if
@@ -15,7 +15,8 @@ TGZ=${1:?usage: bash bench/study_commit.sh PATH/study20m-runs.tgz}
 case $(basename "$TGZ") in
   study20m-runs.tgz) S=study20m R=docs/results/study-20m-16m-h200 ;;
   study60m-runs.tgz) S=study60m R=docs/results/study-60m-33m-h200 ;;
-  *) echo "study_commit: $TGZ: expected study20m-runs.tgz or study60m-runs.tgz" >&2; exit 2 ;;
+  study125m-runs.tgz) S=study125m R=docs/results/study-125m-100m ;;
+  *) echo "study_commit: $TGZ: expected study20m-, study60m- or study125m-runs.tgz" >&2; exit 2 ;;
 esac
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT

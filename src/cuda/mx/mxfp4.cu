@@ -84,6 +84,7 @@ __global__ void k_selftest_round(unsigned long long* bad) {
             t[k] = mx_e2m1_rint_scaled(fabsf(v[k]), 0.125f);
         }
         const uint32_t p = e2m1_pack8(t, v);
+        nb[0] += e2m1_pack8_mad(t, v) != p; /* QF_OPT_MAD's pack, word for word */
         const int d = -(int)((g >> 3) % 15);
         const float mf = mx_exp2i(d + 6);
         uint32_t lo, hi, o[2];
@@ -540,6 +541,23 @@ template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u
     }
 }
 
+/* Candidate code paths of the fast kernel (k_qfast), a bit each of its OPT template argument; QF_OPT is what
+ * the trainer and `mxlm bench quant` run. bench/qfast_ab.cu times every combination against QF_OPT on the device,
+ * byte for byte against its outputs; a bit that wins there (and passes make test-gpu) joins QF_OPT, and its other
+ * branch goes. Each leaves the outputs as they are by construction:
+ *   QF_OPT_PF   qf_prefetch: a tile wholly inside x copied from one pointer, no per-chunk bounds (the edge form
+ *               spends ~120 of a thread's instructions a tile on addresses and compares: ~2 of the ~24 a value
+ *               and direction of the two-direction kernel)
+ *   QF_OPT_MAD  qf_quant: the codes packed by e2m1_pack8_mad (six ALU-pipe instructions of eight values on the
+ *               multiply-add pipe: the ALU pipe is the one that throttles the kernel, docs/gpu.md)
+ *   QF_OPT_INV  qf_quant: the block's 1 / scale as one shift of the scale byte (mx_exp2i's subnormal branch cannot
+ *               be taken: the byte is at most 253) */
+enum { QF_OPT_PF = 1, QF_OPT_MAD = 2, QF_OPT_INV = 4, QF_OPT_ALL = 7 };
+#ifndef MXLM_QF_OPT
+#define MXLM_QF_OPT 0
+#endif
+constexpr int QF_OPT = MXLM_QF_OPT;
+
 /* The rotation sizes the fast kernels instantiate (the trainer's: none, h16, h32); QF_RT: any size up to 32
  * known at run time (fwht_rt, the norm multiplied in), for the others. */
 constexpr int QF_RT = -1;
@@ -554,7 +572,7 @@ constexpr bool qf_rot(int n) { return n == 0 || n == 16 || n == 32; }
  * reference, and s = inv. Exact while inv <= 2^100 (scale byte >= 27): a power-of-two scaling then keeps
  * a value normal or leaves it below 2^-26, where the reference's rounded y and the fma's exact one both
  * give code 0 (its sign kept). A tinier block (all zero included) takes the reference's two roundings. */
-template <int N>
+template <int N, int OPT = QF_OPT>
 __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (&pk)[4], bool& clip) {
     constexpr bool POW2 = N <= 0 || N == 4 || N == 16;   /* QF_RT: v is already normalized (nrm 1) */
     const float nrm = N > 0 ? mx_hadamard_norm(N) : 1.0f;
@@ -566,7 +584,7 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
     pk[0] = pk[1] = pk[2] = pk[3] = 0;
     if (!(amax <= 3.4028235e38f)) return (uint8_t)MX_E8M0_NAN;
     const uint8_t sb = mx_e8m0_for_amax(amax, (mx_scale_rule)rule);
-    const float inv = mx_exp2i(127 - (int)sb);
+    const float inv = (OPT & QF_OPT_INV) ? mx_u2f((uint32_t)(254 - (int)sb) << 23) : mx_exp2i(127 - (int)sb);
     clip = amax * inv > 6.0f;
     /* the codes of the 32 values, 8 at a time, by the rounding `code` (its float's bits) */
     auto pack = [&](auto code) {
@@ -575,7 +593,7 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
             uint32_t t[8];
 #pragma unroll
             for (int k = 0; k < 8; k++) t[k] = code(v[8 * w + k]);
-            pk[w] = e2m1_pack8(t, &v[8 * w]);
+            pk[w] = (OPT & QF_OPT_MAD) ? e2m1_pack8_mad(t, &v[8 * w]) : e2m1_pack8(t, &v[8 * w]);
         }
     };
     if (sb >= 27) {
@@ -590,7 +608,7 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
 /* One direction's block of the staged tile xt (at r0, c0 in x): DIR 0 a 32-block of a row, DIR 1
  * of a column, owned by this thread; N its rotation. Every thread of the CTA calls it (the column
  * pass's e_ref exchange has a barrier). */
-template <int DIR, int N, typename T, int TR, int TC>
+template <int DIR, int N, typename T, int TR, int TC, int OPT = QF_OPT>
 __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c, unsigned* cnt,
                                         int r0, int c0, int rows, int cols) {
     const int tid = threadIdx.x, lane = tid & 31;
@@ -615,7 +633,7 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     else fwht_ct<N>(v);
     uint32_t pk[4];
     bool clip;
-    const uint8_t sb = qf_quant<N>(v, s.rule, pk, clip);
+    const uint8_t sb = qf_quant<N, OPT>(v, s.rule, pk, clip);
     const unsigned nclip = __popc(__ballot_sync(0xffffffffu, valid && clip));
     if (lane == 0 && nclip) atomicAdd(&cnt[2 * DIR], nclip);
     if (s.codes && valid) *(uint4*)(s.codes + ((size_t)gl * BN + gb) / 2) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
@@ -659,22 +677,37 @@ struct TileWalk {
 };
 
 /* Issue the cp.async copies of the tile at (r0, c0) into the staged buffer xt (chunks outside x are
- * zero-filled), one commit group. */
-template <typename T, int TR, int TC>
+ * zero-filled), one commit group. Thread t copies the 16-byte chunk (r, c) = (t / CPR, (t % CPR) * V) of
+ * every RS-row step (CPR chunks a row, RS = NT / CPR rows a step). A tile wholly inside x (all but the
+ * last row and column of tiles; a uniform branch) takes one source pointer advanced by RS rows a chunk and
+ * no per-chunk bounds (the edge form made a 64-bit address, two compares and a select per chunk: about
+ * 120 of a thread's instructions a tile, ~2 a value and direction of the two-direction kernel's ~24). */
+template <typename T, int TR, int TC, int OPT = QF_OPT>
 __device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int r0, int c0, char* xt) {
-    constexpr int V = 16 / sizeof(T), NT = TR * TC / 32, NL = TR * TC / V / NT;
+    constexpr int V = 16 / sizeof(T), NT = TR * TC / 32, CPR = TC / V, RS = NT / CPR, NL = TR / RS;
+    static_assert(NT % CPR == 0 && TR % RS == 0, "qf_prefetch: a step covers whole rows");
+    const int r = threadIdx.x / CPR, c = (threadIdx.x % CPR) * V;
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xt + qf_at<T, TR, TC>(r, c));
+    constexpr uint32_t DSTEP = (uint32_t)(RS * QfSmem<T, TR, TC>::SB); /* bytes of RS staged rows */
+    if ((OPT & QF_OPT_PF) && r0 + TR <= rows && c0 + TC <= cols) {
+        const T* src = x + (size_t)(r0 + r) * cols + c0 + c;
+        const size_t step = (size_t)RS * cols;
 #pragma unroll
-    for (int j = 0; j < NL; j++) {
-        const int e = j * NT + threadIdx.x, r = e / (TC / V), c = (e % (TC / V)) * V;
-        const bool in = r0 + r < rows && c0 + c < cols;
-        const T* src = in ? x + (size_t)(r0 + r) * cols + c0 + c : x;
-        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xt + qf_at<T, TR, TC>(r, c));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
+        for (int j = 0; j < NL; j++)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + j * DSTEP), "l"(src + j * step));
+    } else {
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            const int rj = r + j * RS;
+            const bool in = r0 + rj < rows && c0 + c < cols;
+            const T* src = in ? x + (size_t)(r0 + rj) * cols + c0 + c : x;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + j * DSTEP), "l"(src), "r"(in ? 16 : 0));
+        }
     }
     asm volatile("cp.async.commit_group;\n" ::);
 }
 
-template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3)>
+template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3), int OPT = QF_OPT>
 __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
     constexpr int NT = TR * TC / 32;
     using L = QfSmem<T, TR, TC>;
@@ -691,10 +724,10 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
     TileWalk cur(blockIdx.x, ntc), nxt = cur;
     nxt.next();
     int t = blockIdx.x;
-    if (t < ntiles) qf_prefetch<T, TR, TC>(x, rows, cols, cur.tr * TR, cur.tc * TC, sm + L::xs);
+    if (t < ntiles) qf_prefetch<T, TR, TC, OPT>(x, rows, cols, cur.tr * TR, cur.tc * TC, sm + L::xs);
     for (int k = 0; t < ntiles; t += gridDim.x, k++) {
         if (t + (int)gridDim.x < ntiles) {
-            qf_prefetch<T, TR, TC>(x, rows, cols, nxt.tr * TR, nxt.tc * TC, sm + L::xs + ((k + 1) & 1) * L::tile);
+            qf_prefetch<T, TR, TC, OPT>(x, rows, cols, nxt.tr * TR, nxt.tc * TC, sm + L::xs + ((k + 1) & 1) * L::tile);
             asm volatile("cp.async.wait_group 1;\n" ::);
         } else {
             asm volatile("cp.async.wait_group 0;\n" ::);
@@ -710,9 +743,9 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qfast(QArgs a) {
         const char* xt = sm + L::xs + (k & 1) * L::tile;
         /* the row pass needs the 4 blocks of a 128-group across the tile (TC 128), the column pass likewise (TR 128) */
         if constexpr (TC == 128)
-            if (a.s[0].active) qf_pass<0, N, T, TR, TC>(a.s[0], xt, sg_r, scl_c, cnt, r0, c0, rows, cols);
+            if (a.s[0].active) qf_pass<0, N, T, TR, TC, OPT>(a.s[0], xt, sg_r, scl_c, cnt, r0, c0, rows, cols);
         if constexpr (TR == 128)
-            if (a.s[1].active) qf_pass<1, N, T, TR, TC>(a.s[1], xt, sg_c, scl_c, cnt, r0, c0, rows, cols);
+            if (a.s[1].active) qf_pass<1, N, T, TR, TC, OPT>(a.s[1], xt, sg_c, scl_c, cnt, r0, c0, rows, cols);
         cur = nxt;
         nxt.next();
         __syncthreads(); /* buffer k & 1 is the next prefetch's target */
@@ -763,12 +796,12 @@ int launch_persistent(K kern, int nt, size_t smem, int ntiles, int* resident, co
     return MX_OK;
 }
 
-template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3)>
+template <typename T, int TR, int TC, int N, int MINB = ((TR * TC / 32) > 256 ? 1 : 3), int OPT = QF_OPT>
 int launch_qfast_cfg(const QArgs& a, cudaStream_t st) {
     using L = QfSmem<T, TR, TC>;
     constexpr int NT = TR * TC / 32;
     static int resident = 0; /* CTAs of this kernel that fit the device at once */
-    return launch_persistent(k_qfast<T, TR, TC, N, MINB>, NT, L::total,
+    return launch_persistent(k_qfast<T, TR, TC, N, MINB, OPT>, NT, L::total,
                              ((a.rows + TR - 1) / TR) * ((a.cols + TC - 1) / TC), &resident, a, st);
 }
 

@@ -89,6 +89,20 @@ __device__ __forceinline__ uint32_t e2m1_pack8(const uint32_t* t, const float* v
     return ((od | (so & 0x08080808u)) << 4) | ev | (se & 0x08080808u);
 }
 
+/* e2m1_pack8's word with the magnitudes gathered by integer multiply-adds instead of prmt (a candidate of the fast
+ * kernels, mxfp4.cu's QF_OPT_MAD: it moves six ALU-pipe instructions of eight values to the multiply-add pipe).
+ * t[k] = 0x4b000000 + code_k, so sum_k 16^k t[k] = sum_k 16^k code_k + 0xfb000000 (mod 2^32: 0x4b000000 * 16 =
+ * 0xb0000000, and 0x4b000000 * 16^k = 0 for k >= 2), with no carry between nibbles (every code <= 7); the signs,
+ * gathered as e2m1_pack8 gathers them, take bit 3 of each nibble, which no magnitude sets, so one three-input add
+ * joins them and removes the constant. Equal to e2m1_pack8 (mxg_selftest_round compares the two on all 2^32 floats). */
+__device__ __forceinline__ uint32_t e2m1_pack8_mad(const uint32_t* t, const float* v) {
+    const uint32_t m01 = t[1] * 16u + t[0], m23 = t[3] * 16u + t[2], m45 = t[5] * 16u + t[4], m67 = t[7] * 16u + t[6];
+    const uint32_t m = (m67 * 256u + m45) * 65536u + (m23 * 256u + m01);
+    const uint32_t se = prmt(prmt(mx_f2u(v[0]), mx_f2u(v[2]), 0x00fbu), prmt(mx_f2u(v[4]), mx_f2u(v[6]), 0xfb00u), 0x7610u);
+    const uint32_t so = prmt(prmt(mx_f2u(v[1]), mx_f2u(v[3]), 0x00fbu), prmt(mx_f2u(v[5]), mx_f2u(v[7]), 0xfb00u), 0x7610u);
+    return m + 0x05000000u + ((se & 0x08080808u) | (so & 0x80808080u)); /* 0x05000000 = -0xfb000000 */
+}
+
 /* The fold's table for one block: byte c of {hi, lo} = E4M3(decode(c) * mf) for the magnitudes c = 0..7
  * (mf = 2^(d+6) inside the window d in [-14, 0]: every product exact and an E4M3 value). */
 __device__ __forceinline__ void e4m3_table(float mf, uint32_t& lo, uint32_t& hi) {

@@ -1,0 +1,244 @@
+/*
+ * qfast_ab.cu: the fast MXFP4 quantizer's candidate code paths (src/cuda/mx/mxfp4.cu's QF_OPT_* bits) against
+ * the path the trainer runs (QF_OPT), on the device. For each configuration (the two-direction rows of `mxlm
+ * bench quant` and one shape with edge tiles) and each of the 8 combinations of bits: its outputs (codes, scales,
+ * folded E4M3, float scales, counters) byte for byte against QF_OPT's, and its time against a device copy
+ * measured in the same run (bytes read + written; median of 15 launches after 3). The input holds the blocks the
+ * kernel treats apart: zeros, tiny blocks (scale byte < 27), NaN, Inf, values near FLT_MAX, and random BF16 values.
+ * A kernel experiment, not a test: make test-gpu holds QF_OPT to the CPU; this holds the candidates to QF_OPT.
+ * Exit 1 where any output differs.
+ *
+ * Build: bench/make_carry.sh bins (nvcc as mk/cuda.mk's exact objects, --fmad=false, linked with the .o files
+ * of build/cpu/src/mx and build/cpu/src/util for the C library's mx_fail and shape checks).
+ */
+#include "cuda/mx/mxfp4.cu"
+
+#include <math.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+namespace {
+
+#define CK(x)                                                                                        \
+    do {                                                                                             \
+        cudaError_t e_ = (x);                                                                        \
+        if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
+    } while (0)
+
+/* The BF16 input [rows, cols]: bench.cu's roughly normal values with rare outliers, and every 97th block of
+ * 32 along a row (and so some along columns) replaced by one of the special kinds. */
+std::vector<uint16_t> make_input(int rows, int cols) {
+    std::vector<uint16_t> h((size_t)rows * cols);
+    uint64_t z = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < h.size(); i++) {
+        z ^= z << 13; z ^= z >> 7; z ^= z << 17;
+        const uint32_t r = (uint32_t)(z >> 32);
+        float v = ((float)(r & 255) + (float)((r >> 8) & 255) + (float)((r >> 16) & 255) - 382.5f) / 128.0f;
+        if (((r >> 24) & 255) == 0) v *= 50.0f;
+        h[i] = mx_bf16_from_f32(v);
+    }
+    const size_t nb = h.size() / 32;
+    for (size_t b = 0; b < nb; b += 97) {
+        uint16_t* p = &h[b * 32];
+        switch ((b / 97) % 6) {
+        case 0: for (int k = 0; k < 32; k++) p[k] = 0; break;                                        /* zeros */
+        case 1: for (int k = 0; k < 32; k++) p[k] = mx_bf16_from_f32(ldexpf((float)(k - 16), -110)); break; /* tiny */
+        case 2: p[b % 32] = 0x7fc0; break;                                                             /* NaN */
+        case 3: p[b % 32] = (b & 64) ? 0xff80 : 0x7f80; break;                                         /* -Inf / Inf */
+        case 4: p[b % 32] = 0x7f7f; break;                                                             /* near FLT_MAX */
+        default: break;
+        }
+    }
+    return h;
+}
+
+struct Cfg {
+    const char* name;
+    bool f32, row, col, e4m3, codes;
+    int rows, cols;
+};
+
+struct Out {
+    uint8_t *codes[2], *scales[2], *e4[2];
+    float* fs[2];
+    unsigned long long* cnt;
+    size_t n;
+};
+
+/* The outputs of one run as bytes on the host (codes, scales, E4M3, float scales, counters). */
+std::vector<uint8_t> fetch(const Out& o, const Cfg& c) {
+    std::vector<uint8_t> h;
+    auto add = [&](const void* d, size_t bytes) {
+        size_t at = h.size();
+        h.resize(at + bytes);
+        CK(cudaMemcpy(h.data() + at, d, bytes, cudaMemcpyDeviceToHost));
+    };
+    for (int d = 0; d < 2; d++) {
+        if (!(d ? c.col : c.row)) continue;
+        if (c.codes) { add(o.codes[d], o.n / 2); add(o.scales[d], o.n / 32); }
+        if (c.e4m3) { add(o.e4[d], o.n); add(o.fs[d], o.n / 128 * 4); }
+    }
+    add(o.cnt, 4 * sizeof(unsigned long long));
+    return h;
+}
+
+void clear(const Out& o) {
+    for (int d = 0; d < 2; d++) {
+        CK(cudaMemset(o.codes[d], 0xab, o.n / 2)); CK(cudaMemset(o.scales[d], 0xab, o.n / 32));
+        CK(cudaMemset(o.e4[d], 0xab, o.n)); CK(cudaMemset(o.fs[d], 0xab, o.n / 128 * 4));
+    }
+    CK(cudaMemset(o.cnt, 0, 4 * sizeof(unsigned long long)));
+}
+
+/* launch_qfast_n's choice of tile and residency, for OPT. */
+template <typename T, int OPT> int launch_opt(const QArgs& a) {
+    if (a.s[0].active && a.s[1].active) {
+        if constexpr (sizeof(T) == 2) return launch_qfast_cfg<T, 128, 128, 16, 2, OPT>(a, 0);
+        else return launch_qfast_cfg<T, 128, 128, 16, 1, OPT>(a, 0);
+    }
+    if (a.s[0].active) return launch_qfast_cfg<T, 64, 128, 16, 3, OPT>(a, 0);
+    return launch_qfast_cfg<T, 128, 64, 16, 3, OPT>(a, 0);
+}
+
+template <typename T> int launch(const QArgs& a, int opt) {
+    switch (opt) {
+    case 0: return launch_opt<T, 0>(a);
+    case 1: return launch_opt<T, 1>(a);
+    case 2: return launch_opt<T, 2>(a);
+    case 3: return launch_opt<T, 3>(a);
+    case 4: return launch_opt<T, 4>(a);
+    case 5: return launch_opt<T, 5>(a);
+    case 6: return launch_opt<T, 6>(a);
+    default: return launch_opt<T, 7>(a);
+    }
+}
+
+double median_ms(int iters, const std::function<void()>& fn) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) fn();
+    std::vector<float> t;
+    for (int i = 0; i < iters; i++) {
+        CK(cudaEventRecord(a));
+        fn();
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+const char* opt_name(int o) {
+    static char buf[8][32];
+    snprintf(buf[o], sizeof buf[o], "%s%s%s%s", o ? "" : "QF_OPT (trainer)", (o & QF_OPT_PF) ? "+pf" : "",
+             (o & QF_OPT_MAD) ? "+mad" : "", (o & QF_OPT_INV) ? "+inv" : "");
+    return buf[o];
+}
+
+}  // namespace
+
+int main(void) {
+    static_assert(QF_OPT == 0, "qfast_ab compares the candidates against QF_OPT 0: rebase it when QF_OPT changes");
+    const Cfg cfgs[] = {
+        {"BF16 1x32 + 32x1 h16, codes + scales (issue 16's kernel)", false, true, true, false, true, 16384, 4096},
+        {"BF16 1x32 + 32x1 h16, E4M3 VEC128 both", false, true, true, true, false, 16384, 4096},
+        {"BF16 1x32 + 32x1 h16, codes + E4M3 both", false, true, true, true, true, 16384, 4096},
+        {"FP32 1x32 + 32x1 h16, E4M3 VEC128 both", true, true, true, true, false, 16384, 4096},
+        {"BF16 1x32 h16, E4M3 VEC128 (row tiles 64 x 128)", false, true, false, true, false, 16384, 4096},
+        {"BF16 32x1 h16, E4M3 VEC128 (column tiles 128 x 64)", false, false, true, true, false, 16384, 4096},
+        {"edges: BF16 1x32 + 32x1 h16 codes [16352, 4064]", false, true, true, false, true, 16352, 4064},
+    };
+    int dev = 0;
+    cudaDeviceProp pr;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&pr, dev));
+    printf("GPU: %s, %d SMs\n", pr.name, pr.multiProcessorCount);
+    const size_t nmax = (size_t)16384 * 4096;
+    std::vector<uint16_t> hb = make_input(16384, 4096);
+    std::vector<float> hf(hb.size());
+    for (size_t i = 0; i < hb.size(); i++) hf[i] = mx_bf16_to_f32(hb[i]);
+    uint16_t* xb;
+    float* xf;
+    CK(cudaMalloc(&xb, nmax * 2));
+    CK(cudaMalloc(&xf, nmax * 4));
+    Out o;
+    o.n = nmax;
+    for (int d = 0; d < 2; d++) {
+        CK(cudaMalloc(&o.codes[d], nmax / 2)); CK(cudaMalloc(&o.scales[d], nmax / 32));
+        CK(cudaMalloc(&o.e4[d], nmax)); CK(cudaMalloc(&o.fs[d], nmax / 128 * 4));
+    }
+    CK(cudaMalloc(&o.cnt, 64));
+    /* the copy ceiling: 1 GiB device to device, bytes read + written */
+    void *cs, *cd;
+    CK(cudaMalloc(&cs, 1ull << 30));
+    CK(cudaMalloc(&cd, 1ull << 30));
+    CK(cudaMemset(cs, 0x3c, 1ull << 30));
+    const double cms = median_ms(15, [&]() { CK(cudaMemcpyAsync(cd, cs, 1ull << 30, cudaMemcpyDeviceToDevice)); });
+    const double cbw = 2.0 * (1ull << 30) / (cms * 1e6);
+    CK(cudaFree(cs));
+    CK(cudaFree(cd));
+    printf("copy ceiling: %.0f GB/s (cudaMemcpy D2D 1 GiB, read + write)\n\n", cbw);
+    printf("%-58s %-18s %8s %8s %8s %7s\n", "configuration", "code path", "ms", "of copy", "vs base", "bytes");
+    int bad = 0;
+    for (const Cfg& c : cfgs) {
+        const size_t n = (size_t)c.rows * c.cols;
+        /* the input's first n values as [rows, cols] (each configuration its own layout of the same values) */
+        if (c.f32) CK(cudaMemcpy(xf, hf.data(), n * 4, cudaMemcpyHostToDevice));
+        else CK(cudaMemcpy(xb, hb.data(), n * 2, cudaMemcpyHostToDevice));
+        QArgs a;
+        memset(&a, 0, sizeof a);
+        a.x = c.f32 ? (const void*)xf : (const void*)xb;
+        a.rows = c.rows;
+        a.cols = c.cols;
+        size_t bytes = n * (c.f32 ? 4 : 2);
+        for (int d = 0; d < 2; d++) {
+            if (!(d ? c.col : c.row)) continue;
+            mxg_qspec s;
+            mxg_qout q;
+            memset(&s, 0, sizeof s);
+            memset(&q, 0, sizeof q);
+            s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+            s.scale = MX_SCALE_FLOOR;
+            s.round = MX_ROUND_RNE;
+            s.seed = 5;
+            s.tensor_id = d;
+            s.had_n = 16;
+            if (c.codes) { q.codes = o.codes[d]; q.scales = o.scales[d]; bytes += n / 2 + n / 32; }
+            if (c.e4m3) { q.e4m3 = o.e4[d]; q.fscale = o.fs[d]; q.fold = MXG_FOLD_VEC128; bytes += n + n / 32; }
+            q.counters = o.cnt + 2 * d;
+            if (make_slot(&s, &q, d, c.rows, c.cols, &a.s[d])) { fprintf(stderr, "%s: %s\n", c.name, mx_last_error()); return 2; }
+        }
+        if (!qfast_ok(a, c.f32 ? MXG_F32 : MXG_BF16)) { fprintf(stderr, "%s: not the fast kernel's case\n", c.name); return 2; }
+        auto run = [&](int opt) {
+            if ((c.f32 ? launch<float>(a, opt) : launch<uint16_t>(a, opt)) != MX_OK) {
+                fprintf(stderr, "%s: %s\n", c.name, mx_last_error());
+                exit(2);
+            }
+        };
+        std::vector<uint8_t> ref;
+        double base = 0;
+        for (int opt = 0; opt < 8; opt++) {
+            clear(o);
+            run(opt);
+            CK(cudaDeviceSynchronize());
+            std::vector<uint8_t> got = fetch(o, c);
+            bool same = true;
+            if (opt == 0) ref = got;
+            else same = got == ref;
+            bad += !same;
+            const double ms = median_ms(15, [&]() { run(opt); });
+            if (opt == 0) base = ms;
+            printf("%-58s %-18s %8.4f %7.1f%% %7.3fx %7s\n", opt ? "" : c.name, opt_name(opt), ms,
+                   100.0 * bytes / (ms * 1e6) / cbw, base / ms, opt == 0 ? "base" : same ? "same" : "DIFFER");
+        }
+    }
+    printf("\n%s\n", bad ? "qfast_ab: SOME OUTPUTS DIFFER from QF_OPT's" : "qfast_ab: every candidate's outputs equal QF_OPT's");
+    return bad ? 1 : 0;
+}
