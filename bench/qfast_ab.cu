@@ -1,12 +1,14 @@
 /*
  * qfast_ab.cu: the fast MXFP4 quantizer's candidate code paths (src/cuda/mx/mxfp4.cu's QF_OPT_* bits) against
  * the path the trainer runs (QF_OPT), on the device. For each configuration (the two-direction rows of `mxlm
- * bench quant` and one shape with edge tiles) and each of the 8 combinations of bits: its outputs (codes, scales,
- * folded E4M3, float scales, counters) byte for byte against QF_OPT's, and its time against a device copy
- * measured in the same run (bytes read + written; median of 15 launches after 3). The input holds the blocks the
+ * bench quant`, single-direction ones, and shapes with edge tiles) and each of the 8 combinations of bits: its
+ * outputs (codes, scales, folded E4M3, float scales, counters) byte for byte against QF_OPT's, and its time
+ * against a device copy measured in the same run (bytes read + written; median of 15 launches after 3; QF_OPT
+ * timed again last, so that drift shows). QF_OPT's own outputs (all but the counters) are held to the general
+ * staged kernels' (mxg_quantize under mxg_quant_set_fast(0): no code of qf_prefetch or qf_pass), which make
+ * test-gpu holds to the CPU, so a fault every combination shares shows too. The input holds the blocks the
  * kernel treats apart: zeros, tiny blocks (scale byte < 27), NaN, Inf, values near FLT_MAX, and random BF16 values.
- * A kernel experiment, not a test: make test-gpu holds QF_OPT to the CPU; this holds the candidates to QF_OPT.
- * Exit 1 where any output differs.
+ * A kernel experiment, not a test. Exit 1 where any output differs.
  *
  * Build: bench/make_carry.sh bins (nvcc as mk/cuda.mk's exact objects, --fmad=false, linked with the .o files
  * of build/cpu/src/mx and build/cpu/src/util for the C library's mx_fail and shape checks).
@@ -67,8 +69,8 @@ struct Out {
     size_t n;
 };
 
-/* The outputs of one run as bytes on the host (codes, scales, E4M3, float scales, counters). */
-std::vector<uint8_t> fetch(const Out& o, const Cfg& c) {
+/* The outputs of one run as bytes on the host (codes, scales, E4M3, float scales, and with cnt the counters). */
+std::vector<uint8_t> fetch(const Out& o, const Cfg& c, bool cnt = true) {
     std::vector<uint8_t> h;
     auto add = [&](const void* d, size_t bytes) {
         size_t at = h.size();
@@ -80,7 +82,7 @@ std::vector<uint8_t> fetch(const Out& o, const Cfg& c) {
         if (c.codes) { add(o.codes[d], o.n / 2); add(o.scales[d], o.n / 32); }
         if (c.e4m3) { add(o.e4[d], o.n); add(o.fs[d], o.n / 128 * 4); }
     }
-    add(o.cnt, 4 * sizeof(unsigned long long));
+    if (cnt) add(o.cnt, 4 * sizeof(unsigned long long));
     return h;
 }
 
@@ -154,6 +156,11 @@ int main(void) {
         {"BF16 1x32 h16, E4M3 VEC128 (row tiles 64 x 128)", false, true, false, true, false, 16384, 4096},
         {"BF16 32x1 h16, E4M3 VEC128 (column tiles 128 x 64)", false, false, true, true, false, 16384, 4096},
         {"edges: BF16 1x32 + 32x1 h16 codes [16352, 4064]", false, true, true, false, true, 16352, 4064},
+        {"edges: FP32 1x32 + 32x1 h16 codes [16352, 4064]", true, true, true, false, true, 16352, 4064},
+        {"edges: BF16 1x32 h16 E4M3 [16352, 4096] (64-row tiles)", false, true, false, true, false, 16352, 4096},
+        {"edges: FP32 1x32 h16 E4M3 [16352, 4096] (64-row tiles)", true, true, false, true, false, 16352, 4096},
+        {"edges: BF16 32x1 h16 E4M3 [16384, 4064] (64-column tiles)", false, false, true, true, false, 16384, 4064},
+        {"edges: FP32 32x1 h16 E4M3 [16384, 4064] (64-column tiles)", true, false, true, true, false, 16384, 4064},
     };
     int dev = 0;
     cudaDeviceProp pr;
@@ -186,6 +193,7 @@ int main(void) {
     CK(cudaFree(cd));
     printf("copy ceiling: %.0f GB/s (cudaMemcpy D2D 1 GiB, read + write)\n\n", cbw);
     printf("%-58s %-18s %8s %8s %8s %7s\n", "configuration", "code path", "ms", "of copy", "vs base", "bytes");
+    printf("(bytes: QF_OPT's outputs against the general kernels' (=gen), each candidate's against QF_OPT's (same))\n");
     int bad = 0;
     for (const Cfg& c : cfgs) {
         const size_t n = (size_t)c.rows * c.cols;
@@ -222,6 +230,33 @@ int main(void) {
                 exit(2);
             }
         };
+        /* the general kernels' outputs: the reference QF_OPT is held to */
+        std::vector<uint8_t> gen;
+        {
+            mxg_qspec sp[2];
+            mxg_qout qo[2];
+            clear(o);
+            for (int d = 0; d < 2; d++) {
+                memset(&sp[d], 0, sizeof sp[d]);
+                memset(&qo[d], 0, sizeof qo[d]);
+                sp[d].layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+                sp[d].scale = MX_SCALE_FLOOR;
+                sp[d].round = MX_ROUND_RNE;
+                sp[d].seed = 5;
+                sp[d].tensor_id = d;
+                sp[d].had_n = 16;
+                if (c.codes) { qo[d].codes = o.codes[d]; qo[d].scales = o.scales[d]; }
+                if (c.e4m3) { qo[d].e4m3 = o.e4[d]; qo[d].fscale = o.fs[d]; qo[d].fold = MXG_FOLD_VEC128; }
+                qo[d].counters = o.cnt + 2 * d;
+            }
+            mxg_quant_set_fast(0);
+            const int rc = mxg_quantize(a.x, c.f32 ? MXG_F32 : MXG_BF16, c.rows, c.cols, c.row ? &sp[0] : NULL,
+                                        c.row ? &qo[0] : NULL, c.col ? &sp[1] : NULL, c.col ? &qo[1] : NULL, NULL);
+            mxg_quant_set_fast(1);
+            if (rc) { fprintf(stderr, "%s: general kernels: %s\n", c.name, mx_last_error()); return 2; }
+            CK(cudaDeviceSynchronize());
+            gen = fetch(o, c, false); /* the counters are compared among the fast kernel's paths only */
+        }
         std::vector<uint8_t> ref;
         double base = 0;
         for (int opt = 0; opt < 8; opt++) {
@@ -231,14 +266,18 @@ int main(void) {
             std::vector<uint8_t> got = fetch(o, c);
             bool same = true;
             if (opt == 0) ref = got;
-            else same = got == ref;
+            same = opt == 0 ? fetch(o, c, false) == gen : got == ref;
             bad += !same;
             const double ms = median_ms(15, [&]() { run(opt); });
             if (opt == 0) base = ms;
             printf("%-58s %-18s %8.4f %7.1f%% %7.3fx %7s\n", opt ? "" : c.name, opt_name(opt), ms,
-                   100.0 * bytes / (ms * 1e6) / cbw, base / ms, opt == 0 ? "base" : same ? "same" : "DIFFER");
+                   100.0 * bytes / (ms * 1e6) / cbw, base / ms,
+                   opt == 0 ? (same ? "=gen" : "!=GEN") : same ? "same" : "DIFFER");
         }
+        const double again = median_ms(15, [&]() { run(0); });
+        printf("%-58s %-18s %8.4f %7.1f%% %7.3fx\n", "", "QF_OPT again", again, 100.0 * bytes / (again * 1e6) / cbw,
+               base / again);
     }
-    printf("\n%s\n", bad ? "qfast_ab: SOME OUTPUTS DIFFER from QF_OPT's" : "qfast_ab: every candidate's outputs equal QF_OPT's");
+    printf("\n%s\n", bad ? "qfast_ab: SOME OUTPUTS DIFFER from QF_OPT's" : "qfast_ab: QF_OPT's outputs equal the general kernels', every candidate's QF_OPT's");
     return bad ? 1 : 0;
 }

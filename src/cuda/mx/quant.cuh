@@ -94,7 +94,8 @@ __device__ __forceinline__ uint32_t e2m1_pack8(const uint32_t* t, const float* v
  * t[k] = 0x4b000000 + code_k, so sum_k 16^k t[k] = sum_k 16^k code_k + 0xfb000000 (mod 2^32: 0x4b000000 * 16 =
  * 0xb0000000, and 0x4b000000 * 16^k = 0 for k >= 2), with no carry between nibbles (every code <= 7); the signs,
  * gathered as e2m1_pack8 gathers them, take bit 3 of each nibble, which no magnitude sets, so one three-input add
- * joins them and removes the constant. Equal to e2m1_pack8 (mxg_selftest_round compares the two on all 2^32 floats). */
+ * joins them and removes the constant. Equal to e2m1_pack8 (mxg_selftest_round compares the two on its 2^29 words,
+ * eight consecutive floats each). */
 __device__ __forceinline__ uint32_t e2m1_pack8_mad(const uint32_t* t, const float* v) {
     const uint32_t m01 = t[1] * 16u + t[0], m23 = t[3] * 16u + t[2], m45 = t[5] * 16u + t[4], m67 = t[7] * 16u + t[6];
     const uint32_t m = (m67 * 256u + m45) * 65536u + (m23 * 256u + m01);
