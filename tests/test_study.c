@@ -16,11 +16,15 @@
 #include "mxlm/trainer.h"
 #include "test.h"
 
-/* A run directory TMP/<study>/<name>: config.txt (100 tokens per step), the
+/* The model lines of a fake run's config.txt: the tiny preset. */
+static const char* k_fake_model =
+    "preset = tiny\nvocab = 4096\ndim = 128\nlayers = 4\nheads = 4\nkv-heads = 2\nffn = 384\ncontext = 128\n";
+
+/* A run directory TMP/<study>/<name>: config.txt (`model`'s lines, 100 tokens per step), the
  * evaluations `loss[0..n)` at tokens 0, 100, 200, ... (NAN: logged null),
  * training lines with the given tok/s (cycled), and a status line unless NULL. */
-static void fake_run(const char* study, const char* name, const char* recipe, int seed, int steps, const double* loss,
-                     int n, const double* tps, int ntps, const char* status) {
+static void fake_run_of(const char* model, const char* study, const char* name, const char* recipe, int seed, int steps,
+                        const double* loss, int n, const double* tps, int ntps, const char* status) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s/%s", test_tmpdir(), study, name);
     REQUIRE(test_sh("mkdir -p '%s'", p) == 0);
@@ -28,9 +32,8 @@ static void fake_run(const char* study, const char* name, const char* recipe, in
     snprintf(f, sizeof f, "%s/config.txt", p);
     FILE* c = fopen(f, "w");
     REQUIRE(c);
-    fprintf(c, "preset = tiny\nvocab = 4096\ndim = 128\nlayers = 4\nheads = 4\nkv-heads = 2\nffn = 384\ncontext = 128\n"
-               "recipe = %s\nbatch = 1\nseq = 100\naccum = 1\nsteps = %d\nseed = %d\nlr = 0.003\nwarmup = 1\n"
-               "eval-every = 1\n", recipe, steps, seed);
+    fprintf(c, "%srecipe = %s\nbatch = 1\nseq = 100\naccum = 1\nsteps = %d\nseed = %d\nlr = 0.003\nwarmup = 1\n"
+               "eval-every = 1\n", model, recipe, steps, seed);
     fclose(c);
     snprintf(f, sizeof f, "%s/metrics.jsonl", p);
     FILE* m = fopen(f, "w");
@@ -46,6 +49,12 @@ static void fake_run(const char* study, const char* name, const char* recipe, in
     fprintf(m, "{\"event\":\"spike\",\"step\":1,\"loss\":0.5,\"z\":7,\"window_mean\":1,\"window_std\":0.1,\"skipped\":false}\n");
     if (status) fprintf(m, "{\"status\":\"%s\",\"step\":%d,\"tokens\":%d,\"reason\":\"\"}\n", status, n - 1, 100 * (n - 1));
     fclose(m);
+}
+
+/* fake_run_of with the tiny preset's model. */
+static void fake_run(const char* study, const char* name, const char* recipe, int seed, int steps, const double* loss,
+                     int n, const double* tps, int ntps, const char* status) {
+    fake_run_of(k_fake_model, study, name, recipe, seed, steps, loss, n, tps, ntps, status);
 }
 
 /* The synthetic study of the tests below (written once). Baseline fp8, budget
@@ -1115,4 +1124,271 @@ TEST(compare_runs_pairs_of_seeds) {
     CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a2 %s/cmp/a2 %s/cmp/a2 %s/cmp/b2 --identical > /dev/null",
                          t, t, t, t), 1);
     CHECK_EQ_INT(test_sh("python3 tools/compare_runs.py %s/cmp/a1 %s/cmp/b1 %s/cmp/a2 2> /dev/null", t, t, t), 2);
+}
+
+/* ---- mxlm study sizes ---------------------------------------------------------------------------------------- */
+
+/* One size of the sizes tests: TMP/sizes_<name>/, the tiny preset at width `dim` (FFN 3 dim), fp8 and recipe[r] for
+ * seeds 1..3 (a[r][s] NAN: no run of that seed), 10 steps x 100 tokens, the straight curves
+ *   fp8     L(t) = 8 + c_s - 0.005 t        (c = 0, 0.1, -0.1), evaluated at t = 0, 100, ..., 1000
+ *   recipe  L(t) = 8 + c_s + a - 0.005 t
+ * fp8's target is its loss at 800 tokens (80% of 1000), 4 + c_s, reached at 800; the recipe reaches it at
+ * 800 + 200 a (on a straight line the interpolation is exact): a paired overhead of a / 4, and a final-loss
+ * difference of a; a > 1 does not get there in its 1000 tokens (did not converge, not run on to the limit). */
+static void sizes_study(const char* name, int dim, const char* const* recipe, const double (*a)[3], int nr) {
+    char model[256], study[64];
+    snprintf(model, sizeof model, "preset = tiny\nvocab = 4096\ndim = %d\nlayers = 4\nheads = 4\nkv-heads = 2\n"
+                                  "ffn = %d\ncontext = 128\n", dim, 3 * dim);
+    snprintf(study, sizeof study, "sizes_%s", name);
+    const double c[3] = {0, 0.1, -0.1}, tp[] = {100};
+    for (int r = -1; r < nr; r++)
+        for (int s = 0; s < 3; s++) {
+            if (r >= 0 && isnan(a[r][s])) continue;
+            double loss[11];
+            for (int i = 0; i <= 10; i++) loss[i] = 8 + c[s] + (r >= 0 ? a[r][s] : 0) - 0.5 * i;
+            char run[128];
+            snprintf(run, sizeof run, "%s-s%d", r >= 0 ? recipe[r] : "fp8", s + 1);
+            fake_run_of(model, study, run, r >= 0 ? recipe[r] : "fp8", s + 1, 10, loss, 11, tp, 1, "budget");
+        }
+}
+
+/* Three sizes (written once):
+ *   s (dim 64, 197184 non-embedding parameters): h16 a = 0.2, 0.4, 0.6; rh16 0.3, 0.4, 0.8; h32 seed 1 only, 0.4
+ *   m (dim 128, 787584): h16 0.1, 0.1, 0.4; bf16+fdw:fmt=mxfp4,had=h16 (MXFP4 with H16 written out) seed 1, 0.3
+ *   l (dim 256, 3148032): h16 0.2, 1.5 (did not converge), 0.6; rh16 0.5, 0.5, 0.8; sr 2, 2.5, 3 (none converged)
+ * and sizes_running (an fp8 run without a status line: nothing finished), sizes_other (baseline bf16). */
+static void sizes_studies(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    static const char* const sr[3] = {"mxfp4-fdw-h16", "mxfp4-fdw-rh16", "mxfp4-fdw-h32"};
+    static const double sa[3][3] = {{0.2, 0.4, 0.6}, {0.3, 0.4, 0.8}, {0.4, NAN, NAN}};
+    sizes_study("s", 64, sr, sa, 3);
+    static const char* const mr[2] = {"mxfp4-fdw-h16", "bf16+fdw:fmt=mxfp4,had=h16"}; /* a name with ':' */
+    static const double ma[2][3] = {{0.1, 0.1, 0.4}, {0.3, NAN, NAN}};
+    sizes_study("m", 128, mr, ma, 2);
+    static const char* const lr[3] = {"mxfp4-fdw-h16", "mxfp4-fdw-rh16", "mxfp4-fdw-sr"};
+    static const double la[3][3] = {{0.2, 1.5, 0.6}, {0.5, 0.5, 0.8}, {2, 2.5, 3}};
+    sizes_study("l", 256, lr, la, 3);
+    const char* t = test_tmpdir();
+    REQUIRE(test_sh("printf 'machine = box A\\nbaseline = fp8\\nmachine = box A\\nmachine = box B\\n' > %s/sizes_s/study.txt",
+                    t) == 0);
+    const double run[] = {8, 7, 6}, tp[] = {100};
+    fake_run("sizes_running", "fp8-s1", "fp8", 1, 10, run, 3, tp, 1, NULL);
+    const double other[] = {8, 7, 6, 5, 4, 3, 3, 3, 3, 3, 3};
+    fake_run("sizes_other", "bf16-s1", "bf16", 1, 10, other, 11, tp, 1, "budget");
+    REQUIRE(test_sh("echo 'baseline = bf16' > %s/sizes_other/study.txt", t) == 0);
+}
+
+/* Two-sided p of Student's t with 2 degrees of freedom: 1 - |t| / sqrt(2 + t^2). */
+static double t_p2(double t) { return 1 - fabs(t) / sqrt(2 + t * t); }
+
+TEST(study_sizes_tables) {
+    sizes_studies();
+    const char* t = test_tmpdir();
+    char d[3][512];
+    const char* labels[3] = {"l", "s", "m"}; /* columns in this order; the figure by parameters */
+    const char* dirs[3] = {d[0], d[1], d[2]};
+    for (int i = 0; i < 3; i++) snprintf(d[i], sizeof d[i], "%s/sizes_%s", t, labels[i]);
+    mx_sizes z;
+    REQUIRE(mx_sizes_load(&z, labels, dirs, 3, NULL, 0) == 0);
+    CHECK(z.n_sizes == 3 && z.n_loaded == 3 && !strcmp(z.baseline, "fp8"));
+    CHECK_EQ_INT(z.sizes[0].params, 3148032);
+    CHECK_EQ_INT(z.sizes[1].params, 197184);
+    CHECK_EQ_INT(z.sizes[2].params, 787584);
+    /* the studies as `study report` computes them: s's h16 overheads 0.05, 0.10, 0.15, final-loss differences a */
+    const mx_study_recipe* R;
+    REQUIRE((R = recipe_named(&z.sizes[1].study, "mxfp4-fdw-h16")));
+    CHECK_EQ_INT(R->n_pairs, 3);
+    CHECK_NEAR(R->p_overhead.mean, 0.1, 1e-9);
+    CHECK_NEAR(R->p_overhead.sd, 0.05, 1e-9);
+    CHECK_NEAR(R->d_final.mean, 0.4, 1e-9);
+    CHECK_NEAR(R->d_final.se, 0.2 / sqrt(3.0), 1e-9);
+    char* md = mx_sizes_markdown(&z, NULL, 0);
+    REQUIRE(md);
+    /* the setup: model, parameters, tokens, seeds, the distinct machine lines */
+    CHECK(strstr(md, "- **s** (`") && strstr(md, "/sizes_s`): tiny: V 4096 D 64 L 4 H 4/2 (head dim 16) F 192 T 128"));
+    CHECK(strstr(md, "; 197184 parameters without the embedding and head (721472 in all); 1000 tokens per run (10 steps "
+                     "x 100 tokens); seeds 1,2,3 (10 runs, 4 recipes); machine: box A; box B.\n"));
+    CHECK(strstr(md, "(7 runs, 3 recipes); machine: not recorded.\n"));
+    /* rows: l's recipes, then s's h32 (the order they first appear); columns l, s, m */
+    CHECK(strstr(md, "## Paired token overhead vs fp8\n"));
+    const char* h16 = strstr(md, "| mxfp4-fdw-h16 | +10.0% ± 7.1% (se 5.0%, n 2); 1/3 did not converge (1 not run on to "
+                                 "the limit) | +10.0% ± 5.0% (se 2.9%, n 3) | +5.0% ± 4.3% (se 2.5%, n 3) |\n");
+    const char* rh16 = strstr(md, "| mxfp4-fdw-rh16 | +15.0% ± 4.3% (se 2.5%, n 3) | +12.5% ± 6.6% (se 3.8%, n 3) | - |\n");
+    const char* sr = strstr(md, "| mxfp4-fdw-sr | did not converge (3/3 seeds) (3 not run on to the limit) | - | - |\n");
+    const char* h32 = strstr(md, "| mxfp4-fdw-h32 | - | +10.0% (n 1) | - |\n");
+    CHECK(strstr(md, "| recipe | l | s | m |\n|---|---|---|---|\n"));
+    CHECK(h16 && rh16 && sr && h32 && h16 < rh16 && rh16 < sr && sr < h32);
+    CHECK(!strstr(md, "| fp8 |")); /* the baseline is no row */
+    /* final loss - fp8's with p: s 0.2, 0.4, 0.6 (t = 0.4 / (0.2 / sqrt 3) = 2 sqrt 3); m 0.1, 0.1, 0.4 (t = 2) */
+    char want[512];
+    snprintf(want, sizeof want, "| mxfp4-fdw-h16 | +0.7667 ± 0.6658 (se 0.3844, n 3); p %.3f | +0.4000 ± 0.2000 "
+             "(se 0.1155, n 3); p %.3f | +0.2000 ± 0.1732 (se 0.1000, n 3); p %.3f |\n",
+             t_p2((2.3 / 3) / (sqrt(798.0 / 1800) / sqrt(3.0))), t_p2(2 * sqrt(3.0)), t_p2(2.0));
+    CHECK(strstr(md, want));
+    CHECK(strstr(md, "; p 0.074 |") && strstr(md, "; p 0.184 |\n")); /* 1 - 2 sqrt 3 / sqrt 14, 1 - 2 / sqrt 6 */
+    snprintf(want, sizeof want, "| mxfp4-fdw-sr | +2.5000 ± 0.5000 (se 0.2887, n 3); p %.3f | - | - |\n", t_p2(5 * sqrt(3.0)));
+    CHECK(strstr(md, want)); /* none reached the target; all three loss-paired: t = 2.5 / (0.5 / sqrt 3) */
+    CHECK(strstr(md, "| mxfp4-fdw-sr | +2.5000 ± 0.5000 (se 0.2887, n 3); p 0.013 | - | - |\n"));
+    CHECK(strstr(md, "| mxfp4-fdw-h32 | - | +0.4000 (n 1); p - | - |\n"));
+    /* the default contrasts: h16 - rh16 by seed, s: -0.1, 0, -0.2 (t = -sqrt 3); l: -0.3, 1.0, -0.2; h32 - h16 s1 */
+    snprintf(want, sizeof want, "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 | +0.1667 ± 0.7234 (se 0.4177, n 3); p %.3f | -0.1000 "
+             "± 0.1000 (se 0.0577, n 3); p %.3f | - |\n", t_p2((0.5 / 3) / (sqrt(942.0 / 1800) / sqrt(3.0))), t_p2(sqrt(3.0)));
+    CHECK(strstr(md, want));
+    CHECK(strstr(md, "-0.1000 ± 0.1000 (se 0.0577, n 3); p 0.225 |")); /* 1 - sqrt 3 / sqrt 5 */
+    CHECK(strstr(md, "| mxfp4-fdw-h32 - mxfp4-fdw-h16 | - | +0.2000 (n 1); p - | - |\n"));
+    CHECK(!strstr(md, "Not at any size"));
+    CHECK(strstr(md, "## Definitions\n") && strstr(md, "se = sd / sqrt(n)"));
+    free(md);
+    /* given contrasts, one with a name no size has (a note), one no size has both of (the same note) */
+    const char* con[3] = {"mxfp4-fdw-rh16:mxfp4-fdw-h16", "nonesuch:fp8", "mxfp4-fdw-sr:mxfp4-fdw-h32"};
+    REQUIRE((md = mx_sizes_markdown(&z, con, 3)));
+    CHECK(strstr(md, "| mxfp4-fdw-rh16 - mxfp4-fdw-h16 | -0.1667 ± 0.7234 (se 0.4177, n 3); p "));
+    CHECK(strstr(md, "\nNot at any size: nonesuch:fp8, mxfp4-fdw-sr:mxfp4-fdw-h32.\n"));
+    CHECK(!strstr(md, "| mxfp4-fdw-h32 - mxfp4-fdw-h16 |"));
+    free(md);
+    /* A:B where A holds ':' itself: split where both sides are recipes of one size (m: seed 1, 0.3 - 0.1) */
+    const char* colon[1] = {"bf16+fdw:fmt=mxfp4,had=h16:mxfp4-fdw-h16"};
+    REQUIRE((md = mx_sizes_markdown(&z, colon, 1)));
+    CHECK(strstr(md, "| bf16+fdw:fmt=mxfp4,had=h16 - mxfp4-fdw-h16 | - | - | +0.2000 (n 1); p - |\n"));
+    CHECK(strstr(md, "| bf16+fdw:fmt=mxfp4,had=h16 | - | - | +7.5% (n 1) |\n")); /* a row of its own, last */
+    free(md);
+    /* the figure: ticks by parameters (s, m, l), a hollow marker where a seed did not converge, an x where none did */
+    char* svg = mx_sizes_svg(&z);
+    REQUIRE(svg);
+    const char *ts = strstr(svg, ">s (197k)</text>"), *tm = strstr(svg, ">m (788k)</text>"),
+               *tl = strstr(svg, ">l (3.15M)</text>");
+    CHECK(ts && tm && tl && ts < tm && tm < tl);
+    CHECK(strstr(svg, "fill=\"#fff\" stroke=\"#1f77b4\" stroke-width=\"1.5\"><title>mxfp4-fdw-h16 at l: +10.0% ± 7.1% "
+                      "(se 5.0%, n 2); 1/3 did not converge (1 not run on to the limit)</title></circle>"));
+    CHECK(strstr(svg, "<title>mxfp4-fdw-sr at l: did not converge (3/3 seeds) (3 not run on to the limit)</title></path>"));
+    CHECK(strstr(svg, "<title>mxfp4-fdw-h32 at s: +10.0% (n 1)</title></circle>"));
+    CHECK(strstr(svg, ">paired token overhead vs fp8 (%)</text>") && strstr(svg, "</svg>\n"));
+    free(svg);
+    mx_sizes_free(&z);
+
+    /* a size with nothing finished: an error naming it, or skipped with a note; differing baselines; none left */
+    const char* l2[2] = {"s", "run"};
+    char drun[512], doth[512];
+    snprintf(drun, sizeof drun, "%s/sizes_running", t);
+    snprintf(doth, sizeof doth, "%s/sizes_other", t);
+    const char* d2[2] = {d[1], drun};
+    CHECK(mx_sizes_load(&z, l2, d2, 2, NULL, 0) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "run (") && strstr(mx_last_error(), "sizes_running): no finished run (1 started)"));
+    REQUIRE(mx_sizes_load(&z, l2, d2, 2, NULL, 1) == 0);
+    CHECK(z.n_loaded == 1 && !z.sizes[1].loaded);
+    REQUIRE((md = mx_sizes_markdown(&z, NULL, 0)));
+    CHECK(strstr(md, "/sizes_running`): skipped (--allow-missing): no finished run (1 started).\n"));
+    CHECK(strstr(md, "| recipe | s |\n"));
+    free(md);
+    mx_sizes_free(&z);
+    d2[1] = doth;
+    CHECK(mx_sizes_load(&z, l2, d2, 2, NULL, 0) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "the sizes' baselines differ (s: fp8, run: bf16); give --baseline"));
+    d2[0] = drun;
+    CHECK(mx_sizes_load(&z, l2, d2, 1, NULL, 1) == MX_EINVAL);
+    CHECK(strstr(mx_last_error(), "none of the 1 sizes"));
+}
+
+TEST(study_sizes_command) {
+    sizes_studies();
+    const char* t = test_tmpdir();
+    const char* bin = test_mxlm_bin();
+    char sizes[2048];
+    snprintf(sizes, sizeof sizes, "s=%s/sizes_s m=%s/sizes_m l=%s/sizes_l", t, t, t);
+    REQUIRE(test_sh("%s study sizes --out %s/sz.md --svg %s/sz.svg %s > %s/sz1.log 2>&1", bin, t, t, sizes, t) == 0);
+    CHECK(test_log_has("sz1", "study sizes: 3 sizes (0 skipped), baseline fp8; wrote "));
+    char md[512], svg[512];
+    snprintf(md, sizeof md, "%s/sz.md", t);
+    snprintf(svg, sizeof svg, "%s/sz.svg", t);
+    CHECK(file_has(md, "| recipe | s | m | l |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | +10.0% ± 5.0% (se 2.9%, n 3) | +5.0% ± 4.3% (se 2.5%, n 3) | +10.0% ± 7.1% "
+                       "(se 5.0%, n 2); 1/3 did not converge (1 not run on to the limit) |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw-sr | - | - | did not converge (3/3 seeds) (3 not run on to the limit) |\n"));
+    CHECK(file_has(svg, ">s (197k)</text>"));
+    /* the same input, the same bytes; standard output without --out is the same Markdown */
+    REQUIRE(test_sh("%s study sizes --svg %s/sz2.svg %s > %s/sz2.md 2> %s/sz2.log", bin, t, sizes, t, t) == 0);
+    CHECK_EQ_INT(test_sh("cmp -s %s/sz.svg %s/sz2.svg && cmp -s %s/sz.md %s/sz2.md", t, t, t, t), 0);
+    /* --baseline and --contrast A:B (a recipe name may hold ':'; the split is where both sides are recipes) */
+    REQUIRE(test_sh("%s study sizes --baseline fp8 --contrast mxfp4-fdw-rh16:mxfp4-fdw-h16 %s > %s/sz3.log 2>&1", bin, sizes,
+                    t) == 0);
+    CHECK(test_log_has("sz3", "| mxfp4-fdw-rh16 - mxfp4-fdw-h16 | +0.1000 ± 0.1000 (se 0.0577, n 3); p 0.225 | - |"));
+    CHECK(!test_log_has("sz3", "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 |")); /* given contrasts replace the defaults */
+    /* a missing folder: exit 1 naming it, nothing written; --allow-missing: a note */
+    REQUIRE(test_sh("rm -f %s/szx.md %s/szx.svg", t, t) == 0);
+    CHECK_EQ_INT(test_sh("%s study sizes --out %s/szx.md --svg %s/szx.svg %s xl=%s/nothing-here > %s/sz4.log 2>&1", bin, t,
+                         t, sizes, t, t), 1);
+    CHECK(test_log_has("sz4", "mxlm study sizes: xl (") && test_log_has("sz4", "nothing-here): study: "));
+    CHECK(test_log_has("sz4", "cannot open"));
+    CHECK_EQ_INT(test_sh("test -e %s/szx.md || test -e %s/szx.svg", t, t), 1);
+    CHECK_EQ_INT(test_sh("%s study sizes --out %s/szx.md s=%s/sizes_s r=%s/sizes_running > %s/sz5.log 2>&1", bin, t, t, t,
+                         t), 1);
+    CHECK(test_log_has("sz5", "r (") && test_log_has("sz5", "no finished run (1 started)"));
+    CHECK_EQ_INT(test_sh("test -e %s/szx.md", t), 1);
+    REQUIRE(test_sh("%s study sizes --allow-missing --out %s/szx.md %s xl=%s/nothing-here > %s/sz6.log 2>&1", bin, t, sizes,
+                    t, t) == 0);
+    CHECK(test_log_has("sz6", "4 sizes (1 skipped)"));
+    snprintf(md, sizeof md, "%s/szx.md", t);
+    CHECK(file_has(md, "/nothing-here`): skipped (--allow-missing): study: "));
+    CHECK(file_has(md, "| recipe | s | m | l |\n"));
+    /* usage errors: exit 2, a message, nothing written */
+    static const char* bad[][2] = {
+        {"", "give at least one LABEL=DIR"},
+        {"nolabel", "give LABEL=DIR"},
+        {"=dir", "give LABEL=DIR"},
+        {"s=", "give LABEL=DIR"},
+        {"'a|b=dir'", "without '|'"},
+        {"s=a s=b", "the label s given twice"},
+        {"--contrast abc s=a", "--contrast 'abc': give A:B"},
+        {"--contrast :b s=a", "give A:B"},
+        {"--contrast a: s=a", "give A:B"},
+        {"--bogus s=a", "unknown option '--bogus'"},
+        {"--baseline '' s=a", "--baseline: an empty recipe name"},
+        {"s=a --svg", "--svg needs a value"},
+        {"--svg SAME --out SAME s=a", "name the same file"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[1200];
+        if (strstr(bad[i][0], "SAME")) snprintf(args, sizeof args, "--svg %s/szu.md --out %s/szu.md s=a", t, t);
+        else snprintf(args, sizeof args, "--out %s/szu.md %s", t, bad[i][0]);
+        REQUIRE(test_sh("rm -f %s/szu.md", t) == 0);
+        CHECKF(test_sh("%s study sizes %s > %s/szu.log 2>&1", bin, args, t) == 2, "exit status of: %s", args);
+        CHECKF(test_log_has("szu", bad[i][1]), "%s: no '%s'", args, bad[i][1]);
+        CHECK_EQ_INT(test_sh("test -e %s/szu.md", t), 1);
+    }
+    /* mxlm study --help lists it */
+    REQUIRE(test_sh("%s study --help > %s/szh.log 2>&1", bin, t) == 0);
+    CHECK(test_log_has("szh", "mxlm study sizes [--out FILE.md] [--svg FILE.svg]"));
+}
+
+/* The two committed H200 studies side by side: the numbers of their own results.md (Table 1's paired grid, the
+ * paired differences, "Recipe against recipe"), and nothing written into them. */
+TEST(study_sizes_real_studies) {
+    const char* t = test_tmpdir();
+    const char* r60 = "docs/results/study-60m-33m-h200/results.md";
+    size_t n0 = 0, n1 = 0;
+    char* before = test_read_file(r60, &n0);
+    REQUIRE(before);
+    REQUIRE(test_sh("%s study sizes --out %s/real_sizes.md --svg %s/real_sizes.svg 20m=docs/results/study-20m-16m-h200 "
+                    "60m=docs/results/study-60m-33m-h200 > %s/real_sizes.log 2>&1", test_mxlm_bin(), t, t, t) == 0);
+    char md[512];
+    snprintf(md, sizeof md, "%s/real_sizes.md", t);
+    CHECK(file_has(md, "- **60m** (`docs/results/study-60m-33m-h200`): 60m: V 50304 D 512 L 20 H 8/4 (head dim 64) F 1536 "
+                       "T 1024, rope theta 500000, eps 1e-05; 62935552 parameters without the embedding and head "
+                       "(114446848 in all); 32768000 tokens per run (2000 steps x 16384 tokens); seeds 1,2,3 (18 runs, "
+                       "6 recipes); machine: NVIDIA H200, "));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | +8.4% ± 4.2% (se 2.9%, n 2); 1/3 did not converge (1 not run on to the limit) | "
+                       "+5.6% ± 4.3% (se 2.5%, n 3) |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw | +12.5% ± 10.1% (se 5.8%, n 3) | did not converge (3/3 seeds) (3 not run on to the "
+                       "limit) |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 | +0.0736 ± 0.0719 (se 0.0415, n 3); p 0.218 | +0.0285 ± 0.0201 (se 0.0116, n 3); "
+                       "p 0.133 |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 | +0.0755 ± 0.0518 (se 0.0299, n 3); p 0.127 | -0.0130 ± 0.0169 "
+                       "(se 0.0098, n 3); p 0.315 |\n"));
+    CHECK(file_has(md, "| mxfp4-fdw-h32 - mxfp4-fdw-h16 | -0.1129 ± 0.0294 (se 0.0170, n 3); p 0.022 | - |\n"));
+    char* after = test_read_file(r60, &n1);
+    CHECK(after && n0 == n1 && !memcmp(before, after, n0));
+    free(before);
+    free(after);
 }

@@ -239,8 +239,57 @@ double mx_svg_y(const mx_svg_frame* f, double y);
 void mx_svg_begin(mx_sbuf* b, int w, int h);      /* <svg ...> and a white background */
 /* Frame, grid, tick labels, axis labels and title of a plot area, and its clip path "c<id>". */
 void mx_svg_axes(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title, int id);
+/* The same with the x ticks at xt[0..nx) (data units) labelled xl[] (XML-escaped), instead of every multiple of a
+ * 1-2-5 step: for a log axis, plot log10 x and label the ticks with the values. */
+void mx_svg_axes_xticks(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title,
+                        int id, const double* xt, const char* const* xl, int nx);
 void mx_svg_text(mx_sbuf* b, const char* s);      /* s XML-escaped */
 const char* mx_svg_color(int k);                  /* the report's 10 colours, k mod 10 */
+
+/* ---- one precision study per model size (src/study/sizes.c; `mxlm study sizes`) ----
+ * Each size is a study folder, loaded and computed as `mxlm study report` computes it (mx_study_load,
+ * mx_study_opts_from with the baseline given or the one its study.txt records, mx_study_compute), nothing
+ * written into it; the report puts the sizes side by side:
+ *
+ *   paired overhead    per recipe and size the recipe's p_overhead vs the baseline (mean ± sd (se, n) over the
+ *                      seeds where both reached the target), or did not converge (k/n seeds)
+ *   final loss         per recipe and size d_final (the recipe's final validation loss - the baseline's, same
+ *                      seed) with p, the two-sided paired t-test: t = mean / se, se = sd / sqrt(n), df = n - 1
+ *   contrasts          per A:B and size mx_study_recipe_vs(A, B): A's final loss - B's by seed, mean ± sd
+ *                      (se, n) and p as above
+ *   the figure         paired overhead (%) against non-embedding parameters (log scale), ± 1 se */
+typedef struct {
+    char label[64];         /* the size's name in the tables and on the x axis, e.g. "60m" */
+    char dir[1024];         /* its study folder */
+    int loaded;             /* 1: computed; 0: skipped (allow_missing), why in note */
+    char note[1400];
+    mx_study study;         /* (loaded) */
+    int64_t params;         /* non-embedding parameters of its first run's model (config.txt) */
+} mx_sizes_entry;
+
+typedef struct {
+    mx_sizes_entry* sizes;  /* [n_sizes] in the order given */
+    int n_sizes, n_loaded;
+    char baseline[256];     /* the studies' baseline (the same in all) */
+} mx_sizes;
+
+/* Load and compute the sizes labels[i] = dirs[i] (baseline NULL: each its recorded one, else fp8). A folder that
+ * cannot be read, holds no finished run or gives no target is an error naming it (MX_EINVAL / MX_EIO), or with
+ * allow_missing a skipped size (its note says why; an error when none is left); so are baselines that differ. */
+int mx_sizes_load(mx_sizes* z, const char* const* labels, const char* const* dirs, int n, const char* baseline,
+                  int allow_missing);
+/* The report (Markdown, malloc'ed; NULL: out of memory): a setup line per size (a note per skipped one), the
+ * paired-overhead and final-loss tables (rows: the recipes of all sizes but the baseline, in the order they
+ * first appear; columns: the sizes; "-": not run there), the contrasts[nc] "A:B" (NULL: the defaults
+ * mxfp4-fdw-h16:mxfp4-fdw-rh16 and mxfp4-fdw-h32:mxfp4-fdw-h16; a row only where a size has both) and the
+ * definitions. A recipe name may hold ':' itself: A:B splits at the first ':' whose two sides are recipes of
+ * one size (else at the first ':'). */
+char* mx_sizes_markdown(const mx_sizes* z, const char* const* contrasts, int nc);
+/* The figure (SVG, malloc'ed; NULL: out of memory): per recipe the paired overhead (%) at each size against
+ * log10 of its non-embedding parameters, a line through the sizes in order, markers (filled: every finished
+ * seed paired; hollow: some did not converge), ± 1 se bars, and an x at the top where no seed converged. */
+char* mx_sizes_svg(const mx_sizes* z);
+void mx_sizes_free(mx_sizes* z);
 
 /* `mxlm plot`: training loss (thin) and validation loss (thick, dots) against tokens of any runs (loaded with
  * mx_study_load_run), one colour per run; with telemetry, one panel per run that has telemetry: the mean SQNR

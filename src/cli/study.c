@@ -47,6 +47,18 @@ static const char* k_report_usage =
     "  not converge when it diverged or did not reach the target within budget-factor x the baseline's token\n"
     "  budget. Paired differences vs the baseline's run of the same seed: mean, sd, se. Definitions: docs/study.md.";
 
+static const char* k_sizes_usage =
+    "sizes [--out FILE.md] [--svg FILE.svg] [--baseline R] [--contrast A:B ...] [--allow-missing] LABEL=DIR ...\n"
+    "  One study per model size, side by side: each DIR a study folder (mxlm study run), LABEL the size's name\n"
+    "  (e.g. 60m=runs/study60m), each computed as `mxlm study report DIR` computes it (nothing written into DIR).\n"
+    "  Markdown to --out (else standard output): a setup line per size; per recipe (rows) and size (columns) the\n"
+    "  paired token overhead vs the baseline, and the final validation loss - the baseline's with p (two-sided\n"
+    "  paired t-test); per contrast A:B (--contrast, repeatable; default mxfp4-fdw-h16:mxfp4-fdw-rh16 and\n"
+    "  mxfp4-fdw-h32:mxfp4-fdw-h16) A's final loss - B's by seed. --svg: the paired overhead against the\n"
+    "  non-embedding parameters (log scale). --baseline R: every size's baseline (default: the one each study.txt\n"
+    "  records, else fp8; the sizes' must agree). --allow-missing: a DIR that is missing, has no finished run or\n"
+    "  no target yet is skipped with a note (default: an error, exit 1). Definitions: docs/study.md.";
+
 /* A fraction as a percentage rounded to 0.1, without a negative zero. */
 static double pct1(double x) {
     double v = round(x * 1000.0) / 10.0;
@@ -347,13 +359,150 @@ static int cmd_run(int argc, char** argv) {
     return errors || r2 ? 1 : 0;
 }
 
+/* ---- study sizes ------------------------------------------------------------------------- */
+
+#define MX_SIZES_MAX 64 /* sizes of one report */
+
+/* A LABEL=DIR argument split into its two (a copy in buf; label: 1..63 bytes, no '|' or control characters, a
+ * table's cell): 0, or 2 with a message. */
+static int size_arg(const char* a, char* buf, size_t n, const char** label, const char** dir) {
+    const char* eq = strchr(a, '=');
+    snprintf(buf, n, "%s", a);
+    if (!eq || eq == a || !eq[1] || (size_t)(eq - a) > 63) {
+        fprintf(stderr, "mxlm study sizes: '%s': give LABEL=DIR (a label of 1..63 bytes and a study folder)\n", a);
+        return 2;
+    }
+    for (const char* c = a; c < eq; c++)
+        if (*c == '|' || (unsigned char)*c < 0x20) {
+            fprintf(stderr, "mxlm study sizes: '%.*s': a label without '|' or control characters\n", (int)(eq - a), a);
+            return 2;
+        }
+    buf[eq - a] = 0;
+    *label = buf;
+    *dir = buf + (eq - a) + 1;
+    return cli_path_check("study sizes", NULL, *dir);
+}
+
+/* labels[n] is not one of labels[0..n): 0, else 2 with a message. */
+static int label_new(const char* const* labels, int n) {
+    for (int j = 0; j < n; j++)
+        if (!strcmp(labels[j], labels[n])) {
+            fprintf(stderr, "mxlm study sizes: the label %s given twice\n", labels[n]);
+            return 2;
+        }
+    return 0;
+}
+
+/* --contrast A:B: a ':' with a recipe name on each side (0), else 2 with a message. */
+static int contrast_arg(const char* v) {
+    const char* c = strchr(v, ':');
+    if (c && c != v && strrchr(v, ':')[1]) return 0;
+    fprintf(stderr, "mxlm study sizes: --contrast '%s': give A:B, two recipes\n", v);
+    return 2;
+}
+
+/* The sizes' report: Markdown to out (NULL: standard output), the figure to svg_path (NULL: none). 0 or 1. */
+static int write_sizes(const mx_sizes* z, const char* out, const char* svg_path, const char* const* con, int nc) {
+    char* md = mx_sizes_markdown(z, con, nc);
+    char* svg = svg_path ? mx_sizes_svg(z) : NULL;
+    int rc = !md || (svg_path && !svg);
+    if (rc) fprintf(stderr, "mxlm study sizes: out of memory\n");
+    if (!rc && svg_path) rc = cli_write_file_atomic(svg_path, svg, strlen(svg)) != 0;
+    if (!rc && out) rc = cli_write_file_atomic(out, md, strlen(md)) != 0;
+    if (!rc && !out) fputs(md, stdout);
+    if (!rc && out)
+        printf("study sizes: %d sizes (%d skipped), baseline %s; wrote %s%s%s\n", z->n_sizes, z->n_sizes - z->n_loaded,
+               z->baseline, out, svg_path ? ", " : "", svg_path ? svg_path : "");
+    free(md);
+    free(svg);
+    return rc;
+}
+
+/* study sizes' command line */
+typedef struct {
+    const char *out, *svg, *baseline;
+    const char *labels[MX_SIZES_MAX], *dirs[MX_SIZES_MAX], *con[MX_SIZES_MAX];
+    int n, nc, allow;
+} sizes_args;
+
+/* One --contrast more: 0, or 2 with a message. */
+static int add_contrast(sizes_args* a, const char* v) {
+    if (contrast_arg(v)) return 2;
+    if (a->nc == MX_SIZES_MAX) { fprintf(stderr, "mxlm study sizes: more than %d contrasts\n", MX_SIZES_MAX); return 2; }
+    a->con[a->nc++] = v;
+    return 0;
+}
+
+/* --baseline R: 0, or 2 with a message for an empty name. */
+static int set_baseline(sizes_args* a, const char* v) {
+    a->baseline = v;
+    if (*v) return 0;
+    fprintf(stderr, "mxlm study sizes: --baseline: an empty recipe name\n");
+    return 2;
+}
+
+/* One LABEL=DIR more (its copy in buf): 0, or 2 with a message. */
+static int add_size(sizes_args* a, const char* v, char* buf, size_t n) {
+    if (a->n == MX_SIZES_MAX) { fprintf(stderr, "mxlm study sizes: more than %d sizes\n", MX_SIZES_MAX); return 2; }
+    if (size_arg(v, buf, n, &a->labels[a->n], &a->dirs[a->n])) return 2;
+    return label_new(a->labels, a->n++);
+}
+
+/* study sizes' options and sizes: 0, -1 (--help: the usage printed) or 2 (a message printed). */
+static int sizes_parse(int argc, char** argv, sizes_args* a) {
+    static char copies[MX_SIZES_MAX][MX_PATH_LEN + 80]; /* the LABEL=DIR arguments, split */
+    memset(a, 0, sizeof *a);
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        int missing = 0;
+        const char* v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mxlm study %s\n", k_sizes_usage);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--allow-missing")) a->allow = 1;
+        else if ((v = own_opt(argc, argv, &i, "out", &missing))) rc = cli_path_check("study sizes", "out", a->out = v);
+        else if ((v = own_opt(argc, argv, &i, "svg", &missing))) rc = cli_path_check("study sizes", "svg", a->svg = v);
+        else if ((v = own_opt(argc, argv, &i, "contrast", &missing))) rc = add_contrast(a, v);
+        else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) rc = set_baseline(a, v);
+        else if (missing) { fprintf(stderr, "mxlm study sizes: %s needs a value\n", argv[i]); rc = 2; }
+        else if (!strncmp(argv[i], "--", 2)) {
+            fprintf(stderr, "mxlm study sizes: unknown option '%s' (see mxlm study sizes --help)\n", argv[i]);
+            rc = 2;
+        } else rc = add_size(a, argv[i], copies[a->n % MX_SIZES_MAX], sizeof copies[0]); /* (the 65th: refused) */
+    }
+    if (!rc && !a->n) {
+        fprintf(stderr, "mxlm study sizes: give at least one LABEL=DIR (mxlm study sizes --help)\n");
+        rc = 2;
+    }
+    const char* names[2] = {"--out", "--svg"}, *paths[2] = {a->out, a->svg};
+    return rc ? rc : cli_paths_distinct("study sizes", names, paths, 2);
+}
+
+static int cmd_sizes(int argc, char** argv) {
+    sizes_args a;
+    int rc = sizes_parse(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+    mx_sizes z;
+    if (mx_sizes_load(&z, a.labels, a.dirs, a.n, a.baseline, a.allow)) {
+        fprintf(stderr, "mxlm %s\n", mx_last_error());
+        return 1;
+    }
+    rc = write_sizes(&z, a.out, a.svg, a.nc ? a.con : NULL, a.nc);
+    mx_sizes_free(&z);
+    return rc;
+}
+
 int cmd_study(int argc, char** argv) {
     if (argc >= 2 && !strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "report")) return cmd_report(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "sizes")) return cmd_sizes(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: mxlm study %s\n\n       mxlm study %s\n", k_run_usage, k_report_usage);
+        printf("usage: mxlm study %s\n\n       mxlm study %s\n\n       mxlm study %s\n", k_run_usage, k_report_usage,
+               k_sizes_usage);
         return 0;
     }
-    fprintf(stderr, "usage: mxlm study run ... | mxlm study report DIR ...  (mxlm study --help)\n");
+    fprintf(stderr, "usage: mxlm study run ... | mxlm study report DIR ... | mxlm study sizes LABEL=DIR ...  "
+                    "(mxlm study --help)\n");
     return 2;
 }

@@ -60,7 +60,7 @@ static void overhead_cell(const mx_study_recipe* R, char* b, size_t n) {
 }
 
 /* A statistic as "mean ± sd (se X, n N)" (n 1: "mean (n 1)"; n 0: "-"); scale 100 and unit "%" for percentages. */
-static const char* stat_cell(char* b, size_t n, const mx_study_stat* st, const char* fmt, double scale, const char* unit) {
+const char* study_stat_cell(char* b, size_t n, const mx_study_stat* st, const char* fmt, double scale, const char* unit) {
     char m[48], d[48], e[48];
     if (st->n < 1 || !isfinite(st->mean)) { snprintf(b, n, "-"); return b; }
     double mv = st->mean * scale;
@@ -73,6 +73,13 @@ static const char* stat_cell(char* b, size_t n, const mx_study_stat* st, const c
     snprintf(e, sizeof e, df2, st->se * scale);
     snprintf(b, n, "%s%s ± %s%s (se %s%s, n %d)", m, unit, d, unit, e, unit, st->n);
     return b;
+}
+
+double study_t_p(const mx_study_stat* st, double* t) {
+    double tv = st->n >= 2 && st->se > 0 ? st->mean / st->se : NAN;
+    if (fabs(tv) < 0.005) tv = 0; /* no "-0.00" */
+    if (t) *t = tv;
+    return mx_study_t_p(tv, st->n - 1);
 }
 
 /* One row of "Recipe against recipe": a - ref by seed (the header first, once). */
@@ -98,10 +105,11 @@ static void vs_row(const mx_study* s, mx_sbuf* b, const char* a, const char* ref
     ps[0] = 0;
     for (int q = 0; q < n && l + 40 < sizeof ps; q++)
         l += (size_t)snprintf(ps + l, sizeof ps - l, "%ss%llu %+.4f", q ? ", " : "", (unsigned long long)sd[q], d[q]);
-    double tv = st.n >= 2 && st.se > 0 ? st.mean / st.se : NAN;
-    if (fabs(tv) < 0.005) tv = 0; /* no "-0.00" */
-    mx_sb_printf(b, "| %s - %s | %s | %s | %s | %s |\n", a, ref, n ? ps : "-", stat_cell(c, sizeof c, &st, "%+.4f", 1, ""),
-                 num(t, sizeof t, tv == 0 ? "%.2f" : "%+.2f", tv), num(pv, sizeof pv, "%.3f", mx_study_t_p(tv, st.n - 1)));
+    double tv;
+    const double p = study_t_p(&st, &tv);
+    mx_sb_printf(b, "| %s - %s | %s | %s | %s | %s |\n", a, ref, n ? ps : "-",
+                 study_stat_cell(c, sizeof c, &st, "%+.4f", 1, ""), num(t, sizeof t, tv == 0 ? "%.2f" : "%+.2f", tv),
+                 num(pv, sizeof pv, "%.3f", p));
 }
 
 /* "Recipe against recipe": the questions of the paper's hypotheses (which GEMM costs, which stabilizer
@@ -131,7 +139,7 @@ static void vs_section(const mx_study* s, mx_sbuf* b) {
 }
 
 /* The paired overhead of a recipe (the paper's grid): mean ± sd (se, n), and the seeds that did not converge. */
-static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t n) {
+void study_paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t n) {
     if (!strcmp(R->recipe, B)) { snprintf(b, n, "baseline (0 by definition)"); return; }
     int fin = R->n_pairs + R->n_dnc + R->n_nobase;
     if (!R->n_pairs) {
@@ -140,7 +148,7 @@ static void paired_cell(const mx_study_recipe* R, const char* B, char* b, size_t
         if (R->n_dnc) short_note(R, b, n);
         return;
     }
-    stat_cell(b, n, &R->p_overhead, "%+.1f", 100, "%");
+    study_stat_cell(b, n, &R->p_overhead, "%+.1f", 100, "%");
     size_t l = strlen(b);
     if (R->n_dnc) {
         snprintf(b + l, n - l, "; %d/%d did not converge", R->n_dnc, fin);
@@ -241,20 +249,24 @@ static void run_command(mx_sbuf* b, const mx_study_run* r) {
     sh_word(b, r->dir);
 }
 
+void study_run_model(const mx_study_run* r, mx_model_config* m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%.31s", r->preset);
+    m->vocab = (int)study_cfg_i64(r->config, "vocab", 0);
+    m->dim = (int)study_cfg_i64(r->config, "dim", 0);
+    m->n_layers = (int)study_cfg_i64(r->config, "layers", 0);
+    m->n_heads = (int)study_cfg_i64(r->config, "heads", 0);
+    m->n_kv_heads = (int)study_cfg_i64(r->config, "kv-heads", 0);
+    m->ffn = (int)study_cfg_i64(r->config, "ffn", 0);
+    m->seq_len = (int)study_cfg_i64(r->config, "context", 0);
+    char v[64];
+    m->rope_theta = study_cfg_get(r->config, "rope-theta", v, sizeof v) ? strtof(v, NULL) : 500000.0f;
+    m->norm_eps = study_cfg_get(r->config, "norm-eps", v, sizeof v) ? strtof(v, NULL) : 1e-5f;
+}
+
 static void model_line(mx_sbuf* b, const mx_study_run* r) {
     mx_model_config m;
-    memset(&m, 0, sizeof m);
-    snprintf(m.name, sizeof m.name, "%.31s", r->preset);
-    m.vocab = (int)study_cfg_i64(r->config, "vocab", 0);
-    m.dim = (int)study_cfg_i64(r->config, "dim", 0);
-    m.n_layers = (int)study_cfg_i64(r->config, "layers", 0);
-    m.n_heads = (int)study_cfg_i64(r->config, "heads", 0);
-    m.n_kv_heads = (int)study_cfg_i64(r->config, "kv-heads", 0);
-    m.ffn = (int)study_cfg_i64(r->config, "ffn", 0);
-    m.seq_len = (int)study_cfg_i64(r->config, "context", 0);
-    char v[64];
-    m.rope_theta = study_cfg_get(r->config, "rope-theta", v, sizeof v) ? strtof(v, NULL) : 500000.0f;
-    m.norm_eps = study_cfg_get(r->config, "norm-eps", v, sizeof v) ? strtof(v, NULL) : 1e-5f;
+    study_run_model(r, &m);
     char d[512];
     mx_model_config_describe(&m, d, sizeof d);
     mx_sb_printf(b, "- **Model**: %s; %lld parameters (%lld without the embedding and head).\n", d,
@@ -274,7 +286,7 @@ static void model_line(mx_sbuf* b, const mx_study_run* r) {
 }
 
 /* Does the line p[0..l) occur as a whole line of text before p? */
-static int line_seen(const char* text, const char* p, size_t l) {
+int study_line_seen(const char* text, const char* p, size_t l) {
     for (const char* q = text; q < p; q = strchr(q, '\n'), q = q ? q + 1 : p)
         if (strcspn(q, "\n") == l && !strncmp(q, p, l)) return 1;
     return 0;
@@ -332,7 +344,7 @@ char* mx_study_markdown(const mx_study* s) {
     if (s->warning[0]) mx_sb_printf(&b, "- **Warning**: %s.\n", s->warning);
     for (const char* p = s->study_txt; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         size_t l = strcspn(p, "\n");
-        if (line_seen(s->study_txt, p, l)) continue; /* a study run again (continued) */
+        if (study_line_seen(s->study_txt, p, l)) continue; /* a study run again (continued) */
         if (!strncmp(p, "machine = ", 10)) mx_sb_printf(&b, "- **Machine**: %.*s.\n", (int)l - 10, p + 10);
         if (!strncmp(p, "command = ", 10)) mx_sb_printf(&b, "- **Study command**: `%.*s`\n", (int)l - 10, p + 10);
     }
@@ -384,7 +396,7 @@ char* mx_study_markdown(const mx_study* s) {
                 const mx_study_recipe* R = NULL;
                 for (int k = 0; k < s->n_recipes; k++)
                     if (!strcmp(s->recipes[k].recipe, n)) R = &s->recipes[k];
-                if (R) paired_cell(R, B, cell, sizeof cell);
+                if (R) study_paired_cell(R, B, cell, sizeof cell);
                 mx_sb_printf(&b, " %s |", R ? cell : "");
             }
             mx_sb_printf(&b, "\n");
@@ -398,7 +410,7 @@ char* mx_study_markdown(const mx_study* s) {
                     in_grid |= !strcmp(s->recipes[k].recipe, n);
                 }
             if (in_grid) continue;
-            paired_cell(&s->recipes[k], B, cell, sizeof cell);
+            study_paired_cell(&s->recipes[k], B, cell, sizeof cell);
             mx_sb_printf(&b, "| %s | %s | | | |\n", s->recipes[k].recipe, cell);
         }
     }
@@ -425,8 +437,9 @@ char* mx_study_markdown(const mx_study* s) {
         if (R->n_nobase) snprintf(nob, sizeof nob, " (%d without a baseline pair)", R->n_nobase);
         mx_sb_printf(&b, "| %s | %d / %d | %d/%d%s | %s | %s | %s |\n", R->recipe, R->n_lpairs, R->n_pairs, R->n_dnc,
                      fin, nob,
-                  stat_cell(c1, sizeof c1, &R->d_final, "%+.4f", 1, ""), stat_cell(c2, sizeof c2, &R->d_ttt, "%+.0f", 1, ""),
-                  stat_cell(c3, sizeof c3, &R->p_overhead, "%+.1f", 100, "%"));
+                  study_stat_cell(c1, sizeof c1, &R->d_final, "%+.4f", 1, ""),
+                  study_stat_cell(c2, sizeof c2, &R->d_ttt, "%+.0f", 1, ""),
+                  study_stat_cell(c3, sizeof c3, &R->p_overhead, "%+.1f", 100, "%"));
         any_pair |= R->n_pairs > 0 || R->n_lpairs > 0;
     }
     /* the statement */
@@ -440,7 +453,7 @@ char* mx_study_markdown(const mx_study* s) {
         for (int q = 0; q < 3; q++) {
             if (!mx_study_stat_beyond_2se(sts[q])) continue;
             char c[160];
-            stat_cell(c, sizeof c, sts[q], q == 0 ? "%+.4f" : q == 1 ? "%+.0f" : "%+.1f", q == 2 ? 100 : 1, q == 2 ? "%" : "");
+            study_stat_cell(c, sizeof c, sts[q], q == 0 ? "%+.4f" : q == 1 ? "%+.0f" : "%+.1f", q == 2 ? 100 : 1, q == 2 ? "%" : "");
             mx_sb_printf(&b, "%s %s %s %s (%.1f se, %s %s)", nb ? ";" : "", R->recipe, what[q], c,
                       fabs(sts[q]->mean) / sts[q]->se, sts[q]->mean > 0 ? "above" : "below", B);
             nb++;
@@ -482,7 +495,7 @@ char* mx_study_markdown(const mx_study* s) {
                 for (int q = 0; q < R->n_points && !st; q++)
                     if (R->pt_tokens[q] == T) st = &R->d_loss[q];
                 char c[160];
-                mx_sb_printf(&b, " %s |", st ? stat_cell(c, sizeof c, st, "%+.4f", 1, "") : "-");
+                mx_sb_printf(&b, " %s |", st ? study_stat_cell(c, sizeof c, st, "%+.4f", 1, "") : "-");
             }
             mx_sb_printf(&b, "\n");
         }
@@ -647,7 +660,7 @@ static double tick_step(double lo, double hi, int n) {
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }
 
-static const char* short_num(char* b, size_t n, double x) {
+const char* study_short_num(char* b, size_t n, double x) {
     double a = fabs(x);
     if (a >= 1e9) snprintf(b, n, "%gB", x / 1e9);
     else if (a >= 1e6) snprintf(b, n, "%gM", x / 1e6);
@@ -661,18 +674,29 @@ typedef mx_svg_frame frame; /* data range and plot area (pixels); study.h */
 static double fx(const frame* f, double x) { return f->L + (x - f->x0) / (f->x1 - f->x0) * f->W; }
 static double fy(const frame* f, double y) { return f->T + f->H - (y - f->y0) / (f->y1 - f->y0) * f->H; }
 
-/* Axes, grid and tick labels of a plot area, and its clip path `id`. */
-static void svg_axes(mx_sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
+static void xml_text(mx_sbuf* b, const char* s);
+
+/* An x grid line at data x and its tick label. */
+static void x_tick(mx_sbuf* b, const frame* f, double x, const char* label) {
+    mx_sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%d\" "
+                 "text-anchor=\"middle\">", fx(f, x), f->T, fx(f, x), f->T + f->H, fx(f, x), f->T + f->H + 16);
+    xml_text(b, label);
+    mx_sb_printf(b, "</text>\n");
+}
+
+/* Axes, grid and tick labels of a plot area, and its clip path `id`: the x ticks at xt[0..nx) labelled xl[], or
+ * (nx < 0) at every multiple of a 1-2-5 step. */
+static void svg_axes_at(mx_sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id,
+                        const double* xt, const char* const* xl, int nx) {
     char t[32];
     mx_sb_printf(b, "<clipPath id=\"c%d\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></clipPath>\n", id, f->L, f->T,
               f->W, f->H);
     mx_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n", f->L, f->T, f->W,
               f->H);
     double xs = tick_step(f->x0, f->x1, 6), ys = tick_step(f->y0, f->y1, 6);
-    for (double x = ceil(f->x0 / xs) * xs; x <= f->x1 + 1e-9 * xs; x += xs)
-        mx_sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%d\" "
-                     "text-anchor=\"middle\">%s</text>\n", fx(f, x), f->T, fx(f, x), f->T + f->H, fx(f, x),
-                  f->T + f->H + 16, short_num(t, sizeof t, fabs(x) < 1e-9 * xs ? 0 : x));
+    for (double x = ceil(f->x0 / xs) * xs; nx < 0 && x <= f->x1 + 1e-9 * xs; x += xs)
+        x_tick(b, f, x, study_short_num(t, sizeof t, fabs(x) < 1e-9 * xs ? 0 : x));
+    for (int i = 0; i < nx; i++) x_tick(b, f, xt[i], xl[i]);
     for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + 1e-9 * ys; y += ys)
         mx_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" "
                      "text-anchor=\"end\">%g</text>\n", f->L, fy(f, y), f->L + f->W, fy(f, y), f->L - 5, fy(f, y) + 4,
@@ -682,6 +706,10 @@ static void svg_axes(mx_sbuf* b, const frame* f, const char* xlabel, const char*
               f->T + f->H / 2, ylabel);
     mx_sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n", f->L + f->W / 2,
               f->T - 8, title);
+}
+
+static void svg_axes(mx_sbuf* b, const frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
+    svg_axes_at(b, f, xlabel, ylabel, title, id, NULL, NULL, -1);
 }
 
 static void svg_begin(mx_sbuf* b, int w, int h) {
@@ -896,6 +924,10 @@ double mx_svg_y(const mx_svg_frame* f, double y) { return fy(f, y); }
 void mx_svg_begin(mx_sbuf* b, int w, int h) { svg_begin(b, w, h); }
 void mx_svg_axes(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title, int id) {
     svg_axes(b, f, xlabel, ylabel, title, id);
+}
+void mx_svg_axes_xticks(mx_sbuf* b, const mx_svg_frame* f, const char* xlabel, const char* ylabel, const char* title,
+                        int id, const double* xt, const char* const* xl, int nx) {
+    svg_axes_at(b, f, xlabel, ylabel, title, id, xt, xl, nx < 0 ? 0 : nx);
 }
 void mx_svg_text(mx_sbuf* b, const char* s) { xml_text(b, s); }
 const char* mx_svg_color(int k) { return k_colors[(k % 10 + 10) % 10]; }
