@@ -1315,6 +1315,20 @@ TEST(study_sizes_command) {
                     t) == 0);
     CHECK(test_log_has("sz3", "| mxfp4-fdw-rh16 - mxfp4-fdw-h16 | +0.1000 ± 0.1000 (se 0.0577, n 3); p 0.225 | - |"));
     CHECK(!test_log_has("sz3", "| mxfp4-fdw-h16 - mxfp4-fdw-rh16 |")); /* given contrasts replace the defaults */
+    /* --recipes: the rows, in the order given (the baseline never one); a name no size ran: exit 1, nothing written */
+    REQUIRE(test_sh("%s study sizes --recipes mxfp4-fdw-sr,fp8,mxfp4-fdw-h16 --svg %s/szr.svg %s > %s/szr.log 2>&1", bin, t,
+                    sizes, t) == 0);
+    CHECK(test_log_has("szr", "| recipe | s | m | l |\n|---|---|---|---|\n| mxfp4-fdw-sr | - | - | did not converge"));
+    CHECK(test_log_has("szr", "|\n| mxfp4-fdw-h16 | +10.0% ± 5.0% (se 2.9%, n 3) |"));
+    CHECK(!test_log_has("szr", "| mxfp4-fdw-rh16 |"));
+    CHECK(!test_log_has("szr", "| fp8 |"));
+    snprintf(svg, sizeof svg, "%s/szr.svg", t);
+    CHECK(file_has(svg, ">mxfp4-fdw-h16</text>") && !file_has(svg, ">mxfp4-fdw-rh16</text>"));
+    REQUIRE(test_sh("rm -f %s/szx.md", t) == 0);
+    CHECK_EQ_INT(test_sh("%s study sizes --recipes mxfp4-fdw-h16,nvfp4 --out %s/szx.md %s > %s/szr2.log 2>&1", bin, t,
+                         sizes, t), 1);
+    CHECK(test_log_has("szr2", "--recipes: nvfp4 was run at none of the sizes"));
+    CHECK_EQ_INT(test_sh("test -e %s/szx.md", t), 1);
     /* a missing folder: exit 1 naming it, nothing written; --allow-missing: a note */
     REQUIRE(test_sh("rm -f %s/szx.md %s/szx.svg", t, t) == 0);
     CHECK_EQ_INT(test_sh("%s study sizes --out %s/szx.md --svg %s/szx.svg %s xl=%s/nothing-here > %s/sz4.log 2>&1", bin, t,
@@ -1345,6 +1359,8 @@ TEST(study_sizes_command) {
         {"--contrast a: s=a", "give A:B"},
         {"--bogus s=a", "unknown option '--bogus'"},
         {"--baseline '' s=a", "--baseline: an empty recipe name"},
+        {"--recipes a,,b s=a", "--recipes 'a,,b': an empty recipe name"},
+        {"--recipes a,b,a s=a", "--recipes: a given twice"},
         {"s=a --svg", "--svg needs a value"},
         {"--svg SAME --out SAME s=a", "name the same file"},
     };

@@ -271,6 +271,8 @@ typedef struct {
     mx_sizes_entry* sizes;  /* [n_sizes] in the order given */
     int n_sizes, n_loaded;
     char baseline[256];     /* the studies' baseline (the same in all) */
+    const char* const* only; /* the caller's: the rows, these recipes in this order (n_only 0: every recipe) */
+    int n_only;
 } mx_sizes;
 
 /* Load and compute the sizes labels[i] = dirs[i] (baseline NULL: each its recorded one, else fp8). A folder that
@@ -289,6 +291,8 @@ char* mx_sizes_markdown(const mx_sizes* z, const char* const* contrasts, int nc)
  * log10 of its non-embedding parameters, a line through the sizes in order, markers (filled: every finished
  * seed paired; hollow: some did not converge), ± 1 se bars, and an x at the top where no seed converged. */
 char* mx_sizes_svg(const mx_sizes* z);
+/* Whether some loaded size of z ran recipe r (a check of z->only's names). */
+int mx_sizes_ran(const mx_sizes* z, const char* r);
 void mx_sizes_free(mx_sizes* z);
 
 /* `mxlm plot`: training loss (thin) and validation loss (thick, dots) against tokens of any runs (loaded with

@@ -48,7 +48,8 @@ static const char* k_report_usage =
     "  budget. Paired differences vs the baseline's run of the same seed: mean, sd, se. Definitions: docs/study.md.";
 
 static const char* k_sizes_usage =
-    "sizes [--out FILE.md] [--svg FILE.svg] [--baseline R] [--contrast A:B ...] [--allow-missing] LABEL=DIR ...\n"
+    "sizes [--out FILE.md] [--svg FILE.svg] [--baseline R] [--recipes R1,R2,...] [--contrast A:B ...] [--allow-missing]\n"
+    "      LABEL=DIR ...\n"
     "  One study per model size, side by side: each DIR a study folder (mxlm study run), LABEL the size's name\n"
     "  (e.g. 60m=runs/study60m), each computed as `mxlm study report DIR` computes it (nothing written into DIR).\n"
     "  Markdown to --out (else standard output): a setup line per size; per recipe (rows) and size (columns) the\n"
@@ -57,7 +58,9 @@ static const char* k_sizes_usage =
     "  mxfp4-fdw-h32:mxfp4-fdw-h16) A's final loss - B's by seed. --svg: the paired overhead against the\n"
     "  non-embedding parameters (log scale). --baseline R: every size's baseline (default: the one each study.txt\n"
     "  records, else fp8; the sizes' must agree). --allow-missing: a DIR that is missing, has no finished run or\n"
-    "  no target yet is skipped with a note (default: an error, exit 1). Definitions: docs/study.md.";
+    "  no target yet is skipped with a note (default: an error, exit 1). --recipes: the rows and the figure's lines,\n"
+    "  these recipes in this order (each run by some size; default: every recipe but the baseline). Definitions:\n"
+    "  docs/study.md.";
 
 /* A fraction as a percentage rounded to 0.1, without a negative zero. */
 static double pct1(double x) {
@@ -421,9 +424,37 @@ static int write_sizes(const mx_sizes* z, const char* out, const char* svg_path,
 /* study sizes' command line */
 typedef struct {
     const char *out, *svg, *baseline;
-    const char *labels[MX_SIZES_MAX], *dirs[MX_SIZES_MAX], *con[MX_SIZES_MAX];
-    int n, nc, allow;
+    const char *labels[MX_SIZES_MAX], *dirs[MX_SIZES_MAX], *con[MX_SIZES_MAX], *only[MX_SIZES_MAX];
+    int n, nc, allow, n_only;
 } sizes_args;
+
+/* --recipes LIST (split in place into buf): 0, or 2 with a message (an empty or repeated name, too many). */
+static int set_only(sizes_args* a, const char* v, char* buf, size_t n) {
+    if (strlen(v) >= n) { fprintf(stderr, "mxlm study sizes: --recipes: the list is too long\n"); return 2; }
+    strcpy(buf, v);
+    a->n_only = 0;
+    for (char* p = buf;; p++) {
+        char* e = strchr(p, ',');
+        if (e) *e = 0;
+        if (!*p) { fprintf(stderr, "mxlm study sizes: --recipes '%s': an empty recipe name\n", v); return 2; }
+        for (int j = 0; j < a->n_only; j++)
+            if (!strcmp(a->only[j], p)) { fprintf(stderr, "mxlm study sizes: --recipes: %s given twice\n", p); return 2; }
+        if (a->n_only == MX_SIZES_MAX) { fprintf(stderr, "mxlm study sizes: --recipes: more than %d\n", MX_SIZES_MAX); return 2; }
+        a->only[a->n_only++] = p;
+        if (!e) return 0;
+        p = e;
+    }
+}
+
+/* Every --recipes name ran at some loaded size: 0, or 1 with a message naming one that did not. */
+static int only_known(const mx_sizes* z) {
+    for (int j = 0; j < z->n_only; j++)
+        if (!mx_sizes_ran(z, z->only[j])) {
+            fprintf(stderr, "mxlm study sizes: --recipes: %s was run at none of the sizes\n", z->only[j]);
+            return 1;
+        }
+    return 0;
+}
 
 /* One --contrast more: 0, or 2 with a message. */
 static int add_contrast(sizes_args* a, const char* v) {
@@ -451,6 +482,7 @@ static int add_size(sizes_args* a, const char* v, char* buf, size_t n) {
 /* study sizes' options and sizes: 0, -1 (--help: the usage printed) or 2 (a message printed). */
 static int sizes_parse(int argc, char** argv, sizes_args* a) {
     static char copies[MX_SIZES_MAX][MX_PATH_LEN + 80]; /* the LABEL=DIR arguments, split */
+    static char only_buf[16384];                        /* the --recipes list, split */
     memset(a, 0, sizeof *a);
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -465,6 +497,7 @@ static int sizes_parse(int argc, char** argv, sizes_args* a) {
         else if ((v = own_opt(argc, argv, &i, "svg", &missing))) rc = cli_path_check("study sizes", "svg", a->svg = v);
         else if ((v = own_opt(argc, argv, &i, "contrast", &missing))) rc = add_contrast(a, v);
         else if ((v = own_opt(argc, argv, &i, "baseline", &missing))) rc = set_baseline(a, v);
+        else if ((v = own_opt(argc, argv, &i, "recipes", &missing))) rc = set_only(a, v, only_buf, sizeof only_buf);
         else if (missing) { fprintf(stderr, "mxlm study sizes: %s needs a value\n", argv[i]); rc = 2; }
         else if (!strncmp(argv[i], "--", 2)) {
             fprintf(stderr, "mxlm study sizes: unknown option '%s' (see mxlm study sizes --help)\n", argv[i]);
@@ -488,7 +521,10 @@ static int cmd_sizes(int argc, char** argv) {
         fprintf(stderr, "mxlm %s\n", mx_last_error());
         return 1;
     }
-    rc = write_sizes(&z, a.out, a.svg, a.nc ? a.con : NULL, a.nc);
+    z.only = a.only;
+    z.n_only = a.n_only;
+    rc = only_known(&z);
+    if (!rc) rc = write_sizes(&z, a.out, a.svg, a.nc ? a.con : NULL, a.nc);
     mx_sizes_free(&z);
     return rc;
 }

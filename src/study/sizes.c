@@ -146,14 +146,24 @@ static void setup_line(mx_sbuf* b, const mx_sizes_entry* e) {
     mx_sb_printf(b, ".\n");
 }
 
-/* The recipes of the loaded sizes but the baseline, in the order they first appear (*names[] point into the
- * studies, malloc'ed): their number, -1 when out of memory. */
+int mx_sizes_ran(const mx_sizes* z, const char* r) {
+    for (int i = 0; i < z->n_sizes; i++)
+        for (int k = 0; k < z->sizes[i].study.n_recipes; k++)
+            if (!strcmp(z->sizes[i].study.recipes[k].recipe, r)) return 1;
+    return 0;
+}
+
+/* The rows: z->only's recipes that some size ran, in its order, where it is set; else the recipes of the loaded
+ * sizes, in the order they first appear; never the baseline (*names[] point into the studies or z->only,
+ * malloc'ed): their number, -1 when out of memory. */
 static int recipe_union(const mx_sizes* z, const char*** names) {
-    int cap = 1, n = 0;
+    int cap = 1 + z->n_only, n = 0;
     for (int i = 0; i < z->n_sizes; i++) cap += z->sizes[i].study.n_recipes;
     const char** v = malloc(sizeof(char*) * (size_t)cap);
     if (!v) return -1;
-    for (int i = 0; i < z->n_sizes; i++)
+    for (int j = 0; j < z->n_only; j++)
+        if (strcmp(z->only[j], z->baseline) && mx_sizes_ran(z, z->only[j])) v[n++] = z->only[j];
+    for (int i = 0; i < z->n_sizes && !z->n_only; i++)
         for (int k = 0; k < z->sizes[i].study.n_recipes; k++) {
             const char* name = z->sizes[i].study.recipes[k].recipe;
             int seen = !strcmp(name, z->baseline);
