@@ -1,7 +1,8 @@
 /*
  * qfast_ab.cu: the fast MXFP4 quantizer's candidate code paths (src/cuda/mx/mxfp4.cu's QF_OPT_* bits) against
  * the path the trainer runs (QF_OPT), on the device. For each configuration (the two-direction rows of `mxlm
- * bench quant`, single-direction ones, and shapes with edge tiles) and each of the 8 combinations of bits: its
+ * bench quant`, single-direction ones, shapes with edge tiles, and the fused SwiGLU-backward quantizer) and each
+ * of the 8 combinations of bits (the SwiGLU kernel: the 4 of MAD and INV): its
  * outputs (codes, scales, folded E4M3, float scales, counters) byte for byte against QF_OPT's, and its time
  * against a device copy measured in the same run (bytes read + written; median of 15 launches after 3; QF_OPT
  * timed again last, so that drift shows). QF_OPT's own outputs (all but the counters) are held to the general
@@ -86,12 +87,54 @@ std::vector<uint8_t> fetch(const Out& o, const Cfg& c, bool cnt = true) {
     return h;
 }
 
+void alloc_out(Out& o, size_t n) {
+    o.n = n;
+    for (int d = 0; d < 2; d++) {
+        CK(cudaMalloc(&o.codes[d], n / 2)); CK(cudaMalloc(&o.scales[d], n / 32));
+        CK(cudaMalloc(&o.e4[d], n)); CK(cudaMalloc(&o.fs[d], n / 128 * 4));
+    }
+    CK(cudaMalloc(&o.cnt, 64));
+}
+
 void clear(const Out& o) {
     for (int d = 0; d < 2; d++) {
         CK(cudaMemset(o.codes[d], 0xab, o.n / 2)); CK(cudaMemset(o.scales[d], 0xab, o.n / 32));
         CK(cudaMemset(o.e4[d], 0xab, o.n)); CK(cudaMemset(o.fs[d], 0xab, o.n / 128 * 4));
     }
     CK(cudaMemset(o.cnt, 0, 4 * sizeof(unsigned long long)));
+}
+
+/* The spec of direction d every configuration quantizes with: RNE, floor scales, h16 (mxg_quantize's fields). */
+mxg_qspec spec_of(int d) {
+    mxg_qspec s;
+    memset(&s, 0, sizeof s);
+    s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
+    s.scale = MX_SCALE_FLOOR;
+    s.round = MX_ROUND_RNE;
+    s.seed = 5;
+    s.tensor_id = d;
+    s.had_n = 16;
+    return s;
+}
+
+/* The outputs of direction d into o's buffers: codes + scales and / or E4M3 VEC128 + float scales, counters. */
+mxg_qout out_of(const Out& o, int d, bool codes, bool e4m3) {
+    mxg_qout q;
+    memset(&q, 0, sizeof q);
+    if (codes) { q.codes = o.codes[d]; q.scales = o.scales[d]; }
+    if (e4m3) { q.e4m3 = o.e4[d]; q.fscale = o.fs[d]; q.fold = MXG_FOLD_VEC128; }
+    q.counters = o.cnt + 2 * d;
+    return q;
+}
+
+/* k_qswiglu as launch_qswiglu_n picks it for BF16 h16 without random signs, for OPT (QF_OPT_PF does not apply). */
+int launch_swiglu(const QsArgs& a, int opt) {
+    switch (opt & (QF_OPT_MAD | QF_OPT_INV)) {
+    case 0: return launch_qswiglu_cfg<uint16_t, 16, 2, 0>(a, 0);
+    case QF_OPT_MAD: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_MAD>(a, 0);
+    case QF_OPT_INV: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_INV>(a, 0);
+    default: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_MAD | QF_OPT_INV>(a, 0);
+    }
 }
 
 /* launch_qfast_n's choice of tile and residency, for OPT. */
@@ -144,6 +187,59 @@ const char* opt_name(int o) {
     return buf[o];
 }
 
+/* The fused SwiGLU-backward quantizer (k_qswiglu: dgate and dup from dh, gate and up, both tensors' Dgrad and Wgrad
+ * operands as folded E4M3, BF16 inputs [16384, 4096]: the trainer's act16 case) under QF_OPT and its MAD / INV
+ * combinations, byte for byte against QF_OPT and timed (bytes: the three inputs read, the four operands written).
+ * Its rows in the table; returns how many combinations differ. */
+int swiglu_ab(const std::vector<uint16_t>& hb, uint16_t* dh, const Out& o, const Out& o2, double cbw) {
+    const int rows = 16384, cols = 4096;
+    const size_t n = (size_t)rows * cols;
+    const Cfg c = {"fused SwiGLU backward (BF16), dgate + dup, E4M3 both", false, true, true, true, false, rows, cols};
+    uint16_t *gate, *up;
+    CK(cudaMalloc(&gate, n * 2));
+    CK(cudaMalloc(&up, n * 2));
+    std::vector<uint16_t> h(n);
+    CK(cudaMemcpy(dh, hb.data(), n * 2, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n; i++) h[i] = hb[(i * 7 + 3) % n]; /* other values in other places */
+    CK(cudaMemcpy(gate, h.data(), n * 2, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n; i++) h[i] = hb[(i * 13 + 5) % n];
+    CK(cudaMemcpy(up, h.data(), n * 2, cudaMemcpyHostToDevice));
+    QsArgs a;
+    memset(&a, 0, sizeof a);
+    a.dh = dh; a.gate = gate; a.up = up; a.rows = rows; a.cols = cols;
+    for (int t = 0; t < 2; t++)
+        for (int d = 0; d < 2; d++) {
+            const mxg_qspec s = spec_of(d);
+            const mxg_qout q = out_of(t ? o2 : o, d, false, true);
+            if (make_slot(&s, &q, d, rows, cols, &a.q[t].s[d])) { fprintf(stderr, "%s: %s\n", c.name, mx_last_error()); exit(2); }
+        }
+    const double bytes = 6.0 * n + 4.0 * (n + n / 32);
+    auto run = [&](int opt) {
+        if (launch_swiglu(a, opt) != MX_OK) { fprintf(stderr, "%s: %s\n", c.name, mx_last_error()); exit(2); }
+    };
+    std::vector<uint8_t> ref;
+    double base = 0;
+    int bad = 0;
+    for (int opt = 0; opt < 8; opt += 2) { /* the MAD and INV bits */
+        clear(o);
+        clear(o2);
+        run(opt);
+        CK(cudaDeviceSynchronize());
+        std::vector<uint8_t> got = fetch(o, c), got2 = fetch(o2, c);
+        got.insert(got.end(), got2.begin(), got2.end());
+        if (opt == 0) ref = got;
+        const bool same = got == ref;
+        bad += !same;
+        const double ms = median_ms(15, [&]() { run(opt); });
+        if (opt == 0) base = ms;
+        printf("%-58s %-18s %8.4f %7.1f%% %7.3fx %7s\n", opt ? "" : c.name, opt_name(opt), ms,
+               100.0 * bytes / (ms * 1e6) / cbw, base / ms, opt == 0 ? "base" : same ? "same" : "DIFFER");
+    }
+    CK(cudaFree(gate));
+    CK(cudaFree(up));
+    return bad;
+}
+
 }  // namespace
 
 int main(void) {
@@ -175,13 +271,9 @@ int main(void) {
     float* xf;
     CK(cudaMalloc(&xb, nmax * 2));
     CK(cudaMalloc(&xf, nmax * 4));
-    Out o;
-    o.n = nmax;
-    for (int d = 0; d < 2; d++) {
-        CK(cudaMalloc(&o.codes[d], nmax / 2)); CK(cudaMalloc(&o.scales[d], nmax / 32));
-        CK(cudaMalloc(&o.e4[d], nmax)); CK(cudaMalloc(&o.fs[d], nmax / 128 * 4));
-    }
-    CK(cudaMalloc(&o.cnt, 64));
+    Out o, o2; /* o2: the fused SwiGLU kernel's second tensor */
+    alloc_out(o, nmax);
+    alloc_out(o2, nmax);
     /* the copy ceiling: 1 GiB device to device, bytes read + written */
     void *cs, *cd;
     CK(cudaMalloc(&cs, 1ull << 30));
@@ -208,19 +300,9 @@ int main(void) {
         size_t bytes = n * (c.f32 ? 4 : 2);
         for (int d = 0; d < 2; d++) {
             if (!(d ? c.col : c.row)) continue;
-            mxg_qspec s;
-            mxg_qout q;
-            memset(&s, 0, sizeof s);
-            memset(&q, 0, sizeof q);
-            s.layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
-            s.scale = MX_SCALE_FLOOR;
-            s.round = MX_ROUND_RNE;
-            s.seed = 5;
-            s.tensor_id = d;
-            s.had_n = 16;
-            if (c.codes) { q.codes = o.codes[d]; q.scales = o.scales[d]; bytes += n / 2 + n / 32; }
-            if (c.e4m3) { q.e4m3 = o.e4[d]; q.fscale = o.fs[d]; q.fold = MXG_FOLD_VEC128; bytes += n + n / 32; }
-            q.counters = o.cnt + 2 * d;
+            const mxg_qspec s = spec_of(d);
+            const mxg_qout q = out_of(o, d, c.codes, c.e4m3);
+            bytes += (c.codes ? n / 2 + n / 32 : 0) + (c.e4m3 ? n + n / 32 : 0);
             if (make_slot(&s, &q, d, c.rows, c.cols, &a.s[d])) { fprintf(stderr, "%s: %s\n", c.name, mx_last_error()); return 2; }
         }
         if (!qfast_ok(a, c.f32 ? MXG_F32 : MXG_BF16)) { fprintf(stderr, "%s: not the fast kernel's case\n", c.name); return 2; }
@@ -233,22 +315,9 @@ int main(void) {
         /* the general kernels' outputs: the reference QF_OPT is held to */
         std::vector<uint8_t> gen;
         {
-            mxg_qspec sp[2];
-            mxg_qout qo[2];
+            const mxg_qspec sp[2] = {spec_of(0), spec_of(1)};
+            const mxg_qout qo[2] = {out_of(o, 0, c.codes, c.e4m3), out_of(o, 1, c.codes, c.e4m3)};
             clear(o);
-            for (int d = 0; d < 2; d++) {
-                memset(&sp[d], 0, sizeof sp[d]);
-                memset(&qo[d], 0, sizeof qo[d]);
-                sp[d].layout = d ? MX_LAYOUT_32x1 : MX_LAYOUT_1x32;
-                sp[d].scale = MX_SCALE_FLOOR;
-                sp[d].round = MX_ROUND_RNE;
-                sp[d].seed = 5;
-                sp[d].tensor_id = d;
-                sp[d].had_n = 16;
-                if (c.codes) { qo[d].codes = o.codes[d]; qo[d].scales = o.scales[d]; }
-                if (c.e4m3) { qo[d].e4m3 = o.e4[d]; qo[d].fscale = o.fs[d]; qo[d].fold = MXG_FOLD_VEC128; }
-                qo[d].counters = o.cnt + 2 * d;
-            }
             mxg_quant_set_fast(0);
             const int rc = mxg_quantize(a.x, c.f32 ? MXG_F32 : MXG_BF16, c.rows, c.cols, c.row ? &sp[0] : NULL,
                                         c.row ? &qo[0] : NULL, c.col ? &sp[1] : NULL, c.col ? &qo[1] : NULL, NULL);
@@ -278,6 +347,7 @@ int main(void) {
         printf("%-58s %-18s %8.4f %7.1f%% %7.3fx\n", "", "QF_OPT again", again, 100.0 * bytes / (again * 1e6) / cbw,
                base / again);
     }
+    bad += swiglu_ab(hb, xb, o, o2, cbw);
     printf("\n%s\n", bad ? "qfast_ab: SOME OUTPUTS DIFFER from QF_OPT's" : "qfast_ab: QF_OPT's outputs equal the general kernels', every candidate's QF_OPT's");
     return bad ? 1 : 0;
 }

@@ -541,7 +541,8 @@ template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u
     }
 }
 
-/* Candidate code paths of the fast kernel (k_qfast), a bit each of its OPT template argument; QF_OPT is what
+/* Candidate code paths of the fast kernels (k_qfast; k_qswiglu takes MAD and INV through qf_pass), a bit each of their
+ * OPT template argument; QF_OPT is what
  * the trainer and `mxlm bench quant` run. bench/qfast_ab.cu times every combination against QF_OPT on the device,
  * byte for byte against its outputs; a bit that wins there (and passes make test-gpu) joins QF_OPT, and its other
  * branch goes. Each leaves the outputs as they are by construction:
@@ -1057,7 +1058,7 @@ __device__ __forceinline__ void qs_make(const T* gate, const T* up, const T* dh,
     }
 }
 
-template <typename T, int TR, int TC, int N, int MINB>
+template <typename T, int TR, int TC, int N, int MINB, int OPT = QF_OPT>
 __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
     static_assert(TR == 128 && TC == 128, "both passes need whole 128-groups in the tile");
     const T *gate = (const T*)a.gate, *up = (const T*)a.up, *dh = (const T*)a.dh;
@@ -1101,15 +1102,15 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
         }
         __syncthreads();
         /* a barrier between passes: a column pass exchanges e_ref through scl_c */
-        if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC, OPT>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
-        if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
+        if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC, OPT>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[0].active)
-            qf_pass<0, N, T, TR, TC>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
+            qf_pass<0, N, T, TR, TC, OPT>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads();
         if (a.q[1].s[1].active)
-            qf_pass<1, N, T, TR, TC>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
+            qf_pass<1, N, T, TR, TC, OPT>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads(); /* the tiles and signs are the next tile's */
     }
     __syncthreads();
@@ -1117,11 +1118,11 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
     flush_counters(a.q[1], cnt + 4);
 }
 
-template <typename T, int N, int MINB> int launch_qswiglu_cfg(const QsArgs& a, cudaStream_t st) {
+template <typename T, int N, int MINB, int OPT = QF_OPT> int launch_qswiglu_cfg(const QsArgs& a, cudaStream_t st) {
     using L = QsSmem<T, 128, 128>;
     constexpr int NT = 128 * 128 / 32;
     static int resident = 0;
-    return launch_persistent(k_qswiglu<T, 128, 128, N, MINB>, NT, L::total,
+    return launch_persistent(k_qswiglu<T, 128, 128, N, MINB, OPT>, NT, L::total,
                              ((a.rows + 127) / 128) * ((a.cols + 127) / 128), &resident, a, st);
 }
 
