@@ -251,12 +251,9 @@ int main(void) {
         {"FP32 1x32 + 32x1 h16, E4M3 VEC128 both", true, true, true, true, false, 16384, 4096},
         {"BF16 1x32 h16, E4M3 VEC128 (row tiles 64 x 128)", false, true, false, true, false, 16384, 4096},
         {"BF16 32x1 h16, E4M3 VEC128 (column tiles 128 x 64)", false, false, true, true, false, 16384, 4096},
-        {"edges: BF16 1x32 + 32x1 h16 codes [16352, 4064]", false, true, true, false, true, 16352, 4064},
-        {"edges: FP32 1x32 + 32x1 h16 codes [16352, 4064]", true, true, true, false, true, 16352, 4064},
-        {"edges: BF16 1x32 h16 E4M3 [16352, 4096] (64-row tiles)", false, true, false, true, false, 16352, 4096},
-        {"edges: FP32 1x32 h16 E4M3 [16352, 4096] (64-row tiles)", true, true, false, true, false, 16352, 4096},
-        {"edges: BF16 32x1 h16 E4M3 [16384, 4064] (64-column tiles)", false, false, true, true, false, 16384, 4064},
-        {"edges: FP32 32x1 h16 E4M3 [16384, 4064] (64-column tiles)", true, false, true, true, false, 16384, 4064},
+        {"FP32 1x32 + 32x1 h16, codes + scales", true, true, true, false, true, 16384, 4096},
+        {"FP32 1x32 h16, E4M3 VEC128 (Fprop's operand)", true, true, false, true, false, 16384, 4096},
+        {"FP32 32x1 h16, E4M3 VEC128 (Wgrad's operands)", true, false, true, true, false, 16384, 4096},
     };
     int dev = 0;
     cudaDeviceProp pr;
@@ -287,7 +284,19 @@ int main(void) {
     printf("%-58s %-18s %8s %8s %8s %7s\n", "configuration", "code path", "ms", "of copy", "vs base", "bytes");
     printf("(bytes: QF_OPT's outputs against the general kernels' (=gen), each candidate's against QF_OPT's (same))\n");
     int bad = 0;
-    for (const Cfg& c : cfgs) {
+    for (int k = 0; k < 2 * (int)(sizeof cfgs / sizeof cfgs[0]); k++) {
+        /* each configuration as given, then with tiles overhanging x: 32 rows and / or columns fewer, where
+         * the folded form, which needs its block axis a multiple of 128, allows */
+        Cfg c = cfgs[k / 2];
+        char name[96];
+        if (k % 2) {
+            const int dr = c.col && c.e4m3 ? 0 : 32, dc = c.row && c.e4m3 ? 0 : 32;
+            if (!dr && !dc) continue;
+            c.rows -= dr;
+            c.cols -= dc;
+            snprintf(name, sizeof name, "  the same at [%d, %d] (edge tiles)", c.rows, c.cols);
+            c.name = name;
+        }
         const size_t n = (size_t)c.rows * c.cols;
         /* the input's first n values as [rows, cols] (each configuration its own layout of the same values) */
         if (c.f32) CK(cudaMemcpy(xf, hf.data(), n * 4, cudaMemcpyHostToDevice));
