@@ -27,6 +27,11 @@ C=.device-carry
 PARTS=${*:-bins study20m study60m}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$C"
+prep_r50k() { # PATTERN CORPUS-FILE...: one r50k_base token set of the corpus files, no validation split
+  local pat=$1; shift
+  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern "$pat" --val-fraction 0 "${@/#/../shared/corpus/}" \
+    > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+}
 check() { # FILE SHA256-PREFIX
   local s; s=$(sha256sum "$1" | cut -c1-8)
   [ "$s" = "$2" ] || { echo "make_carry: $1 has sha256 $s..., the study's runs were made with $2..." >&2; exit 1; }
@@ -63,21 +68,18 @@ if has study20m || has study60m || has study125m; then
   [ -f data/tokenizers/r50k_base.tiktoken ] || bash tools/fetch_tokenizers.sh > /dev/null
   [ -x build/cpu/mxlm ] || make -j"$(nproc)" build/cpu/mxlm > /dev/null
   mkdir -p build/study20m
-  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern build/study20m/val.bin --val-fraction 0 \
-    ../shared/corpus/val.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+  prep_r50k build/study20m/val.bin val.jsonl.zst
   check build/study20m/val.bin 938afb3d
   cp build/study20m/val.bin "$C/study20m-val.bin"
 fi
 if has study20m; then
-  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern 'build/study20m/train_%06d.bin' --val-fraction 0 \
-    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+  prep_r50k 'build/study20m/train_%06d.bin' train-00.jsonl.zst train-01.jsonl.zst
   check build/study20m/train_000000.bin bad5a90a
   xz -T0 -9 -c build/study20m/train_000000.bin > "$C/study20m-train.bin.xz"
 fi
 if has study60m; then
   mkdir -p build/study60m
-  build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern 'build/study60m/train_%06d.bin' --val-fraction 0 \
-    ../shared/corpus/train-00.jsonl.zst ../shared/corpus/train-01.jsonl.zst ../shared/corpus/train-02.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+  prep_r50k 'build/study60m/train_%06d.bin' train-00.jsonl.zst train-01.jsonl.zst train-02.jsonl.zst
   check build/study60m/train_000000.bin b7304b32
   # the first 35,000,000 tokens: the header's count (int32 at byte 8) set, the file cut after them
   python3 - build/study60m/train_000000.bin <<'EOF'
@@ -95,8 +97,7 @@ if has study125m; then
   mkdir -p build/study125m
   sums=(148eb5e4 6e7c6500 255b58c3 bd80aa92) # the sha256 prefixes the 125m runs are made with
   for k in 0 1 2 3; do
-    build/cpu/mxlm prep --replace --encoding r50k_base --train-pattern build/study125m/train_00000$k.bin --val-fraction 0 \
-      ../shared/corpus/train-0$k.jsonl.zst > /tmp/make_carry_prep.log 2>&1 || { cat /tmp/make_carry_prep.log; exit 1; }
+    prep_r50k build/study125m/train_00000$k.bin train-0$k.jsonl.zst
     check build/study125m/train_00000$k.bin "${sums[$k]}"
     xz -T0 -9 -c build/study125m/train_00000$k.bin > "$C/study125m-train-$k.bin.xz"
   done

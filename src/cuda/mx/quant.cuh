@@ -79,29 +79,35 @@ __device__ __forceinline__ void bf16x2_f32(uint32_t w, float& lo, float& hi) {
 /* Eight E2M1 codes packed into a word as src/mx/mxfp4.c packs them (value k in bits 4k..4k+3): magnitude
  * k the low byte of t[k] (mx_e2m1_rint_bits / _scaled's float: 0x4b000000 + code), its sign bit (bit 3 of the
  * nibble) the sign bit of v[k], as mx_e2m1_rne takes it (-0 and a negative value that rounds to 0 give
- * 8). By bytes: the even values' and the odd values' magnitudes gathered by prmt, their signs by prmt's
- * sign replication, the odd ones shifted up a nibble. */
+ * 8). By bytes: the even values' and the odd values' magnitudes gathered by prmt, the odd ones shifted up a
+ * nibble, and the signs (e2m1_signs8). */
+__device__ __forceinline__ uint32_t e2m1_signs8(const float* v);
 __device__ __forceinline__ uint32_t e2m1_pack8(const uint32_t* t, const float* v) {
     const uint32_t ev = prmt(prmt(t[0], t[2], 0x0040u), prmt(t[4], t[6], 0x4000u), 0x7610u);
     const uint32_t od = prmt(prmt(t[1], t[3], 0x0040u), prmt(t[5], t[7], 0x4000u), 0x7610u);
+    return (od << 4) | ev | e2m1_signs8(v);
+}
+
+/* The sign bits of eight values at bit 3 of nibble k = value k (the bits e2m1_pack8's magnitudes leave clear):
+ * prmt's sign replication makes a byte of each sign, the even values' in one word and the odd values' in
+ * another, each masked to its nibble's bit 3. */
+__device__ __forceinline__ uint32_t e2m1_signs8(const float* v) {
     const uint32_t se = prmt(prmt(mx_f2u(v[0]), mx_f2u(v[2]), 0x00fbu), prmt(mx_f2u(v[4]), mx_f2u(v[6]), 0xfb00u), 0x7610u);
     const uint32_t so = prmt(prmt(mx_f2u(v[1]), mx_f2u(v[3]), 0x00fbu), prmt(mx_f2u(v[5]), mx_f2u(v[7]), 0xfb00u), 0x7610u);
-    return ((od | (so & 0x08080808u)) << 4) | ev | (se & 0x08080808u);
+    return (se & 0x08080808u) | (so & 0x80808080u);
 }
 
 /* e2m1_pack8's word with the magnitudes gathered by integer multiply-adds instead of prmt (a candidate of the fast
  * kernels, mxfp4.cu's QF_OPT_MAD: it moves six ALU-pipe instructions of eight values to the multiply-add pipe).
  * t[k] = 0x4b000000 + code_k, so sum_k 16^k t[k] = sum_k 16^k code_k + 0xfb000000 (mod 2^32: 0x4b000000 * 16 =
- * 0xb0000000, and 0x4b000000 * 16^k = 0 for k >= 2), with no carry between nibbles (every code <= 7); the signs,
- * gathered as e2m1_pack8 gathers them, take bit 3 of each nibble, which no magnitude sets, so one three-input add
- * joins them and removes the constant. Equal to e2m1_pack8 (mxg_selftest_round compares the two on its 2^29 words,
+ * 0xb0000000, and 0x4b000000 * 16^k = 0 for k >= 2), with no carry between nibbles (every code <= 7); the signs
+ * (e2m1_signs8) take bit 3 of each nibble, which no magnitude sets, so one three-input add joins them and removes
+ * the constant. Equal to e2m1_pack8 (mxg_selftest_round compares the two on its 2^29 words,
  * eight consecutive floats each). */
 __device__ __forceinline__ uint32_t e2m1_pack8_mad(const uint32_t* t, const float* v) {
     const uint32_t m01 = t[1] * 16u + t[0], m23 = t[3] * 16u + t[2], m45 = t[5] * 16u + t[4], m67 = t[7] * 16u + t[6];
     const uint32_t m = (m67 * 256u + m45) * 65536u + (m23 * 256u + m01);
-    const uint32_t se = prmt(prmt(mx_f2u(v[0]), mx_f2u(v[2]), 0x00fbu), prmt(mx_f2u(v[4]), mx_f2u(v[6]), 0xfb00u), 0x7610u);
-    const uint32_t so = prmt(prmt(mx_f2u(v[1]), mx_f2u(v[3]), 0x00fbu), prmt(mx_f2u(v[5]), mx_f2u(v[7]), 0xfb00u), 0x7610u);
-    return m + 0x05000000u + ((se & 0x08080808u) | (so & 0x80808080u)); /* 0x05000000 = -0xfb000000 */
+    return m + 0x05000000u + e2m1_signs8(v); /* 0x05000000 = -0xfb000000 */
 }
 
 /* The fold's table for one block: byte c of {hi, lo} = E4M3(decode(c) * mf) for the magnitudes c = 0..7

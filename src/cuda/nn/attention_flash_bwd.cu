@@ -452,16 +452,23 @@ __device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtenso
                                             int k0, int qt0, int nq, int tid) {
     constexpr int BN = 128, TB = BM * HD * 2;
     const int G = a.H / a.KV, total = G * nq;
+    /* step it's slot s of the ring, its head h and first row t0, once the consumers emptied the slot */
+    auto slot = [&](int it, int& s, int& h, int& t0) {
+        s = it % NST;
+        const int u = it / NST;
+        int hg, m;
+        dkv_tile<MO>(it, nq, G, qt0, hg, m);
+        h = kh * G + hg;
+        t0 = m * BM;
+        if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
+    };
     if (tid == 0) {
         mbar_expect_tx(r.bKV, 2 * BN * HD * 2);
         tma_tile<BN, HD>(r.sK, tk, kh, k0, b, r.bKV);
         tma_tile<BN, HD>(r.sV, tv, kh, k0, b, r.bKV);
         for (int it = 0; it < total; it++) {
-            const int s = it % NST, u = it / NST;
-            int hg, m;
-            dkv_tile<MO>(it, nq, G, qt0, hg, m);
-            const int h = kh * G + hg, t0 = m * BM;
-            if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
+            int s, h, t0;
+            slot(it, s, h, t0);
             mbar_expect_tx(r.bF + 8 * s, 2 * TB);
             tma_tile<BM, HD>(r.sQ + s * TB, tq, h, t0, b, r.bF + 8 * s);
             tma_tile<BM, HD>(r.sG + s * TB, tg, h, t0, b, r.bF + 8 * s);
@@ -469,11 +476,8 @@ __device__ __forceinline__ void dkv_produce(const CUtensorMap* tq, const CUtenso
     } else if (tid >= 32 && tid < 64) {
         const int lane = tid - 32;
         for (int it = 0; it < total; it++) {
-            const int s = it % NST, u = it / NST;
-            int hg, m;
-            dkv_tile<MO>(it, nq, G, qt0, hg, m);
-            const int h = kh * G + hg, t0 = m * BM;
-            if (u) mbar_wait(r.bE + 8 * s, (u - 1) & 1);
+            int s, h, t0;
+            slot(it, s, h, t0);
             const size_t row = ((size_t)b * a.H + h) * a.T;
 #pragma unroll
             for (int i = lane; i < BM; i += 32) {

@@ -44,6 +44,15 @@ __device__ __forceinline__ void fa_qk(float* s, uint32_t sQ, uint32_t kb, int wg
         wg_ss<BN>(s, wg_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024),
                   wg_desc(kb + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024), kk > 0);
 }
+/* fa_qk issued and waited for, S in registers: the steps that do not overlap it with a P V. */
+template <int HD, int BM, int BN>
+__device__ __forceinline__ void fa_qk_wait(float* s, uint32_t sQ, uint32_t kb, int wg) {
+    wg_fence();
+    fa_qk<HD, BM, BN>(s, sQ, kb, wg);
+    wg_commit();
+    wg_wait0();
+    fence_all<BN / 2>(s); /* BN / 8 column groups of 4 */
+}
 
 template <int HD, int NWG, int BN>
 constexpr size_t fwg_smem() { return (size_t)(64 * NWG + 4 * BN) * HD * 2 + 1024; }
@@ -88,11 +97,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wg(FaArgs a) {
         if (j * BN > g0 + 63) continue; /* warpgroup-uniform: every key after every row */
         const uint32_t kb = sK + (j & 1) * BN * HD * 2, vb = sV + (j & 1) * BN * HD * 2;
         float s[NS * 4];
-        wg_fence();
-        fa_qk<HD, BM, BN>(s, sQ, kb, wg);
-        wg_commit();
-        wg_wait0();
-        fence_all<NS * 4>(s);
+        fa_qk_wait<HD, BM, BN>(s, sQ, kb, wg);
         if (j * BN + BN - 1 > r0) fa_mask<NS>(s, j * BN, r0, g, tig);
         float al0, al1;
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
@@ -136,11 +141,7 @@ __global__ void __launch_bounds__(NWG * 128) k_fa_fwd_wgp(FaArgs a) {
         load_tile_sw<BN, HD, NT>(sV, vg, 0, T, ks, tid);
         cp_commit();
         float s[NS * 4];
-        wg_fence();
-        fa_qk<HD, BM, BN>(s, sQ, sK, wg);
-        wg_commit();
-        wg_wait0();
-        fence_all<NS * 4>(s);
+        fa_qk_wait<HD, BM, BN>(s, sQ, sK, wg);
         if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
         fa_pack<BN>(pa, s);
@@ -242,11 +243,7 @@ __global__ void __launch_bounds__(384, 1)
     { /* step 0: S_0 only */
         float s[NS * 4];
         mbar_wait(bFK, 0);
-        wg_fence();
-        fa_qk<HD, BM, BN>(s, sQ, sK, wg);
-        wg_commit();
-        wg_wait0();
-        fence_all<NS * 4>(s);
+        fa_qk_wait<HD, BM, BN>(s, sQ, sK, wg);
         mbar_arrive(bEK);
         if (BN - 1 > r0) fa_mask<NS>(s, 0, r0, g, tig);
         fa_softmax<NS>(s, sl2, m0, m1, l0, l1, al0, al1);
