@@ -1346,6 +1346,16 @@ TEST(study_sizes_command) {
     snprintf(md, sizeof md, "%s/szx.md", t);
     CHECK(file_has(md, "/nothing-here`): skipped (--allow-missing): study: "));
     CHECK(file_has(md, "| recipe | s | m | l |\n"));
+    /* a destination that cannot be written (its folder missing): exit 1 naming it, and the other file not
+     * written either, whichever of the two fails */
+    REQUIRE(test_sh("rm -f %s/szx.md %s/szx.svg", t, t) == 0);
+    CHECK_EQ_INT(test_sh("%s study sizes --out %s/no-dir/a.md --svg %s/szx.svg %s > %s/sz7.log 2>&1", bin, t, t, sizes, t), 1);
+    CHECK(test_log_has("sz7", "no-dir/a.md") && test_log_has("sz7", "(nothing written)"));
+    CHECK_EQ_INT(test_sh("test -e %s/szx.svg", t), 1);
+    CHECK_EQ_INT(test_sh("%s study sizes --out %s/szx.md --svg %s/no-dir/a.svg %s > %s/sz8.log 2>&1", bin, t, t, sizes, t), 1);
+    CHECK(test_log_has("sz8", "no-dir/a.svg"));
+    CHECK_EQ_INT(test_sh("test -e %s/szx.md", t), 1);
+    CHECK_EQ_INT(test_sh("ls %s | grep -q 'szx\\.'", t), 1); /* no temporary left behind either */
     /* usage errors: exit 2, a message, nothing written */
     static const char* bad[][2] = {
         {"", "give at least one LABEL=DIR"},

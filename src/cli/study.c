@@ -410,8 +410,26 @@ static int write_sizes(const mx_sizes* z, const char* out, const char* svg_path,
     char* svg = svg_path ? mx_sizes_svg(z) : NULL;
     int rc = !md || (svg_path && !svg);
     if (rc) fprintf(stderr, "mxlm study sizes: out of memory\n");
-    if (!rc && svg_path) rc = cli_write_file_atomic(svg_path, svg, strlen(svg)) != 0;
-    if (!rc && out) rc = cli_write_file_atomic(out, md, strlen(md)) != 0;
+    /* both files staged before either is renamed: a destination that cannot be written leaves neither */
+    mx_outfile of[2];
+    const char* path[2] = {out, svg_path};
+    const char* data[2] = {md, svg};
+    int open_n = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (!path[k]) continue;
+        if (mx_out_open(&of[k], path[k]) == MX_OK) {
+            open_n |= 1 << k;
+            mx_out_write(&of[k], data[k], strlen(data[k]));
+            rc = mx_out_sync(&of[k], path[k]) != MX_OK;
+        } else
+            rc = 1;
+    }
+    for (int k = 0; k < 2; k++)
+        if (open_n >> k & 1) {
+            if (rc) mx_out_abort(&of[k]);
+            else rc = mx_out_commit(&of[k], path[k]) != MX_OK;
+        }
+    if (rc && (out || svg_path)) fprintf(stderr, "mxlm study sizes: %s (nothing written)\n", mx_last_error());
     if (!rc && !out) fputs(md, stdout);
     if (!rc && out)
         printf("study sizes: %d sizes (%d skipped), baseline %s; wrote %s%s%s\n", z->n_sizes, z->n_sizes - z->n_loaded,
