@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant qfastab gemmodes numerics tests sanitize vars telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT PARTS="quant qfastab gemmodes numerics tests sanitize vars bins telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -225,6 +225,15 @@ if has vars; then # A/B of experiment switches: VARS="NAME:ENV=V[;ENV=V] ..." ea
     echo "var $name done ($(( $(date +%s) - t0 )) s)"
   done
 fi
+if has bins; then # A/B of binaries: BINS="NAME:FILE.xz ..." (a carried, xz'd trainer, e.g. make_carry.sh mxlm@REV or one
+  # built with other compile-time switches), each a speed table of BIN_RECIPES at CONFIGS (speed-bin-NAME.txt)
+  for nb in ${BINS:-}; do
+    name=${nb%%:*}; xz -dc "${nb#*:}" > "/tmp/mxlm-$name" && chmod +x "/tmp/mxlm-$name"
+    MXLM=/tmp/mxlm-$name sh bench/gpu_train.sh "$OUT/sp-bin-$name" "$CONFIGS" "${BIN_RECIPES:-mxfp4-fdw-h16}" "$STEPS" \
+      > "$OUT/speed-bin-$name.txt" 2>&1
+    echo "bin $name done ($(( $(date +%s) - t0 )) s)"
+  done
+fi
 if has speed; then
   MXLM=build/cuda/mxlm sh bench/gpu_train.sh "$OUT/sp" "$CONFIGS" "$RECIPES" "$STEPS" > "$OUT/speed.txt" 2>&1
   echo "speed done ($(( $(date +%s) - t0 )) s)"
@@ -268,6 +277,7 @@ has kprof && grep -E "^==|^by kind|kernels, .* launches|exit|^kprof" "$OUT/kprof
 has recompute && echo "recompute 0, then 1:" && grep -hE "^\|" "$OUT/speed-rc0.txt" "$OUT/speed-rc1.txt"
 has speed && grep -E "^\|" "$OUT/speed.txt" && splits "$OUT/sp"
 has vars && for nv in ${VARS:-}; do echo "variant ${nv}:"; grep -hE "^\|" "$OUT/speed-var-${nv%%:*}.txt" | grep -v "^| preset\|^|---"; splits "$OUT/sp-var-${nv%%:*}"; done
+has bins && for nb in ${BINS:-}; do echo "binary ${nb}:"; grep -hE "^\|" "$OUT/speed-bin-${nb%%:*}.txt" | grep -v "^| preset\|^|---"; splits "$OUT/sp-bin-${nb%%:*}"; done
 has peer && cat "$OUT/peer.txt"
 } > "$OUT/summary.txt"
 (cd "$OUT" && tar czf "$RET/r.tgz" --exclude='*.bin' --exclude='*.ckpt' --exclude='.lock' .)
