@@ -2,7 +2,7 @@
 # bench/device_round.sh: one device call of a speed round (issues 15/16): carried binaries, the GPU
 # tests, the trainer's speed with its time split, optionally the PyTorch peer (bench/peer.sh), the
 # attention and layer benchmarks, a short table last. Not a test. Run from the repository root on the GPU machine:
-#   OUT=$OUT PARTS="quant qfastab gemmodes numerics tests sanitize vars bins telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
+#   OUT=$OUT [DEADLINE=s] PARTS="quant qfastab gemmodes numerics tests sanitize vars bins telseeds outer kprof ab fuse recompute conc speed peer attn attnk layers" CONFIGS="125m:16:1024 ..." RECIPES="bf16 ..." \
 #     bash bench/device_round.sh
 # Binaries: .device-carry/bins.tar.xz (mxlm, run, layers, attn: made here with
 #   make -j2 build/cuda/mxlm build/cuda/tests/gpu/{run,layers,attn}; strip --strip-debug;
@@ -16,7 +16,10 @@ PARTS=${PARTS:-tests speed}
 CONFIGS=${CONFIGS:-125m:16:1024 350m:8:2048 1b:4:2048}
 RECIPES=${RECIPES:-bf16 fp8 mxfp4-fdw-h16}
 STEPS=${STEPS:-8}
-has() { [[ " $PARTS " == *" $1 "* ]]; }
+# has PART: PART was asked for and, where DEADLINE (seconds from the start) is set, there is time left to start it
+# (a part begun before it may run past it: leave a part's length under the call's limit)
+has() { [[ " $PARTS " == *" $1 "* ]] && { [ -z "${DEADLINE:-}" ] || [ -z "${t0:-}" ] || (( $(date +%s) - t0 < DEADLINE )) || { skipped="$skipped $1"; false; }; }; }
+skipped=
 export PATH=/usr/local/cuda/bin:$PATH
 V=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export LD_LIBRARY_PATH=$V/nccl/lib:${LD_LIBRARY_PATH:-} NCCL_INC=$V/nccl/include NCCL_LIB=$V/nccl/lib NCCL_NVLS_ENABLE=0
@@ -257,8 +260,13 @@ if has layers; then
   timeout 120 build/cuda/tests/gpu/layers --bench > "$OUT/layers-bench.txt" 2>&1
   echo "layers bench done ($(( $(date +%s) - t0 )) s)"
 fi
+# the summary names what ran: the parts skipped at DEADLINE are dropped from PARTS (and listed)
+DEADLINE=
+PARTS=" $PARTS "
+for p in $skipped; do PARTS=${PARTS// $p / }; done
 {
 cat "$OUT/gpu.txt"
+[ -n "$skipped" ] && echo "skipped at DEADLINE:$skipped"
 has quant && cat "$OUT/quant-bench.txt"
 has numerics && grep -E "passed|FAIL|2\^32" "$OUT/numerics.txt" | tail -12
 has tests && grep -E "passed|FAIL" "$OUT/tests.txt" | tail -12

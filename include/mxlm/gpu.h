@@ -159,6 +159,12 @@ int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, co
 int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given_scale,
                        float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
                        void* stream);
+/* mxg_fp8_quantize_t (current scaling) with x's amax known: `amax` (device) as an earlier mxg_fp8_quantize or
+ * mxg_fp8_quantize_t wrote it for the same values. The cast alone, one pass over x (no amax pass): the same
+ * codes, scale, inv_scale and inv_rows. */
+int mxg_fp8_quantize_t_amax(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* amax,
+                            float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
+                            void* stream);
 /* out [cols, rows] = in [rows, cols]^T for bytes (FP8 codes made earlier, as another GEMM wants them). */
 int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream);
 

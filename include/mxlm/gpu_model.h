@@ -339,6 +339,11 @@ typedef struct {
     const struct mxg_wq* wq; /* NULL, or W's Fprop and Dgrad operands made once after the last update
                              (mxg_linear_weight_operands): operand b of those GEMMs is taken from it where its
                              spec, fold and W are this call's (and there is no telemetry), instead of quantizing W */
+    float* x8s;           /* NULL, or device float[8] of the caller's for this linear's X (one per layer and input: q/k/v
+                             share one): an FP8 Fprop's cast of X writes X's amax, scale and 1/scale there, and the
+                             backward's FP8 Wgrad, where Fprop was FP8 too, casts X^T from that amax without computing
+                             it again (mxg_fp8_quantize_t_amax: the same bytes, one pass over X fewer). The caller
+                             keeps X unchanged from the forward to the backward (as Wgrad needs it anyway) */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
@@ -383,6 +388,8 @@ size_t mxg_linear_weight_fs(int n, int k_);
 int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
 /* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
 long long mxg_linear_wq_hits(void);
+/* How many FP8 Wgrad X^T operands were cast from the amax their Fprop left in mxg_linear_ctx.x8s (tests). */
+long long mxg_linear_x8s_hits(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

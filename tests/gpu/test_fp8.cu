@@ -85,6 +85,20 @@ void test_fp8(const char* filter) {
             if (i >= 0) fail("fp8_t[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
             for (size_t j = m; j < n; j++)
                 if (hc[j] != 0xA5) { fail("fp8_t[%d]: byte %zu written past the output", c, j); break; }
+            /* the cast alone from the amax just written (mxg_fp8_quantize_t_amax, an FP8 Wgrad's X^T from its
+             * Fprop's amax): the same codes, scale and row scales */
+            CK(cudaMemset(dc, 0xA5, n));
+            CK(cudaMemset(drow, 0xA5, (nr + 1) * 4));
+            CK(cudaMemset(dv + 1, 0xA5, 8));
+            MX(mxg_fp8_quantize_t_amax(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, dv, dv + 1, dv + 2, drow, 3, dc, NULL));
+            CK(cudaDeviceSynchronize());
+            hv = d2h(dv, 3);
+            hc = d2h(dc, n);
+            hr = d2h(drow, 4);
+            if (hv[1] != sc || hv[2] != 1.0f / sc) fail("fp8_t amax[%d]: scale %g / %g, want %g", c, hv[1], hv[2], sc);
+            if (hr[0] != 1.0f / sc || hr[2] != 1.0f / sc) fail("fp8_t amax[%d]: row scale %g", c, hr[0]);
+            i = first_diff(hc.data(), want.data(), m);
+            if (i >= 0) fail("fp8_t amax[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
         }
         /* mxg_fp8_transpose of the codes just made (the first rr x cc bytes as a matrix, from offset c % 2:
          * unaligned rows where cc % 4 != 0 or the offset is odd), against the host's transpose */

@@ -293,6 +293,19 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
     return MX_OK;
 }
 
+/* k_fp8_cast_t over x [rows, cols] with its amax bits at *bits (device) */
+static int cast_t(const char* fn, const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given,
+                  const unsigned* bits, const Fp8Out& so, uint8_t* codes_t, cudaStream_t st) {
+    dim3 grid;
+    int rc = ft_grid(fn, rows, cols, &grid);
+    if (rc) return rc;
+    if (dt == MXG_BF16)
+        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given, bits, so, codes_t);
+    else k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, given, bits, so, codes_t);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
 extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
                                   const float* given_scale, float* amax, float* scale, float* inv_scale,
                                   float* inv_rows, size_t n_rows, uint8_t* codes_t, void* stream) {
@@ -305,13 +318,19 @@ extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int col
     rc = fp8_amax("mxg_fp8_quantize_t", x, dt, (size_t)rows * cols, scale, given_scale, &bits, st);
     if (rc) return rc;
     const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
-    if (dt == MXG_BF16)
-        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given_scale, bits, so,
-                                                     codes_t);
-    else
-        k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, given_scale, bits, so, codes_t);
-    CU_LAUNCHED();
-    return MX_OK;
+    return cast_t("mxg_fp8_quantize_t", x, dt, rows, cols, kind, given_scale, bits, so, codes_t, st);
+}
+
+extern "C" int mxg_fp8_quantize_t_amax(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
+                                       const float* amax, float* scale, float* inv_scale, float* inv_rows,
+                                       size_t n_rows, uint8_t* codes_t, void* stream) {
+    ARG_CHECK(rows > 0 && cols > 0 && codes_t && amax && scale, "mxg_fp8_quantize_t_amax: shape %d x %d, no output, "
+              "no amax or no scale", rows, cols);
+    ARG_CHECK(dt == MXG_F32 || dt == MXG_BF16, "mxg_fp8_quantize_t_amax: input must be f32 or bf16");
+    const Fp8Out so = {NULL, scale, inv_scale, inv_rows, n_rows};
+    /* the amax float as mxg_fp8_quantize writes it is the bits k_amax made (mx_u2f of them) */
+    return cast_t("mxg_fp8_quantize_t_amax", x, dt, rows, cols, kind, NULL, (const unsigned*)amax, so, codes_t,
+                  MXG_STREAM(stream));
 }
 
 extern "C" int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream) {

@@ -325,6 +325,14 @@ void xrecord(mxg_linws* w, int role, int fmt, int fold, const void* x, int xr, i
  * for every linear, as without it). */
 int xbuffers(mxg_linws* w);
 
+/* mxg_linear_ctx.x8s holds X's amax for Wgrad's operand b: given, and Fprop an FP8 per-tensor GEMM of X as stored
+ * (no rotation: its amax is X's), which writes it. */
+long long g_x8s_hits = 0; /* the X^T casts made from x8s's amax (mxg_linear_x8s_hits: a test's count) */
+int x8s_amax(const mxg_linear_ctx* c) {
+    const mx_gemm_recipe* f = &c->recipe->g[MX_FPROP];
+    return c->x8s && mx_format_get(f->fmt)->scale == MX_SCALE_TENSOR && !f->had_n && !c->recipe->g[MX_WGRAD].had_n;
+}
+
 /* x_same for operand o of GEMM g: 0 or 1 the role of X's kept operand it is (Fprop's a, Wgrad's b), -1 none. */
 int xrole(mx_gemm_id g, int o) { return (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1; }
 
@@ -598,7 +606,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
              * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
             const int role = xrole(g, o), keep = xkeep(w, c, g, o, tele[o] != NULL, 1);
-            float* s = (keep && role == 1) ? w->scx : w->sc + 8 * o; /* amax, scale, _, _, inv_scale */
+            /* amax, scale, _, _, inv_scale: Fprop's X's in the caller's x8s where given (Wgrad takes its amax) */
+            float* s = (keep && role == 1) ? w->scx : (role == 0 && c->x8s) ? c->x8s : w->sc + 8 * o;
             inv[o] = s + 4;
             if (keep && role == 1) fsv[1] = w->fsx;
             mxg_qspec key; /* no spec beyond the format: X's kind (E4M3) follows from its role */
@@ -612,8 +621,14 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
             float* rv = vecs ? fsv[o] : NULL;
             uint8_t* d = (keep && role == 1) ? w->q8x : (uint8_t*)w->t[o]; /* where a transposed operand goes */
             if (tr[o] && !(o == 0 && a_ready) && !tele[o]) {
-                /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes) */
-                rc = mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], d, stream);
+                /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes); Wgrad's
+                 * X^T from the amax its FP8 Fprop left in x8s (x8s_amax), without computing it again */
+                const int known = role == 1 && x8s_amax(c);
+                g_x8s_hits += known;
+                rc = known ? mxg_fp8_quantize_t_amax(src16[o], sdt[o], R, rows[o], k, c->x8s, s + 1, s + 4, rv, nv[o],
+                                                     d, stream)
+                           : mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], d,
+                                                stream);
                 tn[o] = d;
                 bc[o] = 1;
             } else {
@@ -850,6 +865,7 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
 }
 
 extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
+extern "C" long long mxg_linear_x8s_hits(void) { return g_x8s_hits; }
 
 extern "C" size_t mxg_linear_weight_fs(int n, int k) {
     const size_t v = (size_t)n * k / 128, r = (size_t)(n > k ? n : k);

@@ -106,6 +106,8 @@ struct mxg_llama {
     int spans_head16;               /*   with the BF16 head copy (head_bf16 when it was made) */
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
+    float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
+                                    //   q/k/v's, o's, gate/up's, down's), unless MXLM_GPU_FP8_XAMAX=0
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -650,6 +652,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
+    if (sw.fp8_xamax)
+        DALLOC(g->x8s, (size_t)cfg->n_layers * 4 * 8 * sizeof(float), "the FP8 scalars of the linears' inputs");
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
     rc = mxg_linws_create(&g->lin, max_operand(cfg, N), mx_act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
@@ -662,6 +666,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->bytes += linws_bytes(recipe, cfg, N, g->outer_scales);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
+    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, (size_t)cfg->n_layers * 4 * 8 * sizeof(float)));
     CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
     g->gz_lazy = g->gshare; /* with gshare the slices in activations are zeroed when first read or written */
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
@@ -690,6 +695,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->wq_buf);
     free(g->wq);
     cudaFree(g->tele);
+    cudaFree(g->x8s);
     mxg_linws_free(g->lin);
     cudaFree(g->ss_parts);
     mxg_span_table_free(g->spans);
@@ -856,6 +862,8 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
     c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
+    static const int x_of[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3}; /* linear j's input among the block's four */
+    c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + x_of[j]) * 8 : NULL;
     return c;
 }
 
