@@ -159,6 +159,11 @@ int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, co
 int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given_scale,
                        float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
                        void* stream);
+/* mxg_fp8_quantize (current scaling) with x's amax known: `known` (device) as mxg_fp8_quantize writes an amax, or
+ * as a kernel that produced x wrote it (the largest |x| bits: mxg_swiglu_forward_bf16_amax). The cast alone, one
+ * pass over x: the same codes and scalars (amax, may be NULL, a copy of *known). */
+int mxg_fp8_quantize_amax(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* known, float* amax,
+                          float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes, void* stream);
 /* mxg_fp8_quantize_t (current scaling) with x's amax known: `amax` (device) as an earlier mxg_fp8_quantize or
  * mxg_fp8_quantize_t wrote it for the same values. The cast alone, one pass over x (no amax pass): the same
  * codes, scale, inv_scale and inv_rows. */

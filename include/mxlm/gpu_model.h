@@ -166,6 +166,13 @@ int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* 
 /* BF16 dh, gate, up in, dgate, dup out: bit for bit mxg_swiglu_backward on the widened inputs, rounded (RNE). */
 int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
                              const uint16_t* up, size_t n, void* stream);
+/* The _amax forms: the same outputs, and the amax of the BF16 outputs (as mxg_fp8_quantize would compute it: an
+ * FP8 cast of them takes it, mxg_fp8_quantize_amax) into amax[0] (h; dgate) and amax[1] (dup), device floats.
+ * The tensors must allow 16-byte vectors (n % 8 == 0, aligned), else MX_EINVAL. */
+int mxg_swiglu_forward_bf16_amax(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, float* amax,
+                                 void* stream);
+int mxg_swiglu_backward_bf16_amax(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
+                                  const uint16_t* up, size_t n, float* amax, void* stream);
 /* y = a + b (y may alias a or b). */
 int mxg_add(float* y, const float* a, const float* b, size_t n, void* stream);
 
@@ -344,6 +351,9 @@ typedef struct {
                              backward's FP8 Wgrad, where Fprop was FP8 too, casts X^T from that amax without computing
                              it again (mxg_fp8_quantize_t_amax: the same bytes, one pass over X fewer). The caller
                              keeps X unchanged from the forward to the backward (as Wgrad needs it anyway) */
+    const float* x_amax;  /* NULL, or the amax (device, as mxg_fp8_quantize writes one) of the tensor an FP8 Fprop
+                             quantizes as operand a (X, or x16 where X is absent), made by X's producer: the cast alone */
+    const float* dy_amax; /* the same for an FP8 Dgrad's operand a (dY, or dy16 where dY is absent) */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
@@ -388,8 +398,9 @@ size_t mxg_linear_weight_fs(int n, int k_);
 int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
 /* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
 long long mxg_linear_wq_hits(void);
-/* How many FP8 Wgrad X^T operands were cast from the amax their Fprop left in mxg_linear_ctx.x8s (tests). */
-long long mxg_linear_x8s_hits(void);
+/* How many FP8 operands were cast without an amax pass of their own (from mxg_linear_ctx.x8s, x_amax or dy_amax;
+ * the process's count; tests). */
+long long mxg_linear_amax_hits(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

@@ -10,7 +10,8 @@
  *   MXLM_GPU_WCACHE     0: the weights' Fprop / Dgrad operands made in every GEMM instead of once per update
  *                       (a test hook: the cached operands against the uncached, bit for bit)
  *   MXLM_GPU_FUSE_SWIGLU 0: the SwiGLU backward writes FP32 dgate / dup and the linears quantize them (test hook)
- *   MXLM_GPU_FP8_XAMAX  0: an FP8 Wgrad computes X's amax again instead of taking its Fprop's (test hook)
+ *   MXLM_GPU_FP8_AMAX   0: every FP8 cast computes its tensor's amax itself instead of taking one already made
+ *                       (Wgrad's X from its Fprop, h / dgate / dup from the SwiGLU kernels; a test hook)
  *   MXLM_GPU_HEAD_MI    n: at most n Mi logits per LM-head chunk (default 256; a memory / speed trade)
  *   MXLM_GPU_PROFILE    1: time each kernel class per step (profiling hook; prints the split)
  *   MXLM_GPU_OOW_PROBE  1: count the MXFP4 blocks outside an OUTER fold's window (a measurement, slower) */
@@ -25,7 +26,7 @@ typedef struct {
     int outer;       /* MXG_OUTER_* bits (gpu_model.h) */
     int wcache;      /* 1 unless MXLM_GPU_WCACHE=0 */
     int fuse_swiglu; /* 1 unless MXLM_GPU_FUSE_SWIGLU=0 */
-    int fp8_xamax;   /* 1 unless MXLM_GPU_FP8_XAMAX=0 */
+    int fp8_amax;    /* 1 unless MXLM_GPU_FP8_AMAX=0 */
     int head_mi;     /* Mi logits per LM-head chunk at most */
     int profile;     /* MXLM_GPU_PROFILE set and not 0 */
     int oow_probe;   /* MXLM_GPU_OOW_PROBE=1 */

@@ -76,6 +76,20 @@ __device__ float block_max_warps(float x) {
     return warp_max(y);
 }
 
+/* The block's largest m (|x| bits: an integer max, order-free) added to *dst by one atomicMax (thread 0, where
+ * nonzero): an amax over a grid of blocks, exact whatever order they run in. Every thread of the block calls it. */
+__device__ __forceinline__ void block_amax_to(unsigned m, unsigned* dst) {
+    __shared__ unsigned wm[32];
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < (blockDim.x >> 5) ? wm[threadIdx.x] : 0u;
+        m = warp_max(m);
+        if (threadIdx.x == 0 && m) atomicMax(dst, m);
+    }
+}
+
 /* ---- block: shared-memory halving tree over 256 threads ---- */
 /* Block-wide reductions over 256 threads in a fixed tree. */
 __device__ float block_max_tree256(float v, float* sh) {

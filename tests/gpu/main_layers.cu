@@ -198,9 +198,9 @@ int main(int argc, char** argv) {
     test_model_wcache("mxfp4-fdw-h16", NULL);    /* the weights' operands once per update: the same bytes */
     test_model_wcache("fp8", NULL);
     test_model_wcache("mxfp4-fdw-h16", "fp8");   /* MXFP4 all on VEC128 (fp8 OUTER) */
-    test_model_fp8_xamax(0, 0);                  /* an FP8 Wgrad's X^T from its Fprop's amax: the same bytes */
-    test_model_fp8_xamax(1, 0);
-    test_model_fp8_xamax(1, 1);
+    test_model_fp8_amax(0, 0);                   /* FP8 casts from an amax made already: the same bytes */
+    test_model_fp8_amax(1, 0);
+    test_model_fp8_amax(1, 1);
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

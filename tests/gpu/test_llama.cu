@@ -618,33 +618,37 @@ void test_model_shared_grads(const char* recipe, int act16) {
     end();
 }
 
-/* An FP8 Wgrad's X^T cast from the amax its Fprop left in mxg_linear_ctx.x8s (the default) against
- * MXLM_GPU_FP8_XAMAX=0 (Wgrad computes X's amax again): two_runs' losses, gradients, evaluation and weights bit
- * for bit, with FP32 and BF16 storage (act16), and with recompute (the block inputs' norms recomputed into one
- * buffer for every layer: each layer's Wgrad must take its own layer's amax). */
-void test_model_fp8_xamax(int act16, int recompute) {
+/* FP8 casts without an amax pass of their own (MXLM_GPU_FP8_AMAX, the default: Wgrad's X^T from the amax its
+ * Fprop left in mxg_linear_ctx.x8s; with BF16 storage the down projection's Fprop from h's amax and gate's and
+ * up's Dgrad from dgate's and dup's, made by the SwiGLU kernels) against MXLM_GPU_FP8_AMAX=0 (each cast computes
+ * its amax): two_runs' losses, gradients, evaluation and weights bit for bit, with FP32 and BF16 storage (act16),
+ * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
+ * must take its own layer's amax); the casts made so counted. */
+void test_model_fp8_amax(int act16, int recompute) {
     char name[128];
-    snprintf(name, sizeof name, "gpu model fp8 Wgrad X amax from Fprop tiny act16 %d recompute %d", act16, recompute);
+    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d", act16, recompute);
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
     if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m)) return;
     long long hits[2] = {0, 0}, h0 = 0;
     auto make = [&](int r) {
-        if (!r) setenv("MXLM_GPU_FP8_XAMAX", "0", 1); /* read when the model is made */
+        if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
         mxg_llama* g = NULL;
         MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, 0, 1, NULL));
-        unsetenv("MXLM_GPU_FP8_XAMAX");
-        h0 = mxg_linear_x8s_hits();
+        unsetenv("MXLM_GPU_FP8_AMAX");
+        h0 = mxg_linear_amax_hits();
         return g;
     };
-    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_x8s_hits() - h0; };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_amax_hits() - h0; };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
-    const long long want = 2LL * 4 * cfg.n_layers; /* 2 backwards, a cast per block input (q/k/v share one) */
-    printf("    X^T casts from the kept amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n",
-           hits[0], hits[1], want, rel);
-    if (hits[0] != 0 || hits[1] != want) fail("X^T casts from the amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
+    /* a backward: a Wgrad X^T a block input (q/k/v share one), with act16 gate's and up's Dgrad; a forward (three:
+     * two steps and an evaluation), with act16 down's Fprop */
+    const long long want = (long long)cfg.n_layers * (2 * (4 + (act16 ? 2 : 0)) + (act16 ? 3 : 0));
+    printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
+           hits[1], want, rel);
+    if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
     if (rel != 0) fail("gradient norm differs by %.3g", rel);
     mx_llama_free(&m);
     end();

@@ -39,6 +39,32 @@ void test_swiglu(size_t n) {
         MXC(mxg_swiglu_backward_bf16(og16.h(), ou16.h(), ddh16.h(), dg16.h(), du16.h(), n, NULL));
         same_as_bf16("backward dgate (bf16)", down<uint16_t>(og16, n), downf(dgo, n));
         same_as_bf16("backward dup (bf16)", down<uint16_t>(ou16, n), downf(duo, n));
+        if (n % 8 == 0) { /* the _amax forms: the same bytes, and their outputs' amax (k_amax's: the |x| bits' max) */
+            auto amax_of = [](const std::vector<uint16_t>& v) {
+                uint32_t m = 0;
+                for (uint16_t b : v) m = std::max(m, (uint32_t)(b & 0x7fffu) << 16);
+                return m;
+            };
+            Dev a16(n * 2), b16(n * 2), c16(n * 2), am(16);
+            CK(cudaMemset(am.p, 0xff, 16)); /* zeroed by the calls */
+            MXC(mxg_swiglu_forward_bf16_amax(a16.h(), dg16.h(), du16.h(), n, am.f(), NULL));
+            MXC(mxg_swiglu_backward_bf16_amax(b16.h(), c16.h(), ddh16.h(), dg16.h(), du16.h(), n, am.f() + 1, NULL));
+            const auto h = down<uint16_t>(h16, n), og = down<uint16_t>(og16, n), ou = down<uint16_t>(ou16, n);
+            if (down<uint16_t>(a16, n) != h || down<uint16_t>(b16, n) != og || down<uint16_t>(c16, n) != ou)
+                fail("the _amax forms' outputs differ from the plain kernels'");
+            std::vector<uint32_t> got(3);
+            CK(cudaMemcpy(got.data(), am.p, 12, cudaMemcpyDeviceToHost));
+            const uint32_t want[3] = {amax_of(h), amax_of(og), amax_of(ou)};
+            printf("    amax h / dgate / dup 0x%08x 0x%08x 0x%08x (want 0x%08x 0x%08x 0x%08x)\n", got[0], got[1], got[2],
+                   want[0], want[1], want[2]);
+            for (int k = 0; k < 3; k++)
+                if (got[k] != want[k]) fail("amax %d: 0x%08x, want 0x%08x", k, got[k], want[k]);
+        } else { /* refused where the 8-wide kernels cannot run (nothing written) */
+            Dev t16(n * 2), am(16);
+            if (mxg_swiglu_forward_bf16_amax(t16.h(), dg16.h(), du16.h(), n, am.f(), NULL) == MX_OK)
+                fail("mxg_swiglu_forward_bf16_amax took n %% 8 != 0");
+            else printf("    refused                %s\n", mx_last_error());
+        }
     }
     compare("backward dgate", downf(ddg, n), dg_c, NORM, 1e-6);
     compare("backward dup", downf(ddu, n), du_c, ELEM, 1e-5);

@@ -44,15 +44,7 @@ template <typename T> __global__ void k_amax(const T* x, size_t n, unsigned* ama
             m = max(m, b);
         }
     }
-    m = warp_max(m);
-    __shared__ unsigned wm[32];
-    if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        m = threadIdx.x < (blockDim.x >> 5) ? wm[threadIdx.x] : 0u;
-        m = warp_max(m);
-        if (threadIdx.x == 0 && m) atomicMax(amax_bits, m);
-    }
+    block_amax_to(m, amax_bits);
 }
 
 /* The scale a cast multiplies by: the given one (delayed scaling), else mx_fp8_scale_amax of the amax bits
@@ -269,6 +261,19 @@ static int ft_grid(const char* fn, int rows, int cols, dim3* grid) {
     return MX_OK;
 }
 
+/* k_fp8_cast over x[n] with its amax bits at *bits (device) */
+static int cast(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given, const unsigned* bits,
+                const Fp8Out& so, uint8_t* codes, cudaStream_t st) {
+    const int grid = 132 * 8;
+    const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
+    const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
+    if (dt == MXG_BF16)
+        k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, given, bits, so, codes, vc);
+    else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, given, bits, so, codes, vc);
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
 extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* given_scale,
                                 float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows,
                                 uint8_t* codes, void* stream) {
@@ -283,14 +288,17 @@ extern "C" int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_ki
         return MX_OK;
     }
     const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
-    const int grid = 132 * 8;
-    const int vec = dt == MXG_BF16 ? vec_ok<uint16_t>(x, n) : vec_ok<float>(x, n);
-    const int vc = vec && !((uintptr_t)codes & 7); /* the codes' 4- or 8-byte stores */
-    if (dt == MXG_BF16)
-        k_fp8_cast<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, n, (int)kind, given_scale, bits, so, codes, vc);
-    else k_fp8_cast<float><<<grid, 256, 0, st>>>((const float*)x, n, (int)kind, given_scale, bits, so, codes, vc);
-    CU_LAUNCHED();
-    return MX_OK;
+    return cast(x, dt, n, kind, given_scale, bits, so, codes, st);
+}
+
+extern "C" int mxg_fp8_quantize_amax(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* known,
+                                     float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows,
+                                     uint8_t* codes, void* stream) {
+    ARG_CHECK(n > 0 && codes && known && scale, "mxg_fp8_quantize_amax: empty, no codes, no amax or no scale");
+    ARG_CHECK(dt == MXG_F32 || dt == MXG_BF16, "mxg_fp8_quantize_amax: input must be f32 or bf16");
+    const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
+    /* the amax float as the quantizers (and block_amax_to's producers) write it is its |x| bits */
+    return cast(x, dt, n, kind, NULL, (const unsigned*)known, so, codes, MXG_STREAM(stream));
 }
 
 /* k_fp8_cast_t over x [rows, cols] with its amax bits at *bits (device) */

@@ -327,7 +327,7 @@ int xbuffers(mxg_linws* w);
 
 /* mxg_linear_ctx.x8s holds X's amax for Wgrad's operand b: given, and Fprop an FP8 per-tensor GEMM of X as stored
  * (no rotation: its amax is X's), which writes it. */
-long long g_x8s_hits = 0; /* the X^T casts made from x8s's amax (mxg_linear_x8s_hits: a test's count) */
+long long g_amax_hits = 0; /* the FP8 casts made from a kept or given amax (mxg_linear_amax_hits: a test's count) */
 int x8s_amax(const mxg_linear_ctx* c) {
     const mx_gemm_recipe* f = &c->recipe->g[MX_FPROP];
     return c->x8s && mx_format_get(f->fmt)->scale == MX_SCALE_TENSOR && !f->had_n && !c->recipe->g[MX_WGRAD].had_n;
@@ -624,7 +624,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 /* stored [R, rows], the GEMM's [rows, R]: cast and transpose in one pass (the same bytes); Wgrad's
                  * X^T from the amax its FP8 Fprop left in x8s (x8s_amax), without computing it again */
                 const int known = role == 1 && x8s_amax(c);
-                g_x8s_hits += known;
+                g_amax_hits += known;
                 rc = known ? mxg_fp8_quantize_t_amax(src16[o], sdt[o], R, rows[o], k, c->x8s, s + 1, s + 4, rv, nv[o],
                                                      d, stream)
                            : mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], d,
@@ -633,7 +633,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 bc[o] = 1;
             } else {
                 if (!(o == 0 && a_ready)) {
-                    rc = mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o], stream);
+                    const float* known = NULL; /* operand a's amax made by its producer: the cast alone */
+                    if (o == 0 && !tele[0]) known = g == MX_FPROP ? c->x_amax : g == MX_DGRAD ? c->dy_amax : NULL;
+                    g_amax_hits += known != NULL;
+                    rc = known ? mxg_fp8_quantize_amax(src16[o], sdt[o], n, k, known, s, s + 1, s + 4, rv, nv[o],
+                                                       w->q8[o], stream)
+                               : mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o],
+                                                  stream);
                     bc[o] = 1;
                 }
                 if (!rc && tele[o])
@@ -865,7 +871,7 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
 }
 
 extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
-extern "C" long long mxg_linear_x8s_hits(void) { return g_x8s_hits; }
+extern "C" long long mxg_linear_amax_hits(void) { return g_amax_hits; }
 
 extern "C" size_t mxg_linear_weight_fs(int n, int k) {
     const size_t v = (size_t)n * k / 128, r = (size_t)(n > k ? n : k);

@@ -107,7 +107,8 @@ struct mxg_llama {
     mxg_linws* lin;
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
-                                    //   q/k/v's, o's, gate/up's, down's), unless MXLM_GPU_FP8_XAMAX=0
+                                    //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
+    float* pam;                     // [4]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -652,8 +653,10 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
-    if (sw.fp8_xamax)
-        DALLOC(g->x8s, (size_t)cfg->n_layers * 4 * 8 * sizeof(float), "the FP8 scalars of the linears' inputs");
+    if (sw.fp8_amax) {
+        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float), "the FP8 scalars of the linears' inputs");
+        g->pam = g->x8s + (size_t)cfg->n_layers * 4 * 8;
+    }
     DALLOC(g->tok, (size_t)N * 4, "tokens");
     DALLOC(g->tgt, (size_t)N * 4, "targets");
     rc = mxg_linws_create(&g->lin, max_operand(cfg, N), mx_act16_applies(recipe)); /* BF16 GEMMs only: h[] only */
@@ -666,7 +669,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->bytes += linws_bytes(recipe, cfg, N, g->outer_scales);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
-    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, (size_t)cfg->n_layers * 4 * 8 * sizeof(float)));
+    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float)));
     CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
     g->gz_lazy = g->gshare; /* with gshare the slices in activations are zeroed when first read or written */
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
@@ -864,6 +867,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
     static const int x_of[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3}; /* linear j's input among the block's four */
     c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + x_of[j]) * 8 : NULL;
+    c.x_amax = c.dy_amax = NULL;
     return c;
 }
 
@@ -917,9 +921,11 @@ static const uint16_t* shared_x16(mxg_llama* g, int l, mx_gemm_id gm, const floa
 /* Y = X W^T, or with res Y = res + X W^T (the residual in the GEMM's epilogue), or with y16 the product in
  * BF16 there instead of Y. */
 static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, float* Y, int M, int K,
-                   int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL, int x_same = 0) {
+                   int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL, int x_same = 0,
+                   const float* x_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
+    c.x_amax = x_amax;
     c.res = res;
     c.out16 = y16;
     c.x_same = 1 + x_same; /* q/k/v and gate/up share X's fast-path MXFP4 operands and FP8 codes (the same bytes) */
@@ -930,9 +936,11 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
  * (dx_acc 0) in BF16 there instead. */
 static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, const float* W, const float* dY,
                    float* dX, float* dW, int M, int K, int N, int dx_acc, const uint16_t* x16 = NULL,
-                   const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL, const mxg_dyq* dyq = NULL) {
+                   const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL, const mxg_dyq* dyq = NULL,
+                   const float* dy_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
     c.x16 = x16;
+    c.dy_amax = dy_amax;
     c.dy16 = dy16;
     c.dyq = dyq;
     c.out16 = dx16;
@@ -986,10 +994,19 @@ static int norm_out(mxg_llama* g, float* o32, uint16_t* o16, float* rstd, const 
     return mxg_rmsnorm_forward(o32, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
 }
 static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate, const uint16_t* gate16,
-                      const float* up, const uint16_t* up16) {
+                      const float* up, const uint16_t* up16, float* am = NULL) {
     const size_t n = (size_t)g->B * g->T * g->cfg.ffn;
+    if (g->act16 && am) return mxg_swiglu_forward_bf16_amax(h16, gate16, up16, n, am, g->st); /* and h's amax */
     if (g->act16) return mxg_swiglu_forward_bf16(h16, gate16, up16, n, g->st); /* gate, up in BF16 too */
     return mxg_swiglu_forward(h32, gate, up, n, g->st);
+}
+
+/* Where the SwiGLU kernels make the amax of their BF16 outputs for an FP8 GEMM of block l (MXLM_GPU_FP8_AMAX):
+ * g->pam when GEMM gm of the block's recipe is FP8 per-tensor, the storage BF16 and the tensors 16-byte vectors
+ * (p: the outputs, n values each), else NULL (the linear computes the amax itself). */
+static float* swiglu_amax(mxg_llama* g, int l, mx_gemm_id gm, const uint16_t* p0, const uint16_t* p1, size_t n) {
+    if (!g->pam || !g->act16 || mx_format_get(block_recipe(g, l)->g[gm].fmt)->scale != MX_SCALE_TENSOR) return NULL;
+    return n % 8 == 0 && !((uintptr_t)p0 & 15) && !((uintptr_t)p1 & 15) ? g->pam : NULL;
 }
 
 /* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
@@ -1111,11 +1128,13 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16, NULL,
                     gateh));
         CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph, 1));
+        float* ham = swiglu_amax(g, l, MX_FPROP, hidh, hidh, (size_t)N * F); /* h's amax for an FP8 Fprop */
         PROF_B(PROF_ELEM, st);
-        CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph));
+        CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph, ham));
         PROF_E(PROF_ELEM, st);
         /* xout = xmid + down(hid) */
-        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, xout, N, F, D, hidh, xmid));
+        CHK(lin_fwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, xout, N, F, D, hidh, xmid, NULL,
+                    0, ham));
     }
     float* xL = g->x + (size_t)L * ND;
     PROF_B(PROF_ELEM, st);
@@ -1205,17 +1224,21 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         mxg_dyq dyq[2]; /* fuse_sw: dgate's and dup's operands, made here instead of dgate and dup */
         int fused = 0;
         if (g->fuse_sw) CHK(swiglu_bwd_fused(g, l, step, dhid, gate, up, dhidh, gateh, uph, dyq, &fused));
+        /* dgate's and dup's amax for FP8 Dgrads (pam[1], pam[2]) */
+        float* dam = fused ? NULL : swiglu_amax(g, l, MX_DGRAD, dgateh, duph, (size_t)N * F);
+        if (dam) dam++;
         PROF_B(PROF_ELEM, st);
-        if (!fused && g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
+        if (dam) CHK(mxg_swiglu_backward_bf16_amax(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, dam, st));
+        else if (!fused && g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));
         else if (!fused) CHK(mxg_swiglu_backward(dgate, dup, dhid, gate, up, (size_t)N * F, st));
         PROF_E(PROF_ELEM, st);
         int rc16;
         const uint16_t* x16 = shared_x16(g, l, MX_WGRAD, xn2, xn2h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, dgate, g->dxn,
-                    GL(g, MX_P_WGATE, l), N, D, F, 0, x16, dgateh, NULL, fused ? &dyq[0] : NULL));
+                    GL(g, MX_P_WGATE, l), N, D, F, 0, x16, dgateh, NULL, fused ? &dyq[0] : NULL, dam));
         CHK(lin_bwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, dup, g->dxn,
-                    GL(g, MX_P_WUP, l), N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL));
+                    GL(g, MX_P_WUP, l), N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL, dam ? dam + 1 : NULL));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
         CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,

@@ -45,31 +45,59 @@ __global__ void k_swiglu_bwd(TO* __restrict__ dgate, TO* __restrict__ dup, const
     elem_put(dgate + i, dg);
 }
 
-/* BF16 vectors of 8 (16 bytes): loaded and stored whole (unpack, pack8_bf16: cuda/elem.cuh). */
-__global__ void k_swiglu_fwd16(uint4* __restrict__ h, const uint4* __restrict__ gate, const uint4* __restrict__ up,
-                               size_t n8) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n8) return;
-    float g[8], u[8], o[8];
-    unpack<uint16_t>(gate[i], g);
-    unpack<uint16_t>(up[i], u);
+/* The largest |x| bits of 8 BF16 values (k_amax's order on their widened floats: NaN above Inf). */
+__device__ __forceinline__ unsigned bf16x8_amax_bits(const uint4& p) {
+    const uint32_t w[4] = {p.x, p.y, p.z, p.w};
+    unsigned m = 0;
 #pragma unroll
-    for (int j = 0; j < 8; j++) o[j] = swiglu_h(g[j], u[j]);
-    h[i] = pack8_bf16(o);
+    for (int k = 0; k < 4; k++) m = max(m, max((w[k] & 0x7fffu) << 16, (w[k] >> 16 & 0x7fffu) << 16));
+    return m;
 }
 
-__global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ dup, const uint4* __restrict__ dh,
-                               const uint4* __restrict__ gate, const uint4* __restrict__ up, size_t n8) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n8) return;
-    float g[8], u[8], d[8], og[8], ou[8];
-    unpack<uint16_t>(gate[i], g);
-    unpack<uint16_t>(up[i], u);
-    unpack<uint16_t>(dh[i], d);
+/* BF16 vectors of 8 (16 bytes): loaded and stored whole (unpack, pack8_bf16: cuda/elem.cuh), over a grid-stride
+ * loop; AM: the amax of the outputs (their BF16 values, what an FP8 cast of them reads) into am[0] (h; dgate) and
+ * am[1] (dup) by one atomicMax a block (the _amax launches: a grid of 132 x 8 blocks). */
+template <bool AM>
+__global__ void k_swiglu_fwd16(uint4* __restrict__ h, const uint4* __restrict__ gate, const uint4* __restrict__ up,
+                               size_t n8, unsigned* am) {
+    unsigned m = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        float g[8], u[8], o[8];
+        unpack<uint16_t>(gate[i], g);
+        unpack<uint16_t>(up[i], u);
 #pragma unroll
-    for (int j = 0; j < 8; j++) swiglu_d(g[j], u[j], d[j], &og[j], &ou[j]);
-    dup[i] = pack8_bf16(ou);
-    dgate[i] = pack8_bf16(og);
+        for (int j = 0; j < 8; j++) o[j] = swiglu_h(g[j], u[j]);
+        const uint4 p = pack8_bf16(o);
+        h[i] = p;
+        if (AM) m = max(m, bf16x8_amax_bits(p));
+    }
+    if (AM) block_amax_to(m, am);
+}
+
+template <bool AM>
+__global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ dup, const uint4* __restrict__ dh,
+                               const uint4* __restrict__ gate, const uint4* __restrict__ up, size_t n8, unsigned* am) {
+    unsigned mg = 0, mu = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        float g[8], u[8], d[8], og[8], ou[8];
+        unpack<uint16_t>(gate[i], g);
+        unpack<uint16_t>(up[i], u);
+        unpack<uint16_t>(dh[i], d);
+#pragma unroll
+        for (int j = 0; j < 8; j++) swiglu_d(g[j], u[j], d[j], &og[j], &ou[j]);
+        const uint4 pu = pack8_bf16(ou), pg = pack8_bf16(og);
+        dup[i] = pu;
+        dgate[i] = pg;
+        if (AM) {
+            mg = max(mg, bf16x8_amax_bits(pg));
+            mu = max(mu, bf16x8_amax_bits(pu));
+        }
+    }
+    if (AM) {
+        block_amax_to(mg, am);
+        __syncthreads(); /* block_amax_to's shared words */
+        block_amax_to(mu, am + 1);
+    }
 }
 
 }  // namespace
@@ -81,15 +109,42 @@ extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, 
     return MX_OK;
 }
 
-extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, void* stream) {
-    ARG_CHECK(n > 0, "mxg_swiglu_forward_bf16: empty");
+/* The 8-wide kernels where every tensor allows 16-byte vectors, else the one-element ones (am: NULL, or the
+ * outputs' amax words, zeroed here first; the 8-wide kernels only: the callers check vec_ok) */
+static bool vec16(const uint16_t* const* t, int k, size_t n) {
+    for (int i = 0; i < k; i++)
+        if (!vec_ok<uint16_t>(t[i], n)) return false;
+    return true;
+}
+static unsigned grid16(size_t n8, const float* am) { return am ? 132 * 8 : blocks_for(n8, 256); }
+
+static int swiglu_fwd16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, float* am, void* stream) {
     cudaStream_t s = MXG_STREAM(stream);
-    if (vec_ok<uint16_t>(h, n) && vec_ok<uint16_t>(gate, n) && vec_ok<uint16_t>(up, n))
-        k_swiglu_fwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8);
-    else
+    const uint16_t* t[3] = {h, gate, up};
+    if (!vec16(t, 3, n)) {
+        ARG_CHECK(!am, "mxg_swiglu_forward_bf16_amax: the tensors must be 16-byte vectors (n %% 8 == 0, aligned)");
         k_swiglu_fwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(h, gate, up, n);
+    } else if (am) {
+        CU_TRY(cudaMemsetAsync(am, 0, sizeof(float), s));
+        k_swiglu_fwd16<true><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8,
+                                                              (unsigned*)am);
+    } else {
+        k_swiglu_fwd16<false><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8,
+                                                               NULL);
+    }
     CU_LAUNCHED();
     return MX_OK;
+}
+
+extern "C" int mxg_swiglu_forward_bf16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, void* stream) {
+    ARG_CHECK(n > 0, "mxg_swiglu_forward_bf16: empty");
+    return swiglu_fwd16(h, gate, up, n, NULL, stream);
+}
+
+extern "C" int mxg_swiglu_forward_bf16_amax(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n,
+                                            float* amax, void* stream) {
+    ARG_CHECK(n > 0 && amax, "mxg_swiglu_forward_bf16_amax: empty or no amax");
+    return swiglu_fwd16(h, gate, up, n, amax, stream);
 }
 
 extern "C" int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
@@ -100,16 +155,33 @@ extern "C" int mxg_swiglu_backward(float* dgate, float* dup, const float* dh, co
     return MX_OK;
 }
 
+static int swiglu_bwd16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate, const uint16_t* up,
+                        size_t n, float* am, void* stream) {
+    cudaStream_t s = MXG_STREAM(stream);
+    const uint16_t* t[5] = {dgate, dup, dh, gate, up};
+    if (!vec16(t, 5, n)) {
+        ARG_CHECK(!am, "mxg_swiglu_backward_bf16_amax: the tensors must be 16-byte vectors (n %% 8 == 0, aligned)");
+        k_swiglu_bwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(dgate, dup, dh, gate, up, n);
+    } else if (am) {
+        CU_TRY(cudaMemsetAsync(am, 0, 2 * sizeof(float), s));
+        k_swiglu_bwd16<true><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
+                                                              (const uint4*)gate, (const uint4*)up, n / 8, (unsigned*)am);
+    } else {
+        k_swiglu_bwd16<false><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
+                                                               (const uint4*)gate, (const uint4*)up, n / 8, NULL);
+    }
+    CU_LAUNCHED();
+    return MX_OK;
+}
+
 extern "C" int mxg_swiglu_backward_bf16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
                                         const uint16_t* up, size_t n, void* stream) {
     ARG_CHECK(n > 0, "mxg_swiglu_backward_bf16: empty");
-    cudaStream_t s = MXG_STREAM(stream);
-    if (vec_ok<uint16_t>(dgate, n) && vec_ok<uint16_t>(dup, n) && vec_ok<uint16_t>(dh, n) &&
-        vec_ok<uint16_t>(gate, n) && vec_ok<uint16_t>(up, n))
-        k_swiglu_bwd16<<<blocks_for(n / 8, 256), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
-                                                             (const uint4*)gate, (const uint4*)up, n / 8);
-    else
-        k_swiglu_bwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(dgate, dup, dh, gate, up, n);
-    CU_LAUNCHED();
-    return MX_OK;
+    return swiglu_bwd16(dgate, dup, dh, gate, up, n, NULL, stream);
+}
+
+extern "C" int mxg_swiglu_backward_bf16_amax(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, const uint16_t* gate,
+                                             const uint16_t* up, size_t n, float* amax, void* stream) {
+    ARG_CHECK(n > 0 && amax, "mxg_swiglu_backward_bf16_amax: empty or no amax");
+    return swiglu_bwd16(dgate, dup, dh, gate, up, n, amax, stream);
 }
