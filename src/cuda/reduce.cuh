@@ -77,10 +77,12 @@ __device__ float block_max_warps(float x) {
 }
 
 /* The block's largest m (|x| bits: an integer max, order-free) added to *dst by one atomicMax (thread 0, where
- * nonzero): an amax over a grid of blocks, exact whatever order they run in. Every thread of the block calls it. */
+ * nonzero): an amax over a grid of blocks, exact whatever order they run in. Every thread of the block calls it;
+ * calls may follow one another. */
 __device__ __forceinline__ void block_amax_to(unsigned m, unsigned* dst) {
     __shared__ unsigned wm[32];
     m = warp_max(m);
+    __syncthreads(); /* wm may still be read by a previous call */
     if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
     __syncthreads();
     if (threadIdx.x < 32) {

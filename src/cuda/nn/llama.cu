@@ -1001,12 +1001,12 @@ static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate
     return mxg_swiglu_forward(h32, gate, up, n, g->st);
 }
 
-/* Where the SwiGLU kernels make the amax of their BF16 outputs for an FP8 GEMM of block l (MXLM_GPU_FP8_AMAX):
- * g->pam when GEMM gm of the block's recipe is FP8 per-tensor, the storage BF16 and the tensors 16-byte vectors
- * (p: the outputs, n values each), else NULL (the linear computes the amax itself). */
-static float* swiglu_amax(mxg_llama* g, int l, mx_gemm_id gm, const uint16_t* p0, const uint16_t* p1, size_t n) {
-    if (!g->pam || !g->act16 || mx_format_get(block_recipe(g, l)->g[gm].fmt)->scale != MX_SCALE_TENSOR) return NULL;
-    return n % 8 == 0 && !((uintptr_t)p0 & 15) && !((uintptr_t)p1 & 15) ? g->pam : NULL;
+/* Whether the SwiGLU kernels make the amax of their BF16 outputs (into g->pam) for an FP8 GEMM of block l
+ * (MXLM_GPU_FP8_AMAX): GEMM gm of the block's recipe FP8 per-tensor, the storage BF16 and the outputs p0, p1 (n
+ * values each) 16-byte vectors, as the _amax kernels need; otherwise the linear computes the amax itself. */
+static bool swiglu_amax_on(const mxg_llama* g, int l, mx_gemm_id gm, const uint16_t* p0, const uint16_t* p1, size_t n) {
+    return g->pam && g->act16 && mx_format_get(block_recipe(g, l)->g[gm].fmt)->scale == MX_SCALE_TENSOR && n % 8 == 0 &&
+           !((uintptr_t)p0 & 15) && !((uintptr_t)p1 & 15);
 }
 
 /* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
@@ -1128,7 +1128,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16, NULL,
                     gateh));
         CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph, 1));
-        float* ham = swiglu_amax(g, l, MX_FPROP, hidh, hidh, (size_t)N * F); /* h's amax for an FP8 Fprop */
+        float* ham = swiglu_amax_on(g, l, MX_FPROP, hidh, hidh, (size_t)N * F) ? g->pam : NULL; /* h's, pam[0] */
         PROF_B(PROF_ELEM, st);
         CHK(swiglu_out(g, hid, hidh, gate, gateh, up, uph, ham));
         PROF_E(PROF_ELEM, st);
@@ -1224,9 +1224,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         mxg_dyq dyq[2]; /* fuse_sw: dgate's and dup's operands, made here instead of dgate and dup */
         int fused = 0;
         if (g->fuse_sw) CHK(swiglu_bwd_fused(g, l, step, dhid, gate, up, dhidh, gateh, uph, dyq, &fused));
-        /* dgate's and dup's amax for FP8 Dgrads (pam[1], pam[2]) */
-        float* dam = fused ? NULL : swiglu_amax(g, l, MX_DGRAD, dgateh, duph, (size_t)N * F);
-        if (dam) dam++;
+        /* dgate's and dup's amax for FP8 Dgrads: pam[1], pam[2] */
+        float* dam = !fused && swiglu_amax_on(g, l, MX_DGRAD, dgateh, duph, (size_t)N * F) ? g->pam + 1 : NULL;
         PROF_B(PROF_ELEM, st);
         if (dam) CHK(mxg_swiglu_backward_bf16_amax(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, dam, st));
         else if (!fused && g->act16) CHK(mxg_swiglu_backward_bf16(dgateh, duph, dhidh, gateh, uph, (size_t)N * F, st));

@@ -95,7 +95,6 @@ __global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ du
     }
     if (AM) {
         block_amax_to(mg, am);
-        __syncthreads(); /* block_amax_to's shared words */
         block_amax_to(mu, am + 1);
     }
 }
@@ -110,13 +109,14 @@ extern "C" int mxg_swiglu_forward(float* h, const float* gate, const float* up, 
 }
 
 /* The 8-wide kernels where every tensor allows 16-byte vectors, else the one-element ones (am: NULL, or the
- * outputs' amax words, zeroed here first; the 8-wide kernels only: the callers check vec_ok) */
+ * outputs' amax words, zeroed here first; the 8-wide kernels only, else MX_EINVAL) */
 static bool vec16(const uint16_t* const* t, int k, size_t n) {
     for (int i = 0; i < k; i++)
         if (!vec_ok<uint16_t>(t[i], n)) return false;
     return true;
 }
-static unsigned grid16(size_t n8, const float* am) { return am ? 132 * 8 : blocks_for(n8, 256); }
+/* the 8-wide kernels' grid: a thread a vector, or with the amax 132 x 8 blocks over a grid-stride loop (few atomics) */
+static unsigned grid16(size_t n8, bool am) { return am ? 132 * 8 : blocks_for(n8, 256); }
 
 static int swiglu_fwd16(uint16_t* h, const uint16_t* gate, const uint16_t* up, size_t n, float* am, void* stream) {
     cudaStream_t s = MXG_STREAM(stream);
@@ -124,13 +124,10 @@ static int swiglu_fwd16(uint16_t* h, const uint16_t* gate, const uint16_t* up, s
     if (!vec16(t, 3, n)) {
         ARG_CHECK(!am, "mxg_swiglu_forward_bf16_amax: the tensors must be 16-byte vectors (n %% 8 == 0, aligned)");
         k_swiglu_fwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(h, gate, up, n);
-    } else if (am) {
-        CU_TRY(cudaMemsetAsync(am, 0, sizeof(float), s));
-        k_swiglu_fwd16<true><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8,
-                                                              (unsigned*)am);
     } else {
-        k_swiglu_fwd16<false><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8,
-                                                               NULL);
+        if (am) CU_TRY(cudaMemsetAsync(am, 0, sizeof(float), s));
+        (am ? k_swiglu_fwd16<true> : k_swiglu_fwd16<false>)<<<grid16(n / 8, am), 256, 0, s>>>(
+            (uint4*)h, (const uint4*)gate, (const uint4*)up, n / 8, (unsigned*)am);
     }
     CU_LAUNCHED();
     return MX_OK;
@@ -162,13 +159,10 @@ static int swiglu_bwd16(uint16_t* dgate, uint16_t* dup, const uint16_t* dh, cons
     if (!vec16(t, 5, n)) {
         ARG_CHECK(!am, "mxg_swiglu_backward_bf16_amax: the tensors must be 16-byte vectors (n %% 8 == 0, aligned)");
         k_swiglu_bwd<uint16_t, uint16_t><<<blocks_for(n, 256), 256, 0, s>>>(dgate, dup, dh, gate, up, n);
-    } else if (am) {
-        CU_TRY(cudaMemsetAsync(am, 0, 2 * sizeof(float), s));
-        k_swiglu_bwd16<true><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
-                                                              (const uint4*)gate, (const uint4*)up, n / 8, (unsigned*)am);
     } else {
-        k_swiglu_bwd16<false><<<grid16(n / 8, am), 256, 0, s>>>((uint4*)dgate, (uint4*)dup, (const uint4*)dh,
-                                                               (const uint4*)gate, (const uint4*)up, n / 8, NULL);
+        if (am) CU_TRY(cudaMemsetAsync(am, 0, 2 * sizeof(float), s));
+        (am ? k_swiglu_bwd16<true> : k_swiglu_bwd16<false>)<<<grid16(n / 8, am), 256, 0, s>>>(
+            (uint4*)dgate, (uint4*)dup, (const uint4*)dh, (const uint4*)gate, (const uint4*)up, n / 8, (unsigned*)am);
     }
     CU_LAUNCHED();
     return MX_OK;
