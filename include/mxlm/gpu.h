@@ -155,21 +155,22 @@ int mxg_fp8_quantize(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, co
                      float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes,
                      void* stream);
 /* The same for x [rows, cols] (row-major) with the codes written transposed, codes_t [cols, rows]: the bytes
- * of mxg_fp8_quantize then a transpose, from one read of x (the cast's pass writes them transposed). */
+ * of mxg_fp8_quantize then a transpose, from one read of x (the cast's pass writes them transposed). codes
+ * (NULL: none): mxg_fp8_quantize's codes as well, in the same pass (one operand as stored and transposed). */
 int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given_scale,
-                       float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
-                       void* stream);
+                       float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes,
+                       uint8_t* codes_t, void* stream);
 /* mxg_fp8_quantize (current scaling) with x's amax known: `known` (device) as mxg_fp8_quantize writes an amax, or
  * as a kernel that produced x wrote it (the largest |x| bits: mxg_swiglu_forward_bf16_amax). The cast alone, one
  * pass over x: the same codes and scalars (amax, may be NULL, a copy of *known). */
 int mxg_fp8_quantize_amax(const void* x, mxg_dtype dt, size_t n, mx_fp8_kind kind, const float* known, float* amax,
                           float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes, void* stream);
-/* mxg_fp8_quantize_t (current scaling) with x's amax known: `amax` (device) as an earlier mxg_fp8_quantize or
- * mxg_fp8_quantize_t wrote it for the same values. The cast alone, one pass over x (no amax pass): the same
- * codes, scale, inv_scale and inv_rows. */
-int mxg_fp8_quantize_t_amax(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* amax,
-                            float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes_t,
-                            void* stream);
+/* mxg_fp8_quantize_t (current scaling) with x's amax known: `known` (device) as mxg_fp8_quantize_amax takes it.
+ * The cast alone, one pass over x (no amax pass): the same codes (codes may be NULL), codes_t and scalars (amax,
+ * may be NULL, a copy of *known). */
+int mxg_fp8_quantize_t_amax(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* known,
+                            float* amax, float* scale, float* inv_scale, float* inv_rows, size_t n_rows, uint8_t* codes,
+                            uint8_t* codes_t, void* stream);
 /* out [cols, rows] = in [rows, cols]^T for bytes (FP8 codes made earlier, as another GEMM wants them). */
 int mxg_fp8_transpose(const uint8_t* in, int rows, int cols, uint8_t* out, void* stream);
 

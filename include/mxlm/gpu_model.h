@@ -61,6 +61,12 @@ int mxg_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w,
  * writes), bit for bit (the GPU model's storage of a norm output that only BF16 GEMMs read). */
 int mxg_rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
                              void* stream);
+/* The _amax forms: the same outputs, and their amax as stored (as mxg_fp8_quantize would compute it of out: an FP8
+ * cast of the norm output takes it, mxg_fp8_quantize_amax) into *amax, a device float. */
+int mxg_rmsnorm_forward_amax(float* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
+                             float* amax, void* stream);
+int mxg_rmsnorm_forward_bf16_amax(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
+                                  float* amax, void* stream);
 /* Floats of workspace for mxg_rmsnorm_backward: ceil(N/64) * D. */
 size_t mxg_rmsnorm_backward_workspace(int N, int D);
 /* dx += ..., dw += ... (dw: partial sums over the CPU's 64-token chunks,

@@ -70,7 +70,8 @@ void test_fp8(const char* filter) {
                 for (int q = 0; q < cc; q++) want[(size_t)q * rr + r] = flat[(size_t)r * cc + q];
             CK(cudaMemset(dc, 0xA5, n));
             CK(cudaMemset(drow, 0xA5, (nr + 1) * 4));
-            MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv, dv + 1, dv + 2, drow, 3, dc, NULL));
+            MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv, dv + 1, dv + 2, drow, 3, NULL, dc,
+                                  NULL));
             CK(cudaDeviceSynchronize());
             hv = d2h(dv, 3);
             hc = d2h(dc, n);
@@ -90,7 +91,8 @@ void test_fp8(const char* filter) {
             CK(cudaMemset(dc, 0xA5, n));
             CK(cudaMemset(drow, 0xA5, (nr + 1) * 4));
             CK(cudaMemset(dv + 1, 0xA5, 8));
-            MX(mxg_fp8_quantize_t_amax(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, dv, dv + 1, dv + 2, drow, 3, dc, NULL));
+            MX(mxg_fp8_quantize_t_amax(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, dv, NULL, dv + 1, dv + 2, drow, 3, NULL,
+                                       dc, NULL));
             CK(cudaDeviceSynchronize());
             hv = d2h(dv, 3);
             hc = d2h(dc, n);
@@ -99,6 +101,34 @@ void test_fp8(const char* filter) {
             if (hr[0] != 1.0f / sc || hr[2] != 1.0f / sc) fail("fp8_t amax[%d]: row scale %g", c, hr[0]);
             i = first_diff(hc.data(), want.data(), m);
             if (i >= 0) fail("fp8_t amax[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
+            /* both layouts in one pass (codes as stored and transposed: an FP8 Dgrad's dY for the Wgrad after it, a
+             * weight's Fprop and Dgrad operands), from a given amax and with the amax computed; the amax copied out */
+            uint8_t* dr = dalloc<uint8_t>(m + 64);
+            for (int given_amax = 0; given_amax < 2; given_amax++) {
+                CK(cudaMemset(dc, 0xA5, n));
+                CK(cudaMemset(dr, 0xA5, m + 64));
+                CK(cudaMemset(dv + 3, 0xA5, 4));
+                if (given_amax)
+                    MX(mxg_fp8_quantize_t_amax(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, dv, dv + 3, dv + 1, dv + 2,
+                                               drow, 3, dr, dc, NULL));
+                else
+                    MX(mxg_fp8_quantize_t(dx, bf ? MXG_BF16 : MXG_F32, rr, cc, kind, NULL, dv + 3, dv + 1, dv + 2, drow, 3,
+                                          dr, dc, NULL));
+                CK(cudaDeviceSynchronize());
+                hv = d2h(dv, 4);
+                hc = d2h(dc, n);
+                auto hrow = d2h(dr, m + 64);
+                if (!(hv[3] == am || (hv[3] != hv[3] && am != am)))
+                    fail("fp8_t both[%d] %s: amax out %g, CPU %g", c, given_amax ? "given" : "made", hv[3], am);
+                if (hv[1] != sc) fail("fp8_t both[%d]: scale %g, want %g", c, hv[1], sc);
+                i = first_diff(hc.data(), want.data(), m);
+                if (i >= 0) fail("fp8_t both[%d] %d x %d: transposed code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hc[i], want[i]);
+                i = first_diff(hrow.data(), flat.data(), m);
+                if (i >= 0) fail("fp8_t both[%d] %d x %d: code %d = 0x%02x, CPU 0x%02x", c, rr, cc, i, hrow[i], flat[i]);
+                for (size_t j = m; j < m + 64; j++)
+                    if (hrow[j] != 0xA5) { fail("fp8_t both[%d]: byte %zu written past the output", c, j); break; }
+            }
+            CK(cudaFree(dr));
         }
         /* mxg_fp8_transpose of the codes just made (the first rr x cc bytes as a matrix, from offset c % 2:
          * unaligned rows where cc % 4 != 0 or the offset is odd), against the host's transpose */
@@ -123,5 +153,5 @@ void test_fp8(const char* filter) {
         CK(cudaFree(dx)); CK(cudaFree(dv)); CK(cudaFree(dc)); CK(cudaFree(drow));
         if (g_fail_case) g_fail++; else g_pass++;
     }
-    printf("  fp8 per-tensor cases: 8 (each also transposed, and its codes by mxg_fp8_transpose)\n");
+    printf("  fp8 per-tensor cases: 8 (each also transposed, in both layouts at once, and its codes by mxg_fp8_transpose)\n");
 }

@@ -140,7 +140,8 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
 /* k_fp8_cast with the codes written transposed: codes_t [C, R] of x [R, C], a FT x FT tile a CTA (16 x 16
  * threads): each thread casts 4 consecutive values of a row (fp8_code4: k_fp8_cast's bytes), the bytes go
  * through shared memory, and each thread writes 4 consecutive bytes of a row of codes_t. The same bytes as
- * the cast followed by a transpose, from one read of x. */
+ * the cast followed by a transpose, from one read of x. codes (NULL: none): the same bytes as stored, [R, C],
+ * as well (the operand one GEMM takes as stored and the next transposed: no byte transpose between). */
 constexpr int FT = 64;
 
 /* The byte tile [FT][FT + 4] (rows r0.., columns c0.. of a [R, C] tensor) written transposed into out [C, R]:
@@ -160,9 +161,20 @@ __device__ __forceinline__ void tile_store_t(const uint8_t (*tile)[FT + 4], int 
     }
 }
 
+/* The 4 bytes w of row r, columns c .. c + 3 of a [R, C] byte tensor (those inside it; one 4-byte store where
+ * aligned). */
+__device__ __forceinline__ void store4_row(uint8_t* out, int r, int c, int R, int C, uint32_t w) {
+    if (r >= R || c >= C) return;
+    uint8_t* dst = out + (size_t)r * C + c;
+    if (c + 3 < C && !((uintptr_t)dst & 3)) *(uint32_t*)dst = w;
+    else
+        for (int k = 0; k < 4 && c + k < C; k++) dst[k] = (uint8_t)(w >> (8 * k));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, int kind, const float* given,
-                                                    const unsigned* amax_bits, Fp8Out so, uint8_t* codes_t) {
+                                                    const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
+                                                    uint8_t* codes_t) {
     __shared__ uint8_t tile[FT][FT + 4];
     const unsigned bits = *amax_bits;
     const float scale = fp8_scale(bits, kind, given);
@@ -177,6 +189,7 @@ __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, in
             for (int k = 0; k < 4; k++)
                 if (c + k < C) f[k] = to_f<T>(x[(size_t)r * C + c + k]);
         const uint32_t w = fp8_code4(f, scale, kind, hw);
+        if (codes) store4_row(codes, r, c, R, C, w);
 #pragma unroll
         for (int k = 0; k < 4; k++) tile[i][4 * tx + k] = (uint8_t)(w >> (8 * k));
     }
@@ -303,20 +316,21 @@ extern "C" int mxg_fp8_quantize_amax(const void* x, mxg_dtype dt, size_t n, mx_f
 
 /* k_fp8_cast_t over x [rows, cols] with its amax bits at *bits (device) */
 static int cast_t(const char* fn, const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given,
-                  const unsigned* bits, const Fp8Out& so, uint8_t* codes_t, cudaStream_t st) {
+                  const unsigned* bits, const Fp8Out& so, uint8_t* codes, uint8_t* codes_t, cudaStream_t st) {
     dim3 grid;
     int rc = ft_grid(fn, rows, cols, &grid);
     if (rc) return rc;
     if (dt == MXG_BF16)
-        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given, bits, so, codes_t);
-    else k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, given, bits, so, codes_t);
+        k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given, bits, so, codes,
+                                                     codes_t);
+    else k_fp8_cast_t<float><<<grid, 256, 0, st>>>((const float*)x, rows, cols, (int)kind, given, bits, so, codes, codes_t);
     CU_LAUNCHED();
     return MX_OK;
 }
 
 extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
                                   const float* given_scale, float* amax, float* scale, float* inv_scale,
-                                  float* inv_rows, size_t n_rows, uint8_t* codes_t, void* stream) {
+                                  float* inv_rows, size_t n_rows, uint8_t* codes, uint8_t* codes_t, void* stream) {
     ARG_CHECK(rows > 0 && cols > 0 && codes_t, "mxg_fp8_quantize_t: shape %d x %d or no output", rows, cols);
     dim3 grid;
     int rc = ft_grid("mxg_fp8_quantize_t", rows, cols, &grid);
@@ -326,18 +340,18 @@ extern "C" int mxg_fp8_quantize_t(const void* x, mxg_dtype dt, int rows, int col
     rc = fp8_amax("mxg_fp8_quantize_t", x, dt, (size_t)rows * cols, scale, given_scale, &bits, st);
     if (rc) return rc;
     const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
-    return cast_t("mxg_fp8_quantize_t", x, dt, rows, cols, kind, given_scale, bits, so, codes_t, st);
+    return cast_t("mxg_fp8_quantize_t", x, dt, rows, cols, kind, given_scale, bits, so, codes, codes_t, st);
 }
 
 extern "C" int mxg_fp8_quantize_t_amax(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind,
-                                       const float* amax, float* scale, float* inv_scale, float* inv_rows,
-                                       size_t n_rows, uint8_t* codes_t, void* stream) {
-    ARG_CHECK(rows > 0 && cols > 0 && codes_t && amax && scale, "mxg_fp8_quantize_t_amax: shape %d x %d, no output, "
+                                       const float* known, float* amax, float* scale, float* inv_scale, float* inv_rows,
+                                       size_t n_rows, uint8_t* codes, uint8_t* codes_t, void* stream) {
+    ARG_CHECK(rows > 0 && cols > 0 && codes_t && known && scale, "mxg_fp8_quantize_t_amax: shape %d x %d, no output, "
               "no amax or no scale", rows, cols);
     ARG_CHECK(dt == MXG_F32 || dt == MXG_BF16, "mxg_fp8_quantize_t_amax: input must be f32 or bf16");
-    const Fp8Out so = {NULL, scale, inv_scale, inv_rows, n_rows};
+    const Fp8Out so = {amax, scale, inv_scale, inv_rows, n_rows};
     /* the amax float as mxg_fp8_quantize writes it is the bits k_amax made (mx_u2f of them) */
-    return cast_t("mxg_fp8_quantize_t_amax", x, dt, rows, cols, kind, NULL, (const unsigned*)amax, so, codes_t,
+    return cast_t("mxg_fp8_quantize_t_amax", x, dt, rows, cols, kind, NULL, (const unsigned*)known, so, codes, codes_t,
                   MXG_STREAM(stream));
 }
 

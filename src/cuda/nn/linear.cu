@@ -63,6 +63,7 @@ struct mxg_linws {
     float* fsx;            // [cap/128 + 4]
     float* scx;            // [16]: FP8's amax, scale, inv_scale of the kept Wgrad operand b
     struct { int valid, fmt, fold; const void* x; int xr, xc; mxg_qspec s; } xk[2]; // x: the tensor (FP32 or BF16); fold: OUTER (1) or not
+    int a8t;               // fp8: t[0] holds the codes of the last GEMM's operand a transposed (A_MAKE_T), for the next (A_READY)
     /* mxg_linear_ctx.gout: the product made again and its FP32 reference ([gcap] each, grown at telemetry
      * steps), and the counters that second quantization adds to (not counters: nothing counted twice) */
     float *gq, *gr;
@@ -500,14 +501,19 @@ const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const floa
 }
 
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
- * (stored [R,Ma]); B' likewise. a_ready: operand a is already in the workspace as the previous call
- * made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
- * scale in sc[0..7]; the caller checks that the two GEMMs take the same operand). */
+ * (stored [R,Ma]); B' likewise. a_mode: A_MAKE, or A_READY: operand a is already in the workspace as the
+ * previous call made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
+ * scale in sc[0..7], and where that call was told A_MAKE_T, in t[0] transposed; the caller checks that the two
+ * GEMMs take the same operand), or A_MAKE_T: as A_MAKE, and an FP8 operand a stored as the GEMM takes it is cast
+ * in both layouts at once (mxg_fp8_quantize_t's codes and codes_t: Dgrad's dY for the Wgrad after it, whose
+ * operand a is dY^T; then no byte transpose there). */
+enum { A_MAKE = 0, A_READY = 1, A_MAKE_T = 2 };
 int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
-                     int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
+                     int Ma, int Nb, int R, int accumulate, int a_mode, void* stream) {
     const mx_gemm_recipe* q = &c->recipe->g[g];
     int rc = check_dims(g, c->recipe, Ma, Nb, R);
     if (rc) return rc;
+    const int a_ready = a_mode == A_READY;
     const mx_format_info* f = mx_format_get(q->fmt); /* the dispatch goes by the format's row */
     cudaStream_t st = MXG_STREAM(stream);
     /* a given dY operand (mxg_dyq): dY itself was never written, so only the fast MXFP4 path may run this
@@ -550,6 +556,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         return rc;
     }
     mxg_linws* w = c->ws;
+    const int a8t = a_ready && w->a8t; /* the transposed codes the previous call made, for this call alone */
+    w->a8t = 0;
     if (w->bf16_only && f->scale != MX_SCALE_NONE)
         return mx_fail(MX_EINVAL, "linear %s: %s operands need a full linear workspace (this one was made for BF16 "
                                   "GEMMs only)", mx_gemm_name(g), mx_format_name(q->fmt));
@@ -625,10 +633,10 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                  * X^T from the amax its FP8 Fprop left in x8s (x8s_amax), without computing it again */
                 const int known = role == 1 && x8s_amax(c);
                 g_amax_hits += known;
-                rc = known ? mxg_fp8_quantize_t_amax(src16[o], sdt[o], R, rows[o], k, c->x8s, s + 1, s + 4, rv, nv[o],
-                                                     d, stream)
-                           : mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], d,
-                                                stream);
+                rc = known ? mxg_fp8_quantize_t_amax(src16[o], sdt[o], R, rows[o], k, c->x8s, NULL, s + 1, s + 4, rv,
+                                                     nv[o], NULL, d, stream)
+                           : mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], NULL,
+                                                d, stream);
                 tn[o] = d;
                 bc[o] = 1;
             } else {
@@ -636,16 +644,26 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     const float* known = NULL; /* operand a's amax made by its producer: the cast alone */
                     if (o == 0 && !tele[0]) known = g == MX_FPROP ? c->x_amax : g == MX_DGRAD ? c->dy_amax : NULL;
                     g_amax_hits += known != NULL;
-                    rc = known ? mxg_fp8_quantize_amax(src16[o], sdt[o], n, k, known, s, s + 1, s + 4, rv, nv[o],
-                                                       w->q8[o], stream)
-                               : mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o],
-                                                  stream);
+                    /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read */
+                    uint8_t* ct = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0] ? (uint8_t*)w->t[0] : NULL;
+                    if (ct)
+                        rc = known ? mxg_fp8_quantize_t_amax(src16[0], sdt[0], rows[0], R, k, known, s, s + 1, s + 4, rv,
+                                                             nv[0], w->q8[0], ct, stream)
+                                   : mxg_fp8_quantize_t(src16[0], sdt[0], rows[0], R, k, NULL, s, s + 1, s + 4, rv, nv[0],
+                                                        w->q8[0], ct, stream);
+                    else
+                        rc = known ? mxg_fp8_quantize_amax(src16[o], sdt[o], n, k, known, s, s + 1, s + 4, rv, nv[o],
+                                                           w->q8[o], stream)
+                                   : mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o],
+                                                      stream);
+                    w->a8t = !rc && ct;
                     bc[o] = 1;
                 }
                 if (!rc && tele[o])
                     rc = opstats(op[o], n, k == MX_FP8_E5M2 ? 2 : 1, NULL, w->q8[o], s + 4, tele[o], st);
                 tn[o] = w->q8[o];
-                if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
+                if (!rc && tr[o] && o == 0 && a8t) tn[0] = (const uint8_t*)w->t[0]; /* made transposed by the call before */
+                else if (!rc && tr[o]) { /* [R, rows] -> [rows, R] */
                     rc = mxg_fp8_transpose(w->q8[o], R, rows[o], d, st);
                     tn[o] = d;
                 }
@@ -837,9 +855,9 @@ int product_stats(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t
 
 /* GEMM g as recipe_gemm_core makes it, then (mxg_linear_ctx.gout) the telemetry of its product. */
 int recipe_gemm(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B, int b_t, float* C,
-                int Ma, int Nb, int R, int accumulate, int a_ready, void* stream) {
+                int Ma, int Nb, int R, int accumulate, int a_mode, void* stream) {
     g_mxg_prof_gid = (int)g; /* MXLM_GPU_PROFILE's split by GEMM */
-    int rc = recipe_gemm_core(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, a_ready, stream);
+    int rc = recipe_gemm_core(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, a_mode, stream);
     g_mxg_prof_gid = -1;
     if (rc || !c->gout || mx_format_get(c->recipe->g[g].fmt)->elem == MX_ELEM_FP32) return rc;
     if (!A || !B) return mx_fail(MX_EINVAL, "linear %s: the telemetry of a product needs both operands in FP32",
@@ -899,9 +917,11 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         q->fmt = MX_FMT_FP8;
         float* s = q->sc;
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
-        int rc = mxg_fp8_quantize(W, MXG_F32, (size_t)N * K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr, q->q8[0],
-                                  stream);
-        if (!rc && take[1]) rc = mxg_fp8_transpose(q->q8[0], N, K, q->q8[1], stream);
+        /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose) */
+        int rc = take[1] ? mxg_fp8_quantize_t(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr,
+                                              take[0] ? q->q8[0] : NULL, q->q8[1], stream)
+                         : mxg_fp8_quantize(W, MXG_F32, (size_t)N * K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr,
+                                            q->q8[0], stream);
         if (rc) return rc;
         q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */
         q->valid[1] = take[1];
@@ -941,7 +961,7 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
 
 extern "C" int mxg_gemm_recipe_tn(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int a_t, const float* B,
                                   int b_t, float* C, int Ma, int Nb, int R, int accumulate, void* stream) {
-    return recipe_gemm(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, 0, stream);
+    return recipe_gemm(c, g, A, a_t, B, b_t, C, Ma, Nb, R, accumulate, A_MAKE, stream);
 }
 
 extern "C" int mxg_linear_forward(const mxg_linear_ctx* c, const float* X, const float* W, float* Y, int M, int K,
@@ -959,10 +979,11 @@ extern "C" int mxg_linear_backward_acc(const mxg_linear_ctx* c, const float* X, 
     int rc = MX_OK;
     const int dgrad = dX || c->out16; /* dX in FP32, or in BF16 at out16 */
     /* dX[M,K] (+)= dY[M,N] (W^T)[K,N]^T */
-    if (dgrad) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, 0, stream);
+    const int shared = dgrad && dW && dy_shared(c->recipe); /* Wgrad's dY^T from Dgrad's dY */
+    if (dgrad) rc = recipe_gemm(c, MX_DGRAD, dY, 0, W, 1, dX, M, K, N, dx_acc, shared ? A_MAKE_T : A_MAKE, stream);
     /* dW[N,K] += (dY^T)[N,M] (X^T)[K,M]^T */
     if (!rc && dW)
-        rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, !c->dw_first, dgrad && dy_shared(c->recipe), stream);
+        rc = recipe_gemm(c, MX_WGRAD, dY, 1, X, 1, dW, N, K, M, !c->dw_first, shared ? A_READY : A_MAKE, stream);
     return rc;
 }
 

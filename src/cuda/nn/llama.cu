@@ -108,7 +108,8 @@ struct mxg_llama {
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
                                     //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
-    float* pam;                     // [4]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels
+    float* pam;                     // [4]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
+                                    //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's)
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -988,10 +989,16 @@ static int swiglu_bwd_fused(mxg_llama* g, int l, uint64_t step, const float* dh,
 }
 
 /* A block's norm output (FP32 o32, or with act16 BF16 o16) and SwiGLU product (h32 / h16). */
-static int norm_out(mxg_llama* g, float* o32, uint16_t* o16, float* rstd, const float* x, const float* w) {
+/* am (NULL: none): the output's amax there as well (rms_amax) */
+static int norm_out(mxg_llama* g, float* o32, uint16_t* o16, float* rstd, const float* x, const float* w,
+                    float* am = NULL) {
     const int N = g->B * g->T, D = g->cfg.dim;
-    if (g->act16) return mxg_rmsnorm_forward_bf16(o16, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
-    return mxg_rmsnorm_forward(o32, rstd, x, w, N, D, g->cfg.norm_eps, g->st);
+    const float eps = g->cfg.norm_eps;
+    if (g->act16)
+        return am ? mxg_rmsnorm_forward_bf16_amax(o16, rstd, x, w, N, D, eps, am, g->st)
+                  : mxg_rmsnorm_forward_bf16(o16, rstd, x, w, N, D, eps, g->st);
+    return am ? mxg_rmsnorm_forward_amax(o32, rstd, x, w, N, D, eps, am, g->st)
+              : mxg_rmsnorm_forward(o32, rstd, x, w, N, D, eps, g->st);
 }
 static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate, const uint16_t* gate16,
                       const float* up, const uint16_t* up16, float* am = NULL) {
@@ -1007,6 +1014,12 @@ static int swiglu_out(mxg_llama* g, float* h32, uint16_t* h16, const float* gate
 static bool swiglu_amax_on(const mxg_llama* g, int l, mx_gemm_id gm, const uint16_t* p0, const uint16_t* p1, size_t n) {
     return g->pam && g->act16 && mx_format_get(block_recipe(g, l)->g[gm].fmt)->scale == MX_SCALE_TENSOR && n % 8 == 0 &&
            !((uintptr_t)p0 & 15) && !((uintptr_t)p1 & 15);
+}
+
+/* Where the forward's norm kernels make their output's amax (pam[3], MXLM_GPU_FP8_AMAX) for the FP8 Fprop of q/k/v
+ * and gate/up that casts it (block l's recipe FP8 per-tensor in Fprop); otherwise that linear computes it. */
+static float* rms_amax(const mxg_llama* g, int l) {
+    return g->pam && mx_format_get(block_recipe(g, l)->g[MX_FPROP].fmt)->scale == MX_SCALE_TENSOR ? g->pam + 3 : NULL;
 }
 
 /* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
@@ -1103,12 +1116,14 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         float* xout = g->x + (size_t)(l + 1) * ND;         /* [N, D] */
 
         PROF_B(PROF_ELEM, st);
-        CHK(norm_out(g, xn1, xn1h, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
+        float* nam = rms_amax(g, l); /* the norm outputs' amax for q's and gate's FP8 Fprop (k, v, up: their codes) */
+        CHK(norm_out(g, xn1, xn1h, g->rstd1 + (size_t)l * N, x, P(MX_P_ATTN_NORM) + (size_t)l * D, nam));
         PROF_E(PROF_ELEM, st);
         int rc16;
         const uint16_t* x16 = shared_x16(g, l, MX_FPROP, xn1, xn1h, ND, &rc16);
         CHK(rc16);
-        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, a.q, N, D, QD, x16, NULL, a.qh));
+        CHK(lin_fwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, a.q, N, D, QD, x16, NULL, a.qh, 0,
+                    nam));
         CHK(lin_fwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, a.k, N, D, KD, x16, NULL, a.kh, 1));
         CHK(lin_fwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, a.v, N, D, KD, x16, NULL, a.vh, 1));
         PROF_B(PROF_ELEM, st);
@@ -1121,12 +1136,12 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
         /* xmid = x + o(ao): the residual added in the GEMM's epilogue */
         CHK(lin_fwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, xmid, N, QD, D, a.aoh, x));
         PROF_B(PROF_ELEM, st);
-        CHK(norm_out(g, xn2, xn2h, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D));
+        CHK(norm_out(g, xn2, xn2h, g->rstd2 + (size_t)l * N, xmid, P(MX_P_FFN_NORM) + (size_t)l * D, nam));
         PROF_E(PROF_ELEM, st);
         x16 = shared_x16(g, l, MX_FPROP, xn2, xn2h, ND, &rc16);
         CHK(rc16);
         CHK(lin_fwd(g, l, MX_LIN_GATE, step, xn2, P(MX_P_WGATE) + (size_t)l * F * D, gate, N, D, F, x16, NULL,
-                    gateh));
+                    gateh, 0, nam));
         CHK(lin_fwd(g, l, MX_LIN_UP, step, xn2, P(MX_P_WUP) + (size_t)l * F * D, up, N, D, F, x16, NULL, uph, 1));
         float* ham = swiglu_amax_on(g, l, MX_FPROP, hidh, hidh, (size_t)N * F) ? g->pam : NULL; /* h's, pam[0] */
         PROF_B(PROF_ELEM, st);

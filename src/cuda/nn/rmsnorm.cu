@@ -25,8 +25,16 @@ namespace {
 #define RMS_CHUNK 64 /* tokens per partial dw sum: the CPU's chunk (rmsnorm.c) */
 
 
+/* The |y| bits of an output as stored (BF16: widened to float), k_amax's order: an amax over them is an integer
+ * max (NaN above Inf), what an FP8 cast of the stored tensor would compute. */
+__device__ __forceinline__ unsigned stored_abs_bits(float, float v) { return mx_f2u(v) & 0x7fffffffu; }
+__device__ __forceinline__ unsigned stored_abs_bits(uint16_t, float v) {
+    return ((uint32_t)mx_bf16_from_f32(v) << 16) & 0x7fffffffu;
+}
+
+/* am (NULL: none): the amax of the outputs as stored into *am (one atomicMax a block; zeroed by the launcher). */
 template <typename TO>
-__global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float* w, int D, float eps) {
+__global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float* w, int D, float eps, unsigned* am) {
     const float* xr = x + (size_t)blockIdx.x * D;
     TO* o = out + (size_t)blockIdx.x * D;
     double ss = 0.0;
@@ -34,7 +42,13 @@ __global__ void k_rmsnorm_fwd(TO* out, float* rstd, const float* x, const float*
     ss = block_sum_warps_d(ss);
     float r = (float)(1.0 / sqrt(ss / D + (double)eps));
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) elem_put(o + i, (xr[i] * r) * w[i]);
+    unsigned m = 0;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        const float y = (xr[i] * r) * w[i];
+        elem_put(o + i, y);
+        if (am) m = max(m, stored_abs_bits(TO(), y));
+    }
+    if (am) block_amax_to(m, am);
 }
 
 /* The same forward, a warp per token with 16-byte loads (D % 4 == 0; x, w and out aligned): the FP64 sum of
@@ -49,36 +63,50 @@ __device__ __forceinline__ void rms_put4(uint16_t* o, float a, float b, float c,
 }
 template <typename TO>
 __global__ void __launch_bounds__(RMS_FWD_ROWS * 32) k_rmsnorm_fwd_warp(TO* out, float* rstd, const float* x,
-                                                                        const float* w, int N, int D, float eps) {
+                                                                        const float* w, int N, int D, float eps,
+                                                                        unsigned* am) {
     const int n = blockIdx.x * RMS_FWD_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, D4 = D / 4;
-    if (n >= N) return;
-    const float4* x4 = (const float4*)(x + (size_t)n * D);
-    const float4* w4 = (const float4*)w;
-    double ss = 0.0;
-    for (int i = lane; i < D4; i += 32) {
-        const float4 v = x4[i];
-        ss += (double)v.x * v.x;
-        ss += (double)v.y * v.y;
-        ss += (double)v.z * v.z;
-        ss += (double)v.w * v.w;
+    unsigned m = 0;
+    if (n < N) { /* (no return: the block's amax below has barriers) */
+        const float4* x4 = (const float4*)(x + (size_t)n * D);
+        const float4* w4 = (const float4*)w;
+        double ss = 0.0;
+        for (int i = lane; i < D4; i += 32) {
+            const float4 v = x4[i];
+            ss += (double)v.x * v.x;
+            ss += (double)v.y * v.y;
+            ss += (double)v.z * v.z;
+            ss += (double)v.w * v.w;
+        }
+        ss = warp_sum(ss);
+        const float r = (float)(1.0 / sqrt(ss / D + (double)eps));
+        if (lane == 0) rstd[n] = r;
+        TO* o = out + (size_t)n * D;
+        for (int i = lane; i < D4; i += 32) {
+            const float4 v = x4[i], g = w4[i];
+            const float y0 = (v.x * r) * g.x, y1 = (v.y * r) * g.y, y2 = (v.z * r) * g.z, y3 = (v.w * r) * g.w;
+            rms_put4(o + 4 * i, y0, y1, y2, y3);
+            if (am)
+                m = max(max(m, max(stored_abs_bits(TO(), y0), stored_abs_bits(TO(), y1))),
+                        max(stored_abs_bits(TO(), y2), stored_abs_bits(TO(), y3)));
+        }
     }
-    ss = warp_sum(ss);
-    const float r = (float)(1.0 / sqrt(ss / D + (double)eps));
-    if (lane == 0) rstd[n] = r;
-    TO* o = out + (size_t)n * D;
-    for (int i = lane; i < D4; i += 32) {
-        const float4 v = x4[i], g = w4[i];
-        rms_put4(o + 4 * i, (v.x * r) * g.x, (v.y * r) * g.y, (v.z * r) * g.z, (v.w * r) * g.w);
-    }
+    if (am) block_amax_to(m, am);
 }
 
+/* am (NULL: none): the outputs' amax word, zeroed here first */
 template <typename TO>
-void rms_fwd_launch(TO* out, float* rstd, const float* x, const float* w, int N, int D, float eps, cudaStream_t s) {
+int rms_fwd_launch(TO* out, float* rstd, const float* x, const float* w, int N, int D, float eps, float* am,
+                   cudaStream_t s) {
     const size_t oal = sizeof(TO) == 4 ? 15 : 7;
+    if (am) CU_TRY(cudaMemsetAsync(am, 0, sizeof(float), s));
     if (D % 4 == 0 && !(((uintptr_t)x | (uintptr_t)w) & 15) && !((uintptr_t)out & oal))
-        k_rmsnorm_fwd_warp<TO><<<(N + RMS_FWD_ROWS - 1) / RMS_FWD_ROWS, RMS_FWD_ROWS * 32, 0, s>>>(out, rstd, x, w, N, D, eps);
+        k_rmsnorm_fwd_warp<TO><<<(N + RMS_FWD_ROWS - 1) / RMS_FWD_ROWS, RMS_FWD_ROWS * 32, 0, s>>>(out, rstd, x, w, N, D,
+                                                                                                 eps, (unsigned*)am);
     else
-        k_rmsnorm_fwd<TO><<<N, RMS_THREADS, 0, s>>>(out, rstd, x, w, D, eps);
+        k_rmsnorm_fwd<TO><<<N, RMS_THREADS, 0, s>>>(out, rstd, x, w, D, eps, (unsigned*)am);
+    CU_LAUNCHED();
+    return MX_OK;
 }
 
 /* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. */
@@ -277,17 +305,25 @@ __global__ void k_rmsnorm_bwd_dw_sum(float* dw, const float* part, int nch, int 
 extern "C" int mxg_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int N, int D, float eps,
                                    void* stream) {
     ARG_CHECK(N > 0 && D > 0, "mxg_rmsnorm_forward: bad shape N %d D %d", N, D);
-    rms_fwd_launch<float>(out, rstd, x, w, N, D, eps, MXG_STREAM(stream));
-    CU_LAUNCHED();
-    return MX_OK;
+    return rms_fwd_launch<float>(out, rstd, x, w, N, D, eps, NULL, MXG_STREAM(stream));
 }
 
 extern "C" int mxg_rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D,
                                         float eps, void* stream) {
     ARG_CHECK(N > 0 && D > 0, "mxg_rmsnorm_forward_bf16: bad shape N %d D %d", N, D);
-    rms_fwd_launch<uint16_t>(out, rstd, x, w, N, D, eps, MXG_STREAM(stream));
-    CU_LAUNCHED();
-    return MX_OK;
+    return rms_fwd_launch<uint16_t>(out, rstd, x, w, N, D, eps, NULL, MXG_STREAM(stream));
+}
+
+extern "C" int mxg_rmsnorm_forward_amax(float* out, float* rstd, const float* x, const float* w, int N, int D,
+                                        float eps, float* amax, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && amax, "mxg_rmsnorm_forward_amax: bad shape N %d D %d or no amax", N, D);
+    return rms_fwd_launch<float>(out, rstd, x, w, N, D, eps, amax, MXG_STREAM(stream));
+}
+
+extern "C" int mxg_rmsnorm_forward_bf16_amax(uint16_t* out, float* rstd, const float* x, const float* w, int N, int D,
+                                             float eps, float* amax, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && amax, "mxg_rmsnorm_forward_bf16_amax: bad shape N %d D %d or no amax", N, D);
+    return rms_fwd_launch<uint16_t>(out, rstd, x, w, N, D, eps, amax, MXG_STREAM(stream));
 }
 
 extern "C" int mxg_rmsnorm_config(int fused) {
