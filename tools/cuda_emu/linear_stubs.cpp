@@ -69,7 +69,9 @@ int mxg_dequant_bf16(const mxg_fp4*, int, uint16_t*, void*) { return mx_fail(MX_
 __attribute__((weak)) int mxg_fp8_quantize(const void*, mxg_dtype, size_t, mx_fp8_kind, const float*, float*, float*, float*,
                                            float*, size_t, uint8_t*, void*) { return mx_fail(MX_EINVAL, "emu: fp8 stub"); }
 __attribute__((weak)) int mxg_fp8_quantize_t(const void*, mxg_dtype, int, int, mx_fp8_kind, const float*, float*, float*,
-                                             float*, float*, size_t, uint8_t*, void*) { return mx_fail(MX_EINVAL, "emu: fp8 stub"); }
+                                             float*, float*, size_t, uint8_t*, uint8_t*, void*) {
+    return mx_fail(MX_EINVAL, "emu: fp8 stub");
+}
 /* the MXFP4 fast path's folds (mx/mxfp4.cu: inline PTX) */
 int mxg_fold(const mxg_fp4*, int, mxg_fold_mode, uint8_t*, float*, unsigned long long*, void*) { return mx_fail(MX_EINVAL, "emu: fold stub"); }
 int mxg_fold_outer_from_vec128(const uint8_t*, const float*, int, int, uint8_t*, float*, uint8_t*, unsigned long long*, void*) {
