@@ -11,7 +11,8 @@
  *                       (a test hook: the cached operands against the uncached, bit for bit)
  *   MXLM_GPU_FUSE_SWIGLU 0: the SwiGLU backward writes FP32 dgate / dup and the linears quantize them (test hook)
  *   MXLM_GPU_FP8_AMAX   0: every FP8 cast computes its tensor's amax itself instead of taking one already made
- *                       (Wgrad's X from its Fprop, h / dgate / dup from the SwiGLU kernels; a test hook)
+ *                       (Wgrad's X from its Fprop, h / dgate / dup from the SwiGLU kernels, the norm outputs
+ *                       from the norm kernels; a test hook)
  *   MXLM_GPU_HEAD_MI    n: at most n Mi logits per LM-head chunk (default 256; a memory / speed trade)
  *   MXLM_GPU_PROFILE    1: time each kernel class per step (profiling hook; prints the split)
  *   MXLM_GPU_OOW_PROBE  1: count the MXFP4 blocks outside an OUTER fold's window (a measurement, slower) */
