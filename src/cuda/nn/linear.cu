@@ -500,6 +500,20 @@ const mxg_wq* wq_take(const mxg_linear_ctx* c, mx_gemm_id g, int fmt, const floa
     return q;
 }
 
+/* An FP8 per-tensor cast of x [rows, cols] into codes as stored and / or codes_t transposed (either NULL: not
+ * made; both: one read), s: amax, scale, _, _, inv_scale. known: x's amax made by its producer (the cast alone,
+ * copied to am where am is given), else NULL (the amax computed, into s[0]). */
+int fp8_cast(const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind k, const float* known, float* am, float* s,
+             float* rv, size_t nv, uint8_t* codes, uint8_t* codes_t, void* stream) {
+    if (codes_t)
+        return known ? mxg_fp8_quantize_t_amax(x, dt, rows, cols, k, known, am, s + 1, s + 4, rv, nv, codes, codes_t,
+                                               stream)
+                     : mxg_fp8_quantize_t(x, dt, rows, cols, k, NULL, s, s + 1, s + 4, rv, nv, codes, codes_t, stream);
+    const size_t n = (size_t)rows * cols;
+    return known ? mxg_fp8_quantize_amax(x, dt, n, k, known, am, s + 1, s + 4, rv, nv, codes, stream)
+                 : mxg_fp8_quantize(x, dt, n, k, NULL, s, s + 1, s + 4, rv, nv, codes, stream);
+}
+
 /* GEMM g of the recipe: C[Ma,Nb] (+)= A'[Ma,R] B'[Nb,R]^T, A' = A (stored [Ma,R]) or, a_t, A^T
  * (stored [R,Ma]); B' likewise. a_mode: A_MAKE, or A_READY: operand a is already in the workspace as the
  * previous call made it from the same tensor stored the same way (BF16 in h[0], or FP8 codes in q8[0] with their
@@ -633,10 +647,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                  * X^T from the amax its FP8 Fprop left in x8s (x8s_amax), without computing it again */
                 const int known = role == 1 && x8s_amax(c);
                 g_amax_hits += known;
-                rc = known ? mxg_fp8_quantize_t_amax(src16[o], sdt[o], R, rows[o], k, c->x8s, NULL, s + 1, s + 4, rv,
-                                                     nv[o], NULL, d, stream)
-                           : mxg_fp8_quantize_t(src16[o], sdt[o], R, rows[o], k, NULL, s, s + 1, s + 4, rv, nv[o], NULL,
-                                                d, stream);
+                rc = fp8_cast(src16[o], sdt[o], R, rows[o], k, known ? c->x8s : NULL, NULL, s, rv, nv[o], NULL, d,
+                              stream);
                 tn[o] = d;
                 bc[o] = 1;
             } else {
@@ -646,16 +658,7 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     g_amax_hits += known != NULL;
                     /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read */
                     uint8_t* ct = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0] ? (uint8_t*)w->t[0] : NULL;
-                    if (ct)
-                        rc = known ? mxg_fp8_quantize_t_amax(src16[0], sdt[0], rows[0], R, k, known, s, s + 1, s + 4, rv,
-                                                             nv[0], w->q8[0], ct, stream)
-                                   : mxg_fp8_quantize_t(src16[0], sdt[0], rows[0], R, k, NULL, s, s + 1, s + 4, rv, nv[0],
-                                                        w->q8[0], ct, stream);
-                    else
-                        rc = known ? mxg_fp8_quantize_amax(src16[o], sdt[o], n, k, known, s, s + 1, s + 4, rv, nv[o],
-                                                           w->q8[o], stream)
-                                   : mxg_fp8_quantize(src16[o], sdt[o], n, k, NULL, s, s + 1, s + 4, rv, nv[o], w->q8[o],
-                                                      stream);
+                    rc = fp8_cast(src16[o], sdt[o], rows[o], R, k, known, s, s, rv, nv[o], w->q8[o], ct, stream);
                     w->a8t = !rc && ct;
                     bc[o] = 1;
                 }
@@ -918,10 +921,8 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         float* s = q->sc;
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
         /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose) */
-        int rc = take[1] ? mxg_fp8_quantize_t(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr,
-                                              take[0] ? q->q8[0] : NULL, q->q8[1], stream)
-                         : mxg_fp8_quantize(W, MXG_F32, (size_t)N * K, MX_FP8_E4M3, NULL, s, s + 1, s + 4, q->fs[0], nr,
-                                            q->q8[0], stream);
+        int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, NULL, s, q->fs[0], nr,
+                          take[0] || !take[1] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
         if (rc) return rc;
         q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */
         q->valid[1] = take[1];
