@@ -20,7 +20,7 @@ CATS = [("LM head + loss", r"xent|lm_head|logit|log_softmax|nll|cross_entropy"),
         ("attention", r"attn|flash|attention|softmax|k_fa_|sdpa"),
         ("GEMM (cuBLASLt)", r"gemm|xmma|cutlass|sm90_|sm80_|nvjet|splitK|cublas"),
         # before the optimizer's: "hadamard" holds "adam" (2026-12-03: k_hadamard_rows was counted as AdamW)
-        ("quantize/convert/transpose", r"quant|fold|fp8|e4m3|cast|transpose|to_bf16|broadcast|amax|qswiglu|qrow|qfast|rotate|"
+        ("quantize/convert/transpose", r"quant|fold|fp8|e4m3|cast|transpose|to_bf16|broadcast|amax|qswiglu|qrow|qfast|qouter|rotate|"
                                        r"hadamard|ref_blocks|ref_lanes|tensor_scale|block_epilogue"),
         ("optimizer", r"adam|multi_tensor|foreach|l2norm|clip|sum_sq|sumsq|norm_sq|LpNorm|lpnorm"),
         ("element-wise", r"rmsnorm|rope|swiglu|silu|add|embed|residual|mul|copy|fill|memset|triton|elementwise|vectorized")]
