@@ -99,12 +99,25 @@ struct Fp8Out { /* what a cast writes besides the codes (fp8_put_scales) */
     size_t n_rows;
 };
 
+/* What every cast does first: its scale from the amax bits, whether the hardware conversion may make the codes
+ * (hw: no NaN in the tensor), and the scalars (fp8_put_scales; b: the block's index in the grid). */
+struct Fp8Scale {
+    float scale;
+    bool hw;
+};
+__device__ __forceinline__ Fp8Scale fp8_cast_begin(const unsigned* amax_bits, int kind, const float* given,
+                                                   const Fp8Out& so, size_t b) {
+    const unsigned bits = *amax_bits;
+    const Fp8Scale s = {fp8_scale(bits, kind, given), bits <= 0x7f800000u};
+    fp8_put_scales(bits, s.scale, b, so.amax, so.scale, so.inv, so.inv_rows, so.n_rows);
+    return s;
+}
+
 template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* given,
                                                  const unsigned* amax_bits, Fp8Out so, uint8_t* codes, int vec) {
-    const unsigned bits = *amax_bits;
-    const float scale = fp8_scale(bits, kind, given);
-    const bool hw = bits <= 0x7f800000u;
-    fp8_put_scales(bits, scale, blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows, so.n_rows);
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
         constexpr int VN = Vec<T>::N;
@@ -168,11 +181,9 @@ template <typename T>
 __global__ void __launch_bounds__(32 * WT_WARPS) k_fp8_cast_tw(const T* x, int R, int C, int kind, const float* given,
                                                                const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
                                                                uint8_t* codes_t) {
-    const unsigned bits = *amax_bits;
-    const float scale = fp8_scale(bits, kind, given);
-    const bool hw = bits <= 0x7f800000u;
-    fp8_put_scales(bits, scale, (size_t)blockIdx.y * gridDim.x + blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows,
-                   so.n_rows);
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
     const int lane = threadIdx.x & 31, c0 = (blockIdx.x * WT_WARPS + (threadIdx.x >> 5)) * WT_COLS;
     const int r = blockIdx.y * WT_ROWS + 4 * lane;
     if (c0 >= C || r >= R) return;
@@ -236,11 +247,9 @@ __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, in
                                                     const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
                                                     uint8_t* codes_t) {
     __shared__ uint8_t tile[FT][FT + 4];
-    const unsigned bits = *amax_bits;
-    const float scale = fp8_scale(bits, kind, given);
-    const bool hw = bits <= 0x7f800000u;
-    fp8_put_scales(bits, scale, (size_t)blockIdx.y * gridDim.x + blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows,
-                   so.n_rows);
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
     const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     for (int i = ty; i < FT; i += 16) {
         const int r = r0 + i, c = c0 + 4 * tx;

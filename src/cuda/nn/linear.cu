@@ -922,7 +922,7 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
         /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose) */
         int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, NULL, s, q->fs[0], nr,
-                          take[0] || !take[1] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
+                          take[0] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
         if (rc) return rc;
         q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */
         q->valid[1] = take[1];
