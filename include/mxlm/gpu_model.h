@@ -258,6 +258,8 @@ typedef struct mxg_span {
     uint16_t* p16;
     size_t n;
     int decay;
+    unsigned* amax; /* NULL, or raised (atomicMax) to the largest |p| bits of the updated span (mx_f2u(p) &
+                       0x7fffffff: k_amax's, NaN above Inf); the caller zeroes it before the update */
 } mxg_span;
 typedef struct mxg_span_table mxg_span_table; /* the spans on the device, with their block and chunk starts */
 int mxg_span_table_create(mxg_span_table** out, const mxg_span* spans, int n);
@@ -401,7 +403,10 @@ size_t mxg_linear_weight_fs(int n, int k_);
  * of W where both GEMMs take MXFP4 on the fast path with VEC128 folds (the two-direction quantizer), else one
  * quantize each; fp8: the amax and cast once, then the codes transposed. Sets q->valid[k] where GEMM k's path
  * would quantize W this way (the same bytes); neither where the recipe takes none (MX_OK, nothing made). */
-int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
+/* w_amax: NULL, or W's amax (device, as mxg_fp8_quantize writes one) made by the update (mxg_span.amax): fp8's
+ * cast without an amax pass of its own (the same bytes; counted in mxg_linear_amax_hits). */
+int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, const float* w_amax, mxg_wq* q,
+                               void* stream);
 /* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
 long long mxg_linear_wq_hits(void);
 /* How many FP8 operands were cast without an amax pass of their own (from mxg_linear_ctx.x8s, x_amax or dy_amax;

@@ -51,7 +51,7 @@ void test_linear_operands(const char* recipe) {
         if (pass == 4) {
             wq.q8[0] = (uint8_t*)wq8a.p; wq.q8[1] = (uint8_t*)wq8b.p;
             wq.fs[0] = wfsa.f(); wq.fs[1] = wfsb.f(); wq.sc = wsc.f();
-            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, &wq, NULL));
+            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, NULL, &wq, NULL));
             gc.wq = &wq;
         }
         const long long hits0 = mxg_linear_wq_hits();

@@ -665,7 +665,8 @@ void test_model_fp8_amax(int act16, int recompute) {
  * MXLM_GPU_WCACHE=0 (each GEMM makes them): two_runs' losses, gradients, evaluation and weights bit for bit, and
  * the operands taken from the cache counted: every forward's Fprop (7 linears a layer), every backward's Dgrad
  * where the recipe's path takes them (fp8: all 7; MXFP4's fast path: where the reduction dim N is a multiple of
- * 128, in tiny all but k and v's 64). */
+ * 128, in tiny all but k and v's 64); fp8's casts of W after the update from the amax the update made (7 a layer
+ * more casts without an amax pass than without the cache: the evaluation's refresh; the first forward's has none). */
 /* outer (NULL: the default, fprop): MXLM_GPU_OUTER for both runs. */
 void test_model_wcache(const char* recipe, const char* outer) {
     char name[128];
@@ -675,7 +676,7 @@ void test_model_wcache(const char* recipe, const char* outer) {
     mx_recipe rec;
     mx_llama m;
     if (tiny_model(name, recipe, 0.01f, &cfg, &rec, &m)) return;
-    long long hits[2] = {0, 0}, h0 = 0;
+    long long hits[2] = {0, 0}, h0 = 0, am[2] = {0, 0}, a0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_WCACHE", "0", 1); /* read when the model is made */
         if (outer) setenv("MXLM_GPU_OUTER", outer, 1);
@@ -683,9 +684,13 @@ void test_model_wcache(const char* recipe, const char* outer) {
         MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, 0, 0, 0, 1, NULL));
         unsetenv("MXLM_GPU_WCACHE");
         h0 = mxg_linear_wq_hits();
+        a0 = mxg_linear_amax_hits();
         return g;
     };
-    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_wq_hits() - h0; };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) {
+        hits[r] = mxg_linear_wq_hits() - h0;
+        am[r] = mxg_linear_amax_hits() - a0;
+    };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
     const int L = cfg.n_layers, fp8 = !strcmp(recipe, "fp8");
@@ -694,6 +699,10 @@ void test_model_wcache(const char* recipe, const char* outer) {
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("weight operands taken %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
     if (rel != 0) fail("gradient norm differs by %.3g", rel);
+    const long long am_want = fp8 ? 7LL * L : 0;
+    printf("    FP8 casts without an amax pass: %lld more with the cache (want %lld: W's from the update)\n",
+           am[1] - am[0], am_want);
+    if (am[1] - am[0] != am_want) fail("casts from a made amax: %lld more, want %lld", am[1] - am[0], am_want);
     mx_llama_free(&m);
     end();
 }

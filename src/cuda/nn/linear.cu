@@ -899,7 +899,8 @@ extern "C" size_t mxg_linear_weight_fs(int n, int k) {
     return (v > r ? v : r) + 4;
 }
 
-extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream) {
+extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, const float* w_amax,
+                                          mxg_wq* q, void* stream) {
     q->valid[0] = q->valid[1] = 0;
     q->w = W;
     q->n = N;
@@ -920,8 +921,10 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         q->fmt = MX_FMT_FP8;
         float* s = q->sc;
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
-        /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose) */
-        int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, NULL, s, q->fs[0], nr,
+        /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose); the amax the update made where
+         * given (s[0] then a copy of it) */
+        g_amax_hits += w_amax != NULL;
+        int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, w_amax, w_amax ? s : NULL, s, q->fs[0], nr,
                           take[0] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
         if (rc) return rc;
         q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */

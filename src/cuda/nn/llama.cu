@@ -91,6 +91,9 @@ struct mxg_llama {
     uint8_t* wq_buf;
     mxg_wq* wq;
     int wq_fresh;                   /* wq holds the current weights' operands (cleared when they change) */
+    unsigned* wamax;                /* wamax_on: the linears' |W| amax bits, [L * MX_LIN_PER_BLOCK] as wq, made by
+                                       the update (mxg_span.amax: gshare's spans) for the FP8 casts of W */
+    int wamax_fresh;                /* wamax holds the current weights' (set by that update, cleared with wq_fresh) */
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
                                        the next backward's Wgrad GEMMs overwrite them */
     /* Where the gradients are: gl[k * L + l] is slice l of kind k (slice 0 of a kind not per layer), in g->grads
@@ -274,6 +277,18 @@ int wcache_on(const mx_recipe* r, const mxg_switches* sw) {
     return sw->wcache && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
+/* With wcache_on, where Fprop's or Dgrad's W is cast to FP8 per tensor: the optimizer's update (with gshare:
+ * mxg_adamw_spans) makes each weight's amax as it writes it, so that the casts need no amax pass over W. */
+int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
+    const mx_gemm_id gs[2] = {MX_FPROP, MX_DGRAD};
+    int fp8 = 0;
+    for (int k = 0; k < 2; k++) {
+        const mx_format_info* f = mx_format_get(r->g[gs[k]].fmt);
+        fp8 |= f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8;
+    }
+    return fp8 && wcache_on(r, sw);
+}
+
 int choose_nc(const mx_model_config* c, int N, int head_mi) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
@@ -350,12 +365,15 @@ size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
     return n;
 }
 
-/* Is parameter kind k a block linear's weight? */
-int lin_kind(int k) {
+/* The block linear j whose weight parameter kind k is (k_lin_kind[j] == k), or -1. */
+int lin_index(int k) {
     for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
-        if (k_lin_kind[j] == k) return 1;
-    return 0;
+        if (k_lin_kind[j] == k) return j;
+    return -1;
 }
+
+/* Is parameter kind k a block linear's weight? */
+int lin_kind(int k) { return lin_index(k) >= 0; }
 
 /* share_grads: the kinds whose gradient may live in activation memory (share_plan): the block linears' and the
  * embedding's. */
@@ -652,6 +670,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         }
         wq_layout(g->info, cfg->n_layers, g->wq, g->wq_buf);
     }
+    if (g->gshare && wamax_on(recipe, &sw))
+        DALLOC(g->wamax, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), "the linears' weight amax");
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
@@ -698,6 +718,7 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->x16); cudaFree(g->w16);
     cudaFree(g->wq_buf);
     free(g->wq);
+    cudaFree(g->wamax);
     cudaFree(g->tele);
     cudaFree(g->x8s);
     mxg_linws_free(g->lin);
@@ -718,6 +739,7 @@ static void weights_changed(mxg_llama* g) {
     g->head16_fresh = 0;
     g->w16_fresh = 0;
     g->wq_fresh = 0;
+    g->wamax_fresh = 0;
 }
 
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
@@ -885,7 +907,9 @@ static int refresh_wq(mxg_llama* g, uint64_t step) {
             const int N = in->rows, K = in->cols;
             const mxg_linear_ctx c = lin_ctx(g, l, j, step); /* (c.wq NULL: not fresh) */
             const float* W = g->params + in->offset + (size_t)l * N * K;
-            CHK(mxg_linear_weight_operands(&c, W, N, K, &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j], g->st));
+            const size_t w = (size_t)l * MX_LIN_PER_BLOCK + j;
+            const float* am = g->wamax && g->wamax_fresh ? (const float*)(g->wamax + w) : NULL; /* (its |W| bits) */
+            CHK(mxg_linear_weight_operands(&c, W, N, K, am, &g->wq[w], g->st));
         }
     PROF_E(PROF_QUANT, g->st);
     g->wq_fresh = 1;
@@ -1436,10 +1460,12 @@ static int spans_ready(mxg_llama* g) {
         const mx_param_info* in = &g->info[k];
         uint16_t* const p16 = copy[k];
         const size_t ns = shared_kind(k) ? n_slices(in, L) : 1, len = in->numel / ns; /* other kinds: in a row */
+        const int j = lin_index(k); /* a block linear's slices: with wamax, their amax words */
         for (size_t l = 0; l < ns; l++) {
             const size_t o = in->offset + l * len;
+            unsigned* am = g->wamax && j >= 0 && ns == L ? g->wamax + l * MX_LIN_PER_BLOCK + j : NULL;
             sp[n++] = (mxg_span){g->params + o, GL(g, k, l), g->m + o, g->v + o, p16 ? p16 + l * len : NULL, len,
-                                 in->is_matrix};
+                                 in->is_matrix, am};
         }
     }
     const int rc = mxg_span_table_create(&g->spans, sp, n);
@@ -1507,12 +1533,16 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
     bf16_copies(g, copy);
     int rc = g->gshare ? spans_ready(g) : MX_OK;
     PROF_B(PROF_OPT, g->st);
+    if (!rc && g->wamax) /* (only with gshare) the update raises them from 0 */
+        rc = cudaMemsetAsync(g->wamax, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), g->st) ==
+                     cudaSuccess ? MX_OK : mx_fail(MX_EIO, "GPU model: clearing the weights' amax failed");
     if (!rc && g->gshare) rc = mxg_adamw_spans(g->spans, c, lr, gscale, t, g->st); /* the same copies: spans_ready */
     else if (!rc) rc = mxg_adamw_update_bf16(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, copy, g->st);
     PROF_E(PROF_OPT, g->st);
     if (!rc) {
         g->w16_fresh = g->w16 != NULL;
         g->head16_fresh = g->head_bf16;
+        g->wamax_fresh = g->wamax != NULL;
     }
     if (g_mxg_prof && t == 1) prof_restart(2);
     return rc;
