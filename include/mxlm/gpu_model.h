@@ -73,6 +73,10 @@ size_t mxg_rmsnorm_backward_workspace(int N, int D);
  * then added in chunk order: bit-identical to the CPU). ws [ceil(N/64), D]. */
 int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                          int N, int D, float* ws, void* stream);
+/* The same, and the amax of dx as it leaves (as mxg_fp8_quantize would compute it of dx: the FP8 Dgrad that casts
+ * the residual gradient takes it, mxg_linear_ctx.dy_amax) into *amax, a device float. */
+int mxg_rmsnorm_backward_amax(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                              const float* rstd, int N, int D, float* ws, float* amax, void* stream);
 /* The backward's kernels (tests, benchmark): 0 the two-pass kernels (the default: faster on the H200),
  * 1 one pass over the inputs where D % 4 == 0 and D <= 4096; the same dw bits either way. Not
  * thread-safe. */

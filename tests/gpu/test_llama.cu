@@ -620,7 +620,8 @@ void test_model_shared_grads(const char* recipe, int act16) {
 
 /* FP8 casts without an amax pass of their own (MXLM_GPU_FP8_AMAX, the default: Wgrad's X^T from the amax its
  * Fprop left in mxg_linear_ctx.x8s; with BF16 storage the down projection's Fprop from h's amax and gate's and
- * up's Dgrad from dgate's and dup's, made by the SwiGLU kernels) against MXLM_GPU_FP8_AMAX=0 (each cast computes
+ * up's Dgrad from dgate's and dup's, made by the SwiGLU kernels; down's and o's Dgrad from the residual gradient's,
+ * made by the norms' backward; W's after the update from the amax the update made) against MXLM_GPU_FP8_AMAX=0 (each cast computes
  * its amax): two_runs' losses, gradients, evaluation and weights bit for bit, with FP32 and BF16 storage (act16),
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
  * must take its own layer's amax); the casts made so counted. */
@@ -650,9 +651,10 @@ void test_model_fp8_amax(int act16, int recompute) {
     auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_amax_hits() - h0; };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
-    /* a backward: a Wgrad X^T a block input (q/k/v share one), with act16 gate's and up's Dgrad; a forward (three:
-     * two steps and an evaluation): q's and gate's Fprop (the norm outputs' amax), with act16 down's Fprop */
-    const long long want = (long long)cfg.n_layers * (2 * (4 + (act16 ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)));
+    /* a backward (two): a Wgrad X^T a block input (q/k/v share one), down's and o's Dgrad, with act16 gate's and
+     * up's Dgrad; a forward (three: two steps and an evaluation): q's and gate's Fprop (the norm outputs' amax), with
+     * act16 down's Fprop; the update (one): the 7 weights' casts */
+    const long long want = (long long)cfg.n_layers * (2 * (4 + 2 + (act16 ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)) + 7);
     printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);

@@ -111,8 +111,9 @@ struct mxg_llama {
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
                                     //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
-    float* pam;                     // [4]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
-                                    //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's)
+    float* pam;                     // [5]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
+                                    //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
+                                    //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's)
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -277,8 +278,9 @@ int wcache_on(const mx_recipe* r, const mxg_switches* sw) {
     return sw->wcache && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
-/* With wcache_on, where Fprop's or Dgrad's W is cast to FP8 per tensor: the optimizer's update (with gshare:
- * mxg_adamw_spans) makes each weight's amax as it writes it, so that the casts need no amax pass over W. */
+/* With wcache_on, where Fprop's or Dgrad's W is cast to FP8 per tensor (and MXLM_GPU_FP8_AMAX is not 0): the
+ * optimizer's update (with gshare: mxg_adamw_spans) makes each weight's amax as it writes it, so that the casts
+ * need no amax pass over W. */
 int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
     const mx_gemm_id gs[2] = {MX_FPROP, MX_DGRAD};
     int fp8 = 0;
@@ -286,7 +288,7 @@ int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
         const mx_format_info* f = mx_format_get(r->g[gs[k]].fmt);
         fp8 |= f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8;
     }
-    return fp8 && wcache_on(r, sw);
+    return fp8 && sw->fp8_amax && wcache_on(r, sw);
 }
 
 int choose_nc(const mx_model_config* c, int N, int head_mi) {
@@ -675,7 +677,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
-        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float), "the FP8 scalars of the linears' inputs");
+        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 5) * sizeof(float), "the FP8 scalars of the linears' inputs");
         g->pam = g->x8s + (size_t)cfg->n_layers * 4 * 8;
     }
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -1046,6 +1048,22 @@ static float* rms_amax(const mxg_llama* g, int l) {
     return g->pam && mx_format_get(block_recipe(g, l)->g[MX_FPROP].fmt)->scale == MX_SCALE_TENSOR ? g->pam + 3 : NULL;
 }
 
+/* Where the backward's norm kernels make the residual gradient's amax (pam[4], MXLM_GPU_FP8_AMAX) for the FP8 Dgrad
+ * of block l's down or o that casts it (block l's recipe FP8 per-tensor in Dgrad); otherwise that linear computes
+ * it. l < 0: none (the embedding's backward reads dx). */
+static float* dx_amax(const mxg_llama* g, int l) {
+    return l >= 0 && g->pam && mx_format_get(block_recipe(g, l)->g[MX_DGRAD].fmt)->scale == MX_SCALE_TENSOR ? g->pam + 4
+                                                                                                            : NULL;
+}
+
+/* dx += the RMSNorm backward's (mxg_rmsnorm_backward), and where am is given dx's amax there as well. */
+static int norm_bwd(mxg_llama* g, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                    float* am) {
+    const int N = g->B * g->T, D = g->cfg.dim;
+    if (am) return mxg_rmsnorm_backward_amax(g->dx, dw, dout, x, w, rstd, N, D, g->rms_ws, am, g->st);
+    return mxg_rmsnorm_backward(g->dx, dw, dout, x, w, rstd, N, D, g->rms_ws, g->st);
+}
+
 /* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
 static int rope_fwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
     const int hd = g->cfg.dim / g->cfg.n_heads;
@@ -1224,8 +1242,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
     /* g->dxn holds dxnf (from the head) */
     PROF_B(PROF_ELEM, st);
     CU_TRY(cudaMemsetAsync(g->dx, 0, ND * 4, st));
-    CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FINAL_NORM, 0), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
-                             D, g->rms_ws, st));
+    CHK(norm_bwd(g, GL(g, MX_P_FINAL_NORM, 0), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf,
+                 dx_amax(g, L - 1)));
     PROF_E(PROF_ELEM, st);
     CHK(dist_reduce(g, k_head_kinds, 2, 0));
     for (int l = L - 1; l >= 0; l--) {
@@ -1255,7 +1273,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float* dhid = g->act16 ? NULL : g->dhid;
         uint16_t* dhidh = g->act16 ? (uint16_t*)g->dhid : NULL;
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, dhid,
-                    GL(g, MX_P_WDOWN, l), N, F, D, 0, hidh, NULL, dhidh));
+                    GL(g, MX_P_WDOWN, l), N, F, D, 0, hidh, NULL, dhidh, NULL, dx_amax(g, l)));
         uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
         uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
         float* dgate = g->act16 ? NULL : g->dgate;
@@ -1279,8 +1297,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
                     GL(g, MX_P_WUP, l), N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL, dam ? dam + 1 : NULL));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
-                                 g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
+        CHK(norm_bwd(g, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
+                     g->rstd2 + (size_t)l * N, dx_amax(g, l)));
         if (g->recompute)
             CHK(norm_out(g, xn1, xn1h, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
@@ -1290,7 +1308,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float *dao = g->att16 ? NULL : g->dao, *dq = g->att16 ? NULL : g->dq;
         float *dk = g->att16 ? NULL : g->dk, *dv = g->att16 ? NULL : g->dv;
         CHK(lin_bwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, dao,
-                    GL(g, MX_P_WO, l), N, QD, D, 0, a.aoh, NULL, daoh));
+                    GL(g, MX_P_WO, l), N, QD, D, 0, a.aoh, NULL, daoh, NULL, dx_amax(g, l)));
         PROF_B(PROF_ATTN, st);
         CHK(attn_bwd(g, &a));
         PROF_E(PROF_ATTN, st);
@@ -1308,8 +1326,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
                     GL(g, MX_P_WV, l), N, D, KD, 1, x16, dvh));
         /* dx becomes the gradient of the block input x[l] */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_ATTN_NORM, l), g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
-                                 g->rstd1 + (size_t)l * N, N, D, g->rms_ws, st));
+        CHK(norm_bwd(g, GL(g, MX_P_ATTN_NORM, l), g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
+                     g->rstd1 + (size_t)l * N, dx_amax(g, l - 1)));
         PROF_E(PROF_ELEM, st);
         CHK(dist_reduce(g, k_layer_kinds, 9, l));
     }
