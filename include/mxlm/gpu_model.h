@@ -91,6 +91,10 @@ int mxg_rope_forward_bf16(uint16_t* x, const float* cos_t, const float* sin_t, i
                           void* stream);
 int mxg_rope_backward_bf16(uint16_t* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
                            void* stream);
+/* The same, and the amax of dx as stored (as mxg_fp8_quantize would compute it: the FP8 Dgrad that casts dq or dk
+ * takes it, mxg_linear_ctx.dy_amax) into *amax, a device float. */
+int mxg_rope_backward_bf16_amax(uint16_t* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
+                                float* amax, void* stream);
 
 /* ---- causal GQA attention (flash-style: T x T scores never stored) ------- */
 

@@ -346,11 +346,17 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
 /* Test `name` begun (1 when not wanted) with the tiny preset's CPU model of the recipe, initialised with seed 7
  * and perturbed by `noise` x N(0, 1) (so that the weights are not the symmetric initial ones); 1 with a failure
  * recorded and the test ended. */
+/* hd64: 2 heads of 64 (one KV head), the head dim the flash kernels run (MXG_ATTN_FLASH). */
 static int tiny_model(const char* name, const char* recipe, float noise, mx_model_config* cfg, mx_recipe* rec,
-                      mx_llama* m) {
+                      mx_llama* m, int hd64 = 0) {
     if (!wanted(name)) return 1;
     begin(name);
-    if (mx_model_preset("tiny", cfg) || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
+    const int bad = mx_model_preset("tiny", cfg);
+    if (hd64) {
+        cfg->n_heads = 2;
+        cfg->n_kv_heads = 1;
+    }
+    if (bad || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
         fail("model: %s", mx_last_error());
         end();
         return 1;
@@ -624,8 +630,9 @@ void test_model_shared_grads(const char* recipe, int act16) {
  * made by the norms' backward; W's after the update from the amax the update made) against MXLM_GPU_FP8_AMAX=0 (each cast computes
  * its amax): two_runs' losses, gradients, evaluation and weights bit for bit, with FP32 and BF16 storage (act16),
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
- * must take its own layer's amax); the casts made so counted. */
-void test_model_fp8_amax(int act16, int recompute) {
+ * must take its own layer's amax), and with the flash attention (flash; with act16 its BF16 tensors: q's and k's
+ * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted. */
+void test_model_fp8_amax(int act16, int recompute, int flash) {
     /* its draws given back to the program's stream when it returns, so that the cases after it keep the inputs they
      * had before it was added (on other draws mxfp4-fdw-h16's act16 gradients part from the CPU's by 0.054-0.124
      * normwise against a tolerance of 0.05: H100, 2026-12-07; the GPU-vs-CPU expf ulps flip FP4 roundings) */
@@ -634,16 +641,18 @@ void test_model_fp8_amax(int act16, int recompute) {
         ~Keep() { g_rng = s; }
     } keep;
     char name[128];
-    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d", act16, recompute);
+    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d%s", act16, recompute,
+             flash ? " attn-flash hd64" : "");
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m)) return;
+    if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m, flash)) return;
     long long hits[2] = {0, 0}, h0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
         mxg_llama* g = NULL;
-        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, 0, 1, NULL));
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, flash ? MXG_ATTN_FLASH : 0, 1,
+                                  NULL));
         unsetenv("MXLM_GPU_FP8_AMAX");
         h0 = mxg_linear_amax_hits();
         return g;
@@ -653,8 +662,9 @@ void test_model_fp8_amax(int act16, int recompute) {
     two_runs(cfg, m, make, after, &rel);
     /* a backward (two): a Wgrad X^T a block input (q/k/v share one), down's and o's Dgrad, with act16 gate's and
      * up's Dgrad; a forward (three: two steps and an evaluation): q's and gate's Fprop (the norm outputs' amax), with
-     * act16 down's Fprop; the update (one): the 7 weights' casts */
-    const long long want = (long long)cfg.n_layers * (2 * (4 + 2 + (act16 ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)) + 7);
+     * act16 down's Fprop; the update (one): the 7 weights' casts; with act16 and flash, q's and k's Dgrad */
+    const long long want =
+        (long long)cfg.n_layers * (2 * (4 + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)) + 7);
     printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);

@@ -111,9 +111,10 @@ struct mxg_llama {
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
                                     //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
-    float* pam;                     // [5]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
+    float* pam;                     // [7]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
                                     //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
-                                    //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's)
+                                    //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's),
+                                    //   then of att16's dq and dk made by the RoPE backward (q's and k's Dgrad)
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -677,7 +678,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
-        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 5) * sizeof(float), "the FP8 scalars of the linears' inputs");
+        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 7) * sizeof(float), "the FP8 scalars of the linears' inputs");
         g->pam = g->x8s + (size_t)cfg->n_layers * 4 * 8;
     }
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -1056,6 +1057,12 @@ static float* dx_amax(const mxg_llama* g, int l) {
                                                                                                             : NULL;
 }
 
+/* Where the RoPE backward makes att16's dq's or dk's amax (slot 0 or 1: pam[5 + slot], MXLM_GPU_FP8_AMAX) for block
+ * l's FP8 Dgrad of q or k that casts it; otherwise that linear computes it. */
+static float* rope_amax(const mxg_llama* g, int l, int slot) {
+    return g->att16 && dx_amax(g, l) ? g->pam + 5 + slot : NULL;
+}
+
 /* dx += the RMSNorm backward's (mxg_rmsnorm_backward), and where am is given dx's amax there as well. */
 static int norm_bwd(mxg_llama* g, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                     float* am) {
@@ -1070,8 +1077,10 @@ static int rope_fwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
     if (g->att16) return mxg_rope_forward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
     return mxg_rope_forward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
 }
-static int rope_bwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
+/* am (att16 only; NULL: none): the output's amax as well (mxg_rope_backward_bf16_amax). */
+static int rope_bwd(mxg_llama* g, float* x, uint16_t* xh, int nh, float* am = NULL) {
     const int hd = g->cfg.dim / g->cfg.n_heads;
+    if (g->att16 && am) return mxg_rope_backward_bf16_amax(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, am, g->st);
     if (g->att16) return mxg_rope_backward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
     return mxg_rope_backward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
 }
@@ -1313,15 +1322,16 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         CHK(attn_bwd(g, &a));
         PROF_E(PROF_ATTN, st);
         PROF_B(PROF_ELEM, st);
-        CHK(rope_bwd(g, dq, dqh, H));
-        CHK(rope_bwd(g, dk, dkh, KV));
+        float *qam = rope_amax(g, l, 0), *kam = rope_amax(g, l, 1);
+        CHK(rope_bwd(g, dq, dqh, H, qam));
+        CHK(rope_bwd(g, dk, dkh, KV, kam));
         PROF_E(PROF_ELEM, st);
         x16 = shared_x16(g, l, MX_WGRAD, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, dq, g->dxn,
-                    GL(g, MX_P_WQ, l), N, D, QD, 0, x16, dqh));
+                    GL(g, MX_P_WQ, l), N, D, QD, 0, x16, dqh, NULL, NULL, qam));
         CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, dk, g->dxn,
-                    GL(g, MX_P_WK, l), N, D, KD, 1, x16, dkh));
+                    GL(g, MX_P_WK, l), N, D, KD, 1, x16, dkh, NULL, NULL, kam));
         CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, dv, g->dxn,
                     GL(g, MX_P_WV, l), N, D, KD, 1, x16, dvh));
         /* dx becomes the gradient of the block input x[l] */

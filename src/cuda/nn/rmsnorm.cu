@@ -31,11 +31,6 @@ __device__ __forceinline__ unsigned stored_abs_bits(float, float v) { return mx_
 __device__ __forceinline__ unsigned stored_abs_bits(uint16_t, float v) {
     return ((uint32_t)mx_bf16_from_f32(v) << 16) & 0x7fffffffu;
 }
-/* The largest |v| bits of four FP32 values (stored_abs_bits of each). */
-__device__ __forceinline__ unsigned abs_bits4(const float4& v) {
-    return max(max(stored_abs_bits(0.0f, v.x), stored_abs_bits(0.0f, v.y)),
-               max(stored_abs_bits(0.0f, v.z), stored_abs_bits(0.0f, v.w)));
-}
 
 /* am (NULL: none): the amax of the outputs as stored into *am (one atomicMax a block; zeroed by the launcher). */
 template <typename TO>
@@ -191,7 +186,7 @@ __global__ void __launch_bounds__(RMS_DXW_ROWS * 32) k_rmsnorm_bwd_dx_warp(float
                 dv.z += r * (gv[j].z * wv.z - xv[j].z * c);
                 dv.w += r * (gv[j].w * wv.w - xv[j].w * c);
                 d4[i] = dv;
-                m = max(m, abs_bits4(dv));
+                m = max(m, amax_bits(dv));
             }
         }
     }
@@ -278,7 +273,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
                 dv.z += r * (gv.z * wv.z - xv.z * c);
                 dv.w += r * (gv.w * wv.w - xv.w * c);
                 d4[i] = dv;
-                m = max(m, abs_bits4(dv));
+                m = max(m, amax_bits(dv));
                 pw[j].x += gv.x * xv.x * r;
                 pw[j].y += gv.y * xv.y * r;
                 pw[j].z += gv.z * xv.z * r;
