@@ -11,8 +11,8 @@
  *
  * --algos: instead, for BF16 and FP8 (OUTER x OUTER, VEC128 x VEC128) at each shape, every algorithm cuBLASLt's
  * heuristic offers without split-K (the trainer's preference: lt_algo_fixed_order, up to 16) timed the same way:
- * the heuristic's first (what the trainer runs) against the fastest, and how many give the first's output bits
- * (whether a faster one could be chosen without changing a product).
+ * the heuristic's first (what the trainer runs; the first that runs, where it does not) against the fastest, and
+ * how many give the first's output bits (whether a faster one could be chosen without changing a product).
  *
  * Build: nvcc -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o gemm_modes
  */
@@ -137,10 +137,10 @@ static void algos(cublasLtHandle_t lt, const char* what, int M, int N, int K, in
     for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < nres; i++) {
         const double us = time_algo(lt, op, la, lb, lc, &res[i].algo, A, B, C, ws, wsz);
         if (us < 0) continue;
-        ran++;
-        CK(cudaMemcpy(i == 0 ? first.data() : cur.data(), C, cb, cudaMemcpyDeviceToHost));
-        same += i == 0 || !memcmp(first.data(), cur.data(), cb);
-        if (i == 0) t0 = us;
+        /* the reference: the first that ran (the trainer's, unless it failed here) */
+        CK(cudaMemcpy(ran == 0 ? first.data() : cur.data(), C, cb, cudaMemcpyDeviceToHost));
+        same += ran == 0 || !memcmp(first.data(), cur.data(), cb);
+        if (ran++ == 0) t0 = us;
         if (best < 0 || us < best) { best = us; bi = i; }
     }
     const double flop = 2.0 * M * N * K;
