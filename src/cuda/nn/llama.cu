@@ -40,6 +40,7 @@
  * products ([gemm]: mxg_linear_ctx.gout); read into mx_linear_state.op and .out. */
 enum { TELE_PER_LIN = 9 };
 
+#define PAM_SLOTS 7 /* mxg_llama.pam's floats */
 struct mxg_llama {
     mx_model_config cfg;
     mx_param_info info[MX_P_COUNT];
@@ -111,8 +112,8 @@ struct mxg_llama {
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
                                     //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
-    float* pam;                     // [7]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
-                                    //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
+    float* pam;                     // [PAM_SLOTS]: the amax of h (forward), dgate and dup (backward) made by the
+                                    //   SwiGLU kernels, then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
                                     //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's),
                                     //   then of att16's dq and dk made by the RoPE backward (q's and k's Dgrad)
     int tele_on;
@@ -678,7 +679,8 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
-        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 7) * sizeof(float), "the FP8 scalars of the linears' inputs");
+        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + PAM_SLOTS) * sizeof(float),
+               "the FP8 scalars of the linears' inputs");
         g->pam = g->x8s + (size_t)cfg->n_layers * 4 * 8;
     }
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -693,7 +695,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->bytes += linws_bytes(recipe, cfg, N, g->outer_scales);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
-    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float)));
+    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, ((size_t)cfg->n_layers * 4 * 8 + PAM_SLOTS) * sizeof(float)));
     CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
     g->gz_lazy = g->gshare; /* with gshare the slices in activations are zeroed when first read or written */
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
