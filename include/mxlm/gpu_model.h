@@ -370,6 +370,12 @@ typedef struct {
     const float* x_amax;  /* NULL, or the amax (device, as mxg_fp8_quantize writes one) of the tensor an FP8 Fprop
                              quantizes as operand a (X, or x16 where X is absent), made by X's producer: the cast alone */
     const float* dy_amax; /* the same for an FP8 Dgrad's operand a (dY, or dy16 where dY is absent) */
+    uint8_t* x8t;         /* NULL, or the caller's device bytes [K, M] for X^T's FP8 codes (with x8s, one per layer and
+                             input as x8s): an FP8 Fprop that casts X (x8s_amax's conditions, no telemetry) writes them
+                             in the same pass as X's codes (mxg_fp8_quantize_t: the bytes Wgrad's cast of X^T makes) and
+                             sets *x8t_made; Wgrad takes them as its operand b where *x8t_made is set (one pass over X
+                             fewer). The caller keeps X unchanged from the forward to the backward, as for x8s */
+    int* x8t_made;        /* with x8t: the caller's host flag (the caller clears it before the forward) */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
@@ -420,6 +426,8 @@ long long mxg_linear_wq_hits(void);
 /* How many FP8 operands were cast without an amax pass of their own (from mxg_linear_ctx.x8s, x_amax or dy_amax;
  * the process's count; tests). */
 long long mxg_linear_amax_hits(void);
+/* How many Wgrad operands were taken from X^T's codes made by the Fprop (mxg_linear_ctx.x8t; tests). */
+long long mxg_linear_x8t_hits(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

@@ -631,7 +631,8 @@ void test_model_shared_grads(const char* recipe, int act16) {
  * its amax): two_runs' losses, gradients, evaluation and weights bit for bit, with FP32 and BF16 storage (act16),
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
  * must take its own layer's amax), and with the flash attention (flash; with act16 its BF16 tensors: q's and k's
- * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted. */
+ * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted, and the Wgrads that take
+ * X^T's codes from the forward's casts (mxg_linear_ctx.x8t, off under MXLM_GPU_FP8_AMAX=0 and with recompute). */
 void test_model_fp8_amax(int act16, int recompute, int flash) {
     /* its draws given back to the program's stream when it returns, so that the cases after it keep the inputs they
      * had before it was added (on other draws mxfp4-fdw-h16's act16 gradients part from the CPU's by 0.054-0.124
@@ -647,7 +648,7 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
     mx_recipe rec;
     mx_llama m;
     if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m, flash)) return;
-    long long hits[2] = {0, 0}, h0 = 0;
+    long long hits[2] = {0, 0}, h0 = 0, xt[2] = {0, 0}, t0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
         mxg_llama* g = NULL;
@@ -655,19 +656,28 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
                                   NULL));
         unsetenv("MXLM_GPU_FP8_AMAX");
         h0 = mxg_linear_amax_hits();
+        t0 = mxg_linear_x8t_hits();
         return g;
     };
-    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_amax_hits() - h0; };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) {
+        hits[r] = mxg_linear_amax_hits() - h0;
+        xt[r] = mxg_linear_x8t_hits() - t0;
+    };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
-    /* a backward (two): a Wgrad X^T a block input (q/k/v share one), down's and o's Dgrad, with act16 gate's and
-     * up's Dgrad; a forward (three: two steps and an evaluation): q's and gate's Fprop (the norm outputs' amax), with
-     * act16 down's Fprop; the update (one): the 7 weights' casts; with act16 and flash, q's and k's Dgrad */
-    const long long want =
-        (long long)cfg.n_layers * (2 * (4 + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)) + 7);
+    /* a backward (two): a Wgrad X^T a block input (q/k/v share one) where the forward made none (recompute: x8t
+     * off), down's and o's Dgrad, with act16 gate's and up's Dgrad; a forward (three: two steps and an evaluation):
+     * q's and gate's Fprop (the norm outputs' amax), with act16 down's Fprop; the update (one): the 7 weights' casts;
+     * with act16 and flash, q's and k's Dgrad. Without recompute every Wgrad takes X^T from the forward (7 a layer a
+     * backward) */
+    const long long want = (long long)cfg.n_layers * (2 * ((recompute ? 4 : 0) + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) +
+                                                      3 * (2 + (act16 ? 1 : 0)) + 7);
+    const long long want_xt = recompute ? 0 : 2LL * 7 * cfg.n_layers;
     printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
+    printf("    Wgrad X^T from the forward's casts %lld without, %lld with (want 0, %lld)\n", xt[0], xt[1], want_xt);
+    if (xt[0] != 0 || xt[1] != want_xt) fail("X^T from the forward %lld / %lld, want 0 / %lld", xt[0], xt[1], want_xt);
     if (rel != 0) fail("gradient norm differs by %.3g", rel);
     mx_llama_free(&m);
     end();

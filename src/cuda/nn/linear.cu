@@ -334,6 +334,14 @@ int x8s_amax(const mxg_linear_ctx* c) {
     return c->x8s && mx_format_get(f->fmt)->scale == MX_SCALE_TENSOR && !f->had_n && !c->recipe->g[MX_WGRAD].had_n;
 }
 
+/* mxg_linear_ctx.x8t serves: given with its flag, x8s_amax's conditions, and Wgrad FP8 per tensor reading X in
+ * Fprop's kind (E4M3: the same scale from the same amax, so the same codes). */
+long long g_x8t_hits = 0; /* Wgrad operands taken from x8t (mxg_linear_x8t_hits: a test's count) */
+int x8t_on(const mxg_linear_ctx* c) {
+    return c->x8t && c->x8t_made && x8s_amax(c) && mx_format_get(c->recipe->g[MX_WGRAD].fmt)->scale == MX_SCALE_TENSOR &&
+           mx_operand_fp8_kind(MX_WGRAD, 1) == mx_operand_fp8_kind(MX_FPROP, 0);
+}
+
 /* x_same for operand o of GEMM g: 0 or 1 the role of X's kept operand it is (Fprop's a, Wgrad's b), -1 none. */
 int xrole(mx_gemm_id g, int o) { return (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1; }
 
@@ -625,6 +633,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 bc[1] = 1;
                 continue;
             }
+            if (g == MX_WGRAD && o == 1 && !tele[1] && x8t_on(c) && *c->x8t_made) {
+                /* X^T's codes made by the Fprop's cast (x8t), its scale in x8s: the scale vector broadcast below */
+                tn[1] = c->x8t;
+                inv[1] = c->x8s + 4;
+                g_x8t_hits++;
+                continue;
+            }
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
              * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
             const int role = xrole(g, o), keep = xkeep(w, c, g, o, tele[o] != NULL, 1);
@@ -656,10 +671,14 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     const float* known = NULL; /* operand a's amax made by its producer: the cast alone */
                     if (o == 0 && !tele[0]) known = g == MX_FPROP ? c->x_amax : g == MX_DGRAD ? c->dy_amax : NULL;
                     g_amax_hits += known != NULL;
-                    /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read */
-                    uint8_t* ct = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0] ? (uint8_t*)w->t[0] : NULL;
+                    /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read; Fprop's
+                     * X^T for the Wgrad of the backward in x8t (X^T [R, rows]: Wgrad's operand b) */
+                    const int make_t = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0];
+                    const int make_x8t = o == 0 && g == MX_FPROP && !tr[0] && !tele[0] && x8t_on(c) && s == c->x8s;
+                    uint8_t* ct = make_t ? (uint8_t*)w->t[0] : make_x8t ? c->x8t : NULL;
                     rc = fp8_cast(src16[o], sdt[o], rows[o], R, k, known, s, s, rv, nv[o], w->q8[o], ct, stream);
-                    w->a8t = !rc && ct;
+                    w->a8t = !rc && make_t;
+                    if (!rc && make_x8t) *c->x8t_made = 1;
                     bc[o] = 1;
                 }
                 if (!rc && tele[o])
@@ -892,6 +911,7 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
 }
 
 extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
+extern "C" long long mxg_linear_x8t_hits(void) { return g_x8t_hits; }
 extern "C" long long mxg_linear_amax_hits(void) { return g_amax_hits; }
 
 extern "C" size_t mxg_linear_weight_fs(int n, int k) {

@@ -116,6 +116,13 @@ struct mxg_llama {
                                     //   SwiGLU kernels, then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
                                     //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's),
                                     //   then of att16's dq and dk made by the RoPE backward (q's and k's Dgrad)
+    /* x8t_on: X^T's FP8 codes of each block's four linear inputs (as x8s), made by the training forward's casts
+     * for the backward's Wgrads (mxg_linear_ctx.x8t), and whether each was (x8t_made: cleared by every forward) */
+    uint8_t* x8t;
+    size_t x8t_off[4];              //   input i of layer l at x8t + l * x8t_per + x8t_off[i]
+    size_t x8t_per;
+    int* x8t_made;                  //   [L * 4]
+    int x8t_train;                  //   the forward under way is forward_backward's (an evaluation's makes none)
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -293,6 +300,28 @@ int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
     return fp8 && sw->fp8_amax && wcache_on(r, sw);
 }
 
+/* With MXLM_GPU_FP8_AMAX (not 0) and without recompute (whose point is memory), where Fprop and Wgrad are FP8 per
+ * tensor: the training forward's FP8 casts of the linears' inputs write X^T's codes as well, for the backward's
+ * Wgrads (one read of X fewer each: mxg_linear_ctx.x8t); L * (2 D + QD + F) bytes a token. */
+int x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {
+    const mx_format_info* f = mx_format_get(r->g[MX_FPROP].fmt);
+    const mx_format_info* w = mx_format_get(r->g[MX_WGRAD].fmt);
+    return sw->fp8_amax && !recompute && f && w && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8 &&
+           w->scale == MX_SCALE_TENSOR && w->elem == MX_ELEM_FP8;
+}
+
+/* The X^T buffers' layout: off[i] of input i (q/k/v's, o's, gate/up's, down's) within a layer's, 16-byte aligned
+ * starts; returns a layer's bytes. */
+size_t x8t_layout(const mx_model_config* c, int N, size_t off[4]) {
+    const size_t hd = c->dim / c->n_heads, w[4] = {(size_t)c->dim, c->n_heads * hd, (size_t)c->dim, (size_t)c->ffn};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        off[i] = n;
+        n += ((size_t)N * w[i] + 15) / 16 * 16;
+    }
+    return n;
+}
+
 int choose_nc(const mx_model_config* c, int N, int head_mi) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
@@ -336,6 +365,8 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N, int out
 
 /* The parameter kind of block linear j (MX_LIN_*). */
 const int k_lin_kind[MX_LIN_PER_BLOCK] = {MX_P_WQ, MX_P_WK, MX_P_WV, MX_P_WO, MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
+/* linear j's input among the block's four (x8s, x8t): q/k/v's, o's, gate/up's, down's */
+const int k_lin_input[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3};
 
 /* wq_buf's bytes for L layers of the linears of info (linear j's weight [N, K] = its kind's rows x cols; each
  * entry's buffers 256-byte aligned), and with q the entries' buffers set from base. */
@@ -512,6 +543,8 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     if (wcache_on(recipe, &sw)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
     const int N = B * T;
+    size_t xoff[4];
+    if (x8t_on(recipe, &sw, recompute)) e->acts += (int64_t)(L * x8t_layout(cfg, N, xoff)); /* X^T's codes */
     e->scratch = linws_bytes(recipe, cfg, N, sw.outer) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
@@ -676,6 +709,15 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     if (g->gshare && wamax_on(recipe, &sw))
         DALLOC(g->wamax, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), "the linears' weight amax");
+    if (x8t_on(recipe, &sw, recompute)) {
+        g->x8t_per = x8t_layout(cfg, N, g->x8t_off);
+        DALLOC(g->x8t, cfg->n_layers * g->x8t_per, "the linear inputs' transposed FP8 codes");
+        g->x8t_made = (int*)calloc((size_t)cfg->n_layers * 4, sizeof(int));
+        if (!g->x8t_made) {
+            mxg_llama_free(g);
+            return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+        }
+    }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
@@ -724,6 +766,8 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->wq_buf);
     free(g->wq);
     cudaFree(g->wamax);
+    cudaFree(g->x8t);
+    free(g->x8t_made);
     cudaFree(g->tele);
     cudaFree(g->x8s);
     mxg_linws_free(g->lin);
@@ -893,10 +937,18 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
     c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
-    static const int x_of[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3}; /* linear j's input among the block's four */
-    c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + x_of[j]) * 8 : NULL;
+    c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + k_lin_input[j]) * 8 : NULL;
     c.x_amax = c.dy_amax = NULL;
+    c.x8t = NULL; /* (lin_fwd, lin_bwd: x8t_of) */
+    c.x8t_made = NULL;
     return c;
+}
+
+/* Linear j's X^T codes of layer l in c (x8t, its flag), where the model keeps them. */
+static void x8t_of(mxg_llama* g, int l, int j, mxg_linear_ctx* c) {
+    if (!g->x8t) return;
+    c->x8t = g->x8t + (size_t)l * g->x8t_per + g->x8t_off[k_lin_input[j]];
+    c->x8t_made = &g->x8t_made[(size_t)l * 4 + k_lin_input[j]];
 }
 
 /* MXLM_GPU_WCACHE: the linears' weight operands made after an update, before the next forward reads them
@@ -954,6 +1006,7 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
                    int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL, int x_same = 0,
                    const float* x_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    if (g->x8t_train) x8t_of(g, l, j, &c); /* the training forward's casts make X^T's codes for the backward */
     c.x16 = x16;
     c.x_amax = x_amax;
     c.res = res;
@@ -969,6 +1022,7 @@ static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
                    const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL, const mxg_dyq* dyq = NULL,
                    const float* dy_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    x8t_of(g, l, j, &c); /* Wgrad's X^T from the forward's, where it made them */
     c.x16 = x16;
     c.dy_amax = dy_amax;
     c.dy16 = dy16;
@@ -1146,6 +1200,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     const size_t ND = (size_t)N * D;
     cudaStream_t st = g->st;
     if (g->gshare && !g->gz_lazy) g->glost = 1; /* the gradients written since zero_grad: overwritten from here */
+    if (g->x8t) memset(g->x8t_made, 0, (size_t)L * 4 * sizeof(int)); /* made again by this forward, or not at all */
     CHK(refresh_w16(g));
     CHK(refresh_wq(g, step));
     PROF_B(PROF_ELEM, st);
@@ -1435,7 +1490,10 @@ extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, c
                                   "step): zero_grad before each backward (to add the gradients of several "
                                   "micro-batches, create the model without share_grads)");
     CHK(put_tokens(g, tokens, targets));
-    CHK(forward_blocks(g, step));
+    g->x8t_train = 1;
+    const int rf = forward_blocks(g, step);
+    g->x8t_train = 0;
+    CHK(rf);
     /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
     PROF_B(PROF_HEAD, g->st);
     CHK(head_xent(g, grad_scale, g->dxn, GL(g, MX_P_HEAD, 0)));
