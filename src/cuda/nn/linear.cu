@@ -674,7 +674,8 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read; Fprop's
                      * X^T for the Wgrad of the backward in x8t (X^T [R, rows]: Wgrad's operand b) */
                     const int make_t = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0];
-                    const int make_x8t = o == 0 && g == MX_FPROP && !tr[0] && !tele[0] && x8t_on(c) && s == c->x8s;
+                    const int make_x8t =
+                        !make_t && o == 0 && g == MX_FPROP && !tr[0] && !tele[0] && x8t_on(c) && s == c->x8s;
                     uint8_t* ct = make_t ? (uint8_t*)w->t[0] : make_x8t ? c->x8t : NULL;
                     rc = fp8_cast(src16[o], sdt[o], rows[o], R, k, known, s, s, rv, nv[o], w->q8[o], ct, stream);
                     w->a8t = !rc && make_t;
