@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
                                                                    const float* __restrict__ rstd, int N, int D,
                                                                    unsigned* am) {
     __shared__ float cs[RMS_GROUP];
-    unsigned m = 0u;
+    unsigned amb = 0u; /* the largest |dx| bits written (the row loop below is m's) */
     const int ch = blockIdx.x, n0 = ch * RMS_CHUNK, n1 = min(n0 + RMS_CHUNK, N);
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, D4 = D / 4;
     const float4* w4 = (const float4*)w;
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
                 dv.z += r * (gv.z * wv.z - xv.z * c);
                 dv.w += r * (gv.w * wv.w - xv.w * c);
                 d4[i] = dv;
-                m = max(m, amax_bits(dv));
+                amb = max(amb, amax_bits(dv));
                 pw[j].x += gv.x * xv.x * r;
                 pw[j].y += gv.y * xv.y * r;
                 pw[j].z += gv.z * xv.z * r;
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
         const int i = threadIdx.x + j * RMS_THREADS;
         if (i < D4) p4[i] = pw[j];
     }
-    if (am) block_amax_to(m, am);
+    if (am) block_amax_to(amb, am);
 }
 
 /* 0: the two-pass kernels (the default), 1: the one-pass backward where it applies (mxg_rmsnorm_config).
