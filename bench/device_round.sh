@@ -71,7 +71,7 @@ if has qfastab; then # issue 16: the fast quantizer's candidate code paths (mxfp
 fi
 if has gemmodes; then # issue 16: which cuBLASLt FP8 scale-mode pairs (OUTER, VEC128, 128x128 blocks) run, and how fast,
   # at the trainer's linear shapes (bench/gemm_modes.cu, carried in bins.tar.xz)
-  timeout 200 /tmp/bins/gemm_modes > "$OUT/gemm-modes.txt" 2>&1 || echo "gemm_modes: exit $?" >> "$OUT/gemm-modes.txt"
+  timeout 200 /tmp/bins/gemm_modes ${GM_ARGS:-} > "$OUT/gemm-modes.txt" 2>&1 || echo "gemm_modes: exit $?" >> "$OUT/gemm-modes.txt"
   echo "gemm modes done ($(( $(date +%s) - t0 )) s)"
 fi
 if has numerics; then # the numerics program alone (quantizers, GEMMs against the CPU / FP64)

@@ -9,6 +9,11 @@
  * 128 x 128 block: [K/128][rows/128]). Prints, per shape and pair, the median of 20 runs in us and
  * TFLOP/s, or "n/a" where cuBLASLt has no algorithm. Timing only: scales are 1, codes random.
  *
+ * --algos: instead, for BF16 and FP8 (OUTER x OUTER, VEC128 x VEC128) at each shape, every algorithm cuBLASLt's
+ * heuristic offers without split-K (the trainer's preference: lt_algo_fixed_order, up to 16) timed the same way:
+ * the heuristic's first (what the trainer runs; the first that runs, where it does not) against the fastest, and
+ * how many give the first's output bits (whether a faster one could be chosen without changing a product).
+ *
  * Build: nvcc -O2 -gencode=arch=compute_90a,code=sm_90a bench/gemm_modes.cu -lcublasLt -o gemm_modes
  */
 #include <cublasLt.h>
@@ -34,11 +39,62 @@ static cublasLtMatmulMatrixScale_t lt_mode(int m) {
                         : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
 }
 
+/* the median of 20 timed runs (after 5) of one algorithm, in us; -1 where it fails */
+static double time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                        cublasLtMatrixLayout_t lc, const cublasLtMatmulAlgo_t* algo, void* A, void* B, void* C, void* ws,
+                        size_t wsz) {
+    float one = 1, zero = 0;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> t;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < 25; i++) {
+        cudaEventRecord(e0);
+        st = cublasLtMatmul(lt, op, &one, B, la, A, lb, &zero, C, lc, C, lc, algo, ws, wsz, 0);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        if (st != CUBLAS_STATUS_SUCCESS) break;
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 5) t.push_back(ms);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (st != CUBLAS_STATUS_SUCCESS || t.empty()) return -1;
+    std::sort(t.begin(), t.end());
+    return 1e3 * t[t.size() / 2];
+}
+
+/* The descriptors of C = A B^T (our A in mode ma, our B in mode mb; ma < 0: BF16 unscaled). */
+static void make_desc(int M, int N, int K, int ma, int mb, float* sa, float* sb, cublasLtMatmulDesc_t* op,
+                      cublasLtMatrixLayout_t* la, cublasLtMatrixLayout_t* lb, cublasLtMatrixLayout_t* lc);
+
 /* time C = A B^T with our A in mode ma and our B in mode mb; returns us or -1 (no algorithm) */
 static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void* A, void* B, void* C,
                   float* sa, float* sb, void* ws, size_t wsz) {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
+    make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+    cublasLtMatmulHeuristicResult_t res[1];
+    int nres = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &nres);
+    const double us = st == CUBLAS_STATUS_SUCCESS && nres > 0 ? time_algo(lt, op, la, lb, lc, &res[0].algo, A, B, C, ws, wsz)
+                                                               : -1;
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    return us;
+}
+
+static void make_desc(int M, int N, int K, int ma, int mb, float* sa, float* sb, cublasLtMatmulDesc_t* op_,
+                      cublasLtMatrixLayout_t* la, cublasLtMatrixLayout_t* lb, cublasLtMatrixLayout_t* lc) {
+    cublasLtMatmulDesc_t op;
     cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
@@ -53,45 +109,52 @@ static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb);
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa);
     }
-    cublasLtMatrixLayoutCreate(&la, in, K, N, K);
-    cublasLtMatrixLayoutCreate(&lb, in, K, M, K);
-    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N);
+    cublasLtMatrixLayoutCreate(la, in, K, N, K);
+    cublasLtMatrixLayoutCreate(lb, in, K, M, K);
+    cublasLtMatrixLayoutCreate(lc, CUDA_R_16BF, N, M, N);
+    *op_ = op;
+}
+
+/* --algos: one shape and mode pair (ma < 0: BF16), every split-K-free algorithm of the heuristic's (up to 16): one
+ * line, the first's time, the fastest's and its rank, how many ran and how many gave the first's bytes of C */
+static void algos(cublasLtHandle_t lt, const char* what, int M, int N, int K, int ma, int mb, void* A, void* B, void* C,
+                  float* sa, float* sb, void* ws, size_t wsz) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
     cublasLtMatmulPreference_t pref;
     cublasLtMatmulPreferenceCreate(&pref);
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
-    cublasLtMatmulHeuristicResult_t res[1];
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    cublasLtMatmulHeuristicResult_t res[16];
     int nres = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &nres);
-    double us = -1;
-    if (st == CUBLAS_STATUS_SUCCESS && nres > 0) {
-        float one = 1, zero = 0;
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        std::vector<float> t;
-        for (int i = 0; i < 25; i++) {
-            cudaEventRecord(e0);
-            st = cublasLtMatmul(lt, op, &one, B, la, A, lb, &zero, C, lc, C, lc, &res[0].algo, ws, wsz, 0);
-            cudaEventRecord(e1);
-            cudaEventSynchronize(e1);
-            if (st != CUBLAS_STATUS_SUCCESS) break;
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (i >= 5) t.push_back(ms);
-        }
-        if (st == CUBLAS_STATUS_SUCCESS && !t.empty()) {
-            std::sort(t.begin(), t.end());
-            us = 1e3 * t[t.size() / 2];
-        }
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, res, &nres);
+    const size_t cb = (size_t)M * N * 2;
+    std::vector<unsigned char> first(cb), cur(cb);
+    double t0 = -1, best = -1;
+    int bi = -1, ran = 0, same = 0;
+    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < nres; i++) {
+        const double us = time_algo(lt, op, la, lb, lc, &res[i].algo, A, B, C, ws, wsz);
+        if (us < 0) continue;
+        /* the reference: the first that ran (the trainer's, unless it failed here) */
+        CK(cudaMemcpy(ran == 0 ? first.data() : cur.data(), C, cb, cudaMemcpyDeviceToHost));
+        same += ran == 0 || !memcmp(first.data(), cur.data(), cb);
+        if (ran++ == 0) t0 = us;
+        if (best < 0 || us < best) { best = us; bi = i; }
     }
+    const double flop = 2.0 * M * N * K;
+    if (t0 < 0) printf("%-22s %-8s no algorithm\n", what, ma < 0 ? "bf16" : ma == M_OUTER ? "fp8 out" : "fp8 vec");
+    else
+        printf("%-22s %-8s first %7.0f us %4.0fT  fastest %7.0f us %4.0fT (#%d, %.3fx)  %2d ran, %2d with the first's bytes\n",
+               what, ma < 0 ? "bf16" : ma == M_OUTER ? "fp8 out" : "fp8 vec", t0, flop / t0 * 1e-6, best, flop / best * 1e-6,
+               bi, t0 / best, ran, same);
+    fflush(stdout);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(op);
-    return us;
 }
 
 int main(int argc, char** argv) {
@@ -106,6 +169,7 @@ int main(int argc, char** argv) {
         {"350m dgrad gate", 16384, 1024, 3584}, {"350m wgrad gate", 3584, 1024, 16384},
         {"350m wgrad down", 1024, 3584, 16384}, {"ffn 16384x14336x4096", 16384, 14336, 4096},
     };
+    const bool algo_mode = argc > 1 && !strcmp(argv[1], "--algos");
     if (argc > 1 && !strcmp(argv[1], "--quick")) sh.resize(3);
     size_t maxe = 0, maxs = 0;
     for (auto& s : sh) {
@@ -135,6 +199,14 @@ int main(int argc, char** argv) {
     }
     cublasLtHandle_t lt;
     cublasLtCreate(&lt);
+    if (algo_mode) {
+        for (auto& s : sh) {
+            algos(lt, s.name, s.M, s.N, s.K, -1, -1, A, B, C, sa, sb, ws, wsz);
+            algos(lt, s.name, s.M, s.N, s.K, M_OUTER, M_OUTER, A, B, C, sa, sb, ws, wsz);
+            algos(lt, s.name, s.M, s.N, s.K, M_VEC, M_VEC, A, B, C, sa, sb, ws, wsz);
+        }
+        return 0;
+    }
     printf("%-22s %12s", "shape (A x B modes)", "bf16");
     for (int ma = 0; ma < M_N; ma++)
         for (int mb = 0; mb < M_N; mb++) printf(" %14s", (std::string(k_mode_name[ma]).substr(0, 3) + "x" + k_mode_name[mb]).c_str());

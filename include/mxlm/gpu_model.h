@@ -73,6 +73,10 @@ size_t mxg_rmsnorm_backward_workspace(int N, int D);
  * then added in chunk order: bit-identical to the CPU). ws [ceil(N/64), D]. */
 int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                          int N, int D, float* ws, void* stream);
+/* The same, and the amax of dx as it leaves (as mxg_fp8_quantize would compute it of dx: the FP8 Dgrad that casts
+ * the residual gradient takes it, mxg_linear_ctx.dy_amax) into *amax, a device float. */
+int mxg_rmsnorm_backward_amax(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                              const float* rstd, int N, int D, float* ws, float* amax, void* stream);
 /* The backward's kernels (tests, benchmark): 0 the two-pass kernels (the default: faster on the H200),
  * 1 one pass over the inputs where D % 4 == 0 and D <= 4096; the same dw bits either way. Not
  * thread-safe. */
@@ -87,6 +91,10 @@ int mxg_rope_forward_bf16(uint16_t* x, const float* cos_t, const float* sin_t, i
                           void* stream);
 int mxg_rope_backward_bf16(uint16_t* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
                            void* stream);
+/* The same, and the amax of dx as stored (as mxg_fp8_quantize would compute it: the FP8 Dgrad that casts dq or dk
+ * takes it, mxg_linear_ctx.dy_amax) into *amax, a device float. */
+int mxg_rope_backward_bf16_amax(uint16_t* dx, const float* cos_t, const float* sin_t, int B, int T, int nh, int hd,
+                                float* amax, void* stream);
 
 /* ---- causal GQA attention (flash-style: T x T scores never stored) ------- */
 
@@ -258,6 +266,8 @@ typedef struct mxg_span {
     uint16_t* p16;
     size_t n;
     int decay;
+    unsigned* amax; /* NULL, or raised (atomicMax) to the largest |p| bits of the updated span (mx_f2u(p) &
+                       0x7fffffff: k_amax's, NaN above Inf); the caller zeroes it before the update */
 } mxg_span;
 typedef struct mxg_span_table mxg_span_table; /* the spans on the device, with their block and chunk starts */
 int mxg_span_table_create(mxg_span_table** out, const mxg_span* spans, int n);
@@ -360,6 +370,12 @@ typedef struct {
     const float* x_amax;  /* NULL, or the amax (device, as mxg_fp8_quantize writes one) of the tensor an FP8 Fprop
                              quantizes as operand a (X, or x16 where X is absent), made by X's producer: the cast alone */
     const float* dy_amax; /* the same for an FP8 Dgrad's operand a (dY, or dy16 where dY is absent) */
+    uint8_t* x8t;         /* NULL, or the caller's device bytes [K, M] for X^T's FP8 codes (with x8s, one per layer and
+                             input as x8s): an FP8 Fprop that casts X (x8s_amax's conditions, no telemetry) writes them
+                             in the same pass as X's codes (mxg_fp8_quantize_t: the bytes Wgrad's cast of X^T makes) and
+                             sets *x8t_made; Wgrad takes them as its operand b where *x8t_made is set (one pass over X
+                             fewer). The caller keeps X unchanged from the forward to the backward, as for x8s */
+    int* x8t_made;        /* with x8t: the caller's host flag (the caller clears it before the forward) */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
 
@@ -401,12 +417,17 @@ size_t mxg_linear_weight_fs(int n, int k_);
  * of W where both GEMMs take MXFP4 on the fast path with VEC128 folds (the two-direction quantizer), else one
  * quantize each; fp8: the amax and cast once, then the codes transposed. Sets q->valid[k] where GEMM k's path
  * would quantize W this way (the same bytes); neither where the recipe takes none (MX_OK, nothing made). */
-int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream);
+/* w_amax: NULL, or W's amax (device, as mxg_fp8_quantize writes one) made by the update (mxg_span.amax): fp8's
+ * cast without an amax pass of its own (the same bytes; counted in mxg_linear_amax_hits). */
+int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, const float* w_amax, mxg_wq* q,
+                               void* stream);
 /* How many GEMM operands the linears have taken from an mxg_wq so far (the process's count; tests). */
 long long mxg_linear_wq_hits(void);
 /* How many FP8 operands were cast without an amax pass of their own (from mxg_linear_ctx.x8s, x_amax or dy_amax;
  * the process's count; tests). */
 long long mxg_linear_amax_hits(void);
+/* How many Wgrad operands were taken from X^T's codes made by the Fprop (mxg_linear_ctx.x8t; tests). */
+long long mxg_linear_x8t_hits(void);
 
 /* One GEMM as the recipe says: C[Ma,Nb] (+)= Q(rot(A'))[Ma,R] Q(rot(B'))[Nb,R]^T
  * where A' = A (a_t 0: stored [Ma, R]) or A^T (a_t 1: stored [R, Ma]), B' likewise.

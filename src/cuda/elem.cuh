@@ -48,6 +48,20 @@ __device__ __forceinline__ uint2 pack4_bf16(float a, float b, float c, float d) 
                       (uint32_t)mx_bf16_from_f32(c) | ((uint32_t)mx_bf16_from_f32(d) << 16));
 }
 
+/* The largest |x| bits of a stored vector (8 BF16 values widened, or 4 floats), k_amax's order (NaN above Inf): an
+ * integer max over them is the amax an FP8 cast of the stored tensor computes (the producers' _amax kernels). */
+__device__ __forceinline__ unsigned amax_bits(const uint4& p) {
+    const uint32_t w[4] = {p.x, p.y, p.z, p.w};
+    unsigned m = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) m = max(m, max((w[k] & 0x7fffu) << 16, (w[k] >> 16 & 0x7fffu) << 16));
+    return m;
+}
+__device__ __forceinline__ unsigned amax_bits(const float4& v) {
+    return max(max(mx_f2u(v.x) & 0x7fffffffu, mx_f2u(v.y) & 0x7fffffffu),
+               max(mx_f2u(v.z) & 0x7fffffffu, mx_f2u(v.w) & 0x7fffffffu));
+}
+
 }  // namespace
 
 #endif

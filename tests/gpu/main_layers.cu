@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
     test_model_fp8_amax(0, 0);                   /* FP8 casts from an amax made already: the same bytes */
     test_model_fp8_amax(1, 0);
     test_model_fp8_amax(1, 1);
+    test_model_fp8_amax(1, 0, 1);                /* att16: dq's and dk's amax from the RoPE backward */
     test_gpu_model("bf16", 0, 1e-4, 1e-2);
     test_gpu_model("bf16", 0, 1e-4, 1e-2, 1);             /* BF16 LM head on both sides */
     test_gpu_model("fp32", 0, 1e-6, 1e-5, 0, 1);            /* attention through FP32 GEMMs */

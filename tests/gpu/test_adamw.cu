@@ -132,10 +132,14 @@ void test_adamw_spans(void) {
             CK(cudaMemcpy(gs.back()->p, g.data() + o, len * 4, cudaMemcpyHostToDevice));
             const int copy = k == MX_P_WQ || k == MX_P_HEAD; /* BF16 copies of two kinds */
             sp.push_back({dp.f() + o, gs.back()->f(), dm.f() + o, dv.f() + o, copy ? c16.h() + o : NULL, len,
-                          in->is_matrix});
+                          in->is_matrix, NULL});
             off.push_back(o);
         }
     }
+    /* every other span with an amax word (mxg_span.amax), 0xffffffff where none is (never written) */
+    Dev am(sp.size() * 4);
+    CK(cudaMemset(am.p, 0xff, sp.size() * 4));
+    for (size_t s = 0; s < sp.size(); s += 2) sp[s].amax = (unsigned*)am.p + s;
     mxg_span_table* t = NULL;
     MXC(mxg_span_table_create(&t, sp.data(), (int)sp.size()));
     if (t) {
@@ -168,8 +172,25 @@ void test_adamw_spans(void) {
         /* AdamW: the CPU's update of the whole layout, element for element */
         for (int64_t st = 3; st <= 4; st++) {
             mx_adamw_update(&m, mc.data(), vc.data(), &c, 1e-3 * st, 0.7f, st);
+            for (size_t s = 0; s < sp.size(); s += 2) CK(cudaMemset((unsigned*)am.p + s, 0, 4)); /* raised from 0 */
             MXC(mxg_adamw_spans(t, &c, 1e-3 * st, 0.7f, st, NULL));
         }
+        /* the amax words: the largest |p| bits of the span's updated weights (the CPU's), the others untouched */
+        std::vector<uint32_t> ag = down<uint32_t>(am, sp.size());
+        size_t bad_am = 0;
+        for (size_t s = 0; s < sp.size(); s++) {
+            uint32_t want = 0xffffffffu;
+            if (s % 2 == 0) {
+                want = 0;
+                for (size_t i = 0; i < sp[s].n; i++) {
+                    const uint32_t b = mx_f2u(pc[off[s] + i]) & 0x7fffffffu;
+                    if (b > want) want = b;
+                }
+            }
+            bad_am += ag[s] != want;
+        }
+        printf("    amax words             %zu/%zu as the CPU's\n", sp.size() - bad_am, sp.size());
+        if (bad_am) fail("span amax: %zu of %zu words differ", bad_am, sp.size());
         compare("params", downf(dp, n), pc, EXACT, 0);
         compare("m", downf(dm, n), mc, EXACT, 0);
         compare("v", downf(dv, n), vc, EXACT, 0);
@@ -184,7 +205,7 @@ void test_adamw_spans(void) {
     { /* one span over the whole array: mxg_sum_squares's bits */
         Dev dg(n * 4), ws(mxg_sum_squares_workspace(n) * 8 + 8), o1(8), o2(8);
         up(dg, g);
-        mxg_span one = {dp.f(), dg.f(), dm.f(), dv.f(), NULL, n, 1};
+        mxg_span one = {dp.f(), dg.f(), dm.f(), dv.f(), NULL, n, 1, NULL};
         mxg_span_table* t1 = NULL;
         MXC(mxg_span_table_create(&t1, &one, 1));
         if (t1) {

@@ -58,10 +58,12 @@ void test_fp8(const char* filter) {
         mx_fp8_quantize(x.data(), n, given, kind, rc.data());
         i = first_diff(hc.data(), rc.data(), n);
         if (i >= 0) fail("fp8[%d] given scale: code %d = 0x%02x, CPU 0x%02x", c, i, hc[i], rc[i]);
-        /* written transposed (mxg_fp8_quantize_t): x's first rr x cc values as a matrix (odd sizes: partial
-         * tiles and unaligned rows), the CPU's codes transposed; amax and scale over those values */
-        {
-            const int rr = rows - c % 3, cc = cols - c % 4;
+        /* written transposed (mxg_fp8_quantize_t): x's first rr x cc values as a matrix, the CPU's codes
+         * transposed; amax and scale over those values. Shape 0: odd sizes (partial tiles and unaligned rows:
+         * k_fp8_cast_t but where c % 3 == 0 and c % 4 == 0); shape 1: rows % 4 == 0 and cols % 16 == 0, the warp-tile
+         * kernel (k_fp8_cast_tw) over partial CTA tiles (rows 96 .. 320, cols 160 .. 208) */
+        for (int sh = 0; sh < 2; sh++) {
+            const int rr = sh ? rows & ~3 : rows - c % 3, cc = sh ? cols & ~15 : cols - c % 4;
             const size_t m = (size_t)rr * cc;
             const float am = mx_amax(x.data(), m), sc = mx_fp8_scale_for_amax(am, kind);
             std::vector<uint8_t> want(m), flat(m);

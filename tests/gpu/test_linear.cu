@@ -43,7 +43,7 @@ void test_linear_operands(const char* recipe) {
         const int exact = pass == 0;
         const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : pass == 2 ? "fast outer" : pass == 3 ? "fast outer fprop"
                                                                                                          : "fast, W made before";
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL};
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
         gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : pass == 3 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP
                         : pass == 4 ? MXG_OUTER_FP8 : 0;
         mxg_wq wq;
@@ -51,7 +51,7 @@ void test_linear_operands(const char* recipe) {
         if (pass == 4) {
             wq.q8[0] = (uint8_t*)wq8a.p; wq.q8[1] = (uint8_t*)wq8b.p;
             wq.fs[0] = wfsa.f(); wq.fs[1] = wfsb.f(); wq.sc = wsc.f();
-            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, &wq, NULL));
+            MXC(mxg_linear_weight_operands(&gc, dW.f(), N, K, NULL, &wq, NULL));
             gc.wq = &wq;
         }
         const long long hits0 = mxg_linear_wq_hits();
@@ -155,7 +155,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         std::fill(dWc.begin(), dWc.end(), 0.0f);
         for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
             mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL, NULL, NULL, NULL, 0, 0,
-                                 (mxg_opstats*)dgo.p, NULL, 0, NULL, NULL, NULL, NULL};
+                                 (mxg_opstats*)dgo.p, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
             mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
@@ -193,7 +193,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         CK(cudaMemset(tX.p, 0, X.size() * 4));
         CK(cudaMemset(tW.p, 0, W.size() * 4));
         for (int rep = 0; rep < 2; rep++) {
-            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL};
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), tY.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), tX.f(), tW.f(), M, K, N, NULL));
         }
@@ -227,7 +227,7 @@ void test_linear_epilogues(const char* recipe) {
     up(dX, X); up(dW, W); up(dR, R); up(dYd, dY);
     mxg_linws* ws = NULL;
     MXC(mxg_linws_create(&ws, nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny), mx_act16_applies(&rec)));
-    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL};
+    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY1.f(), M, K, N, NULL));
     vecf Y = downf(dY1, ny), Yr(ny);
     for (size_t i = 0; i < ny; i++) Yr[i] = R[i] + Y[i];

@@ -346,11 +346,17 @@ void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_g
 /* Test `name` begun (1 when not wanted) with the tiny preset's CPU model of the recipe, initialised with seed 7
  * and perturbed by `noise` x N(0, 1) (so that the weights are not the symmetric initial ones); 1 with a failure
  * recorded and the test ended. */
+/* hd64: 2 heads of 64 (one KV head), the head dim the flash kernels run (MXG_ATTN_FLASH). */
 static int tiny_model(const char* name, const char* recipe, float noise, mx_model_config* cfg, mx_recipe* rec,
-                      mx_llama* m) {
+                      mx_llama* m, int hd64 = 0) {
     if (!wanted(name)) return 1;
     begin(name);
-    if (mx_model_preset("tiny", cfg) || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
+    const int bad = mx_model_preset("tiny", cfg);
+    if (hd64) {
+        cfg->n_heads = 2;
+        cfg->n_kv_heads = 1;
+    }
+    if (bad || mx_recipe_parse(recipe, rec) || mx_llama_create(m, cfg, rec, 0, 0, 7)) {
         fail("model: %s", mx_last_error());
         end();
         return 1;
@@ -620,11 +626,14 @@ void test_model_shared_grads(const char* recipe, int act16) {
 
 /* FP8 casts without an amax pass of their own (MXLM_GPU_FP8_AMAX, the default: Wgrad's X^T from the amax its
  * Fprop left in mxg_linear_ctx.x8s; with BF16 storage the down projection's Fprop from h's amax and gate's and
- * up's Dgrad from dgate's and dup's, made by the SwiGLU kernels) against MXLM_GPU_FP8_AMAX=0 (each cast computes
+ * up's Dgrad from dgate's and dup's, made by the SwiGLU kernels; down's and o's Dgrad from the residual gradient's,
+ * made by the norms' backward; W's after the update from the amax the update made) against MXLM_GPU_FP8_AMAX=0 (each cast computes
  * its amax): two_runs' losses, gradients, evaluation and weights bit for bit, with FP32 and BF16 storage (act16),
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
- * must take its own layer's amax); the casts made so counted. */
-void test_model_fp8_amax(int act16, int recompute) {
+ * must take its own layer's amax), and with the flash attention (flash; with act16 its BF16 tensors: q's and k's
+ * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted, and the Wgrads that take
+ * X^T's codes from the forward's casts (mxg_linear_ctx.x8t, off under MXLM_GPU_FP8_AMAX=0 and with recompute). */
+void test_model_fp8_amax(int act16, int recompute, int flash) {
     /* its draws given back to the program's stream when it returns, so that the cases after it keep the inputs they
      * had before it was added (on other draws mxfp4-fdw-h16's act16 gradients part from the CPU's by 0.054-0.124
      * normwise against a tolerance of 0.05: H100, 2026-12-07; the GPU-vs-CPU expf ulps flip FP4 roundings) */
@@ -633,29 +642,42 @@ void test_model_fp8_amax(int act16, int recompute) {
         ~Keep() { g_rng = s; }
     } keep;
     char name[128];
-    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d", act16, recompute);
+    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d%s", act16, recompute,
+             flash ? " attn-flash hd64" : "");
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
-    if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m)) return;
-    long long hits[2] = {0, 0}, h0 = 0;
+    if (tiny_model(name, "fp8", 0.01f, &cfg, &rec, &m, flash)) return;
+    long long hits[2] = {0, 0}, h0 = 0, xt[2] = {0, 0}, t0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
         mxg_llama* g = NULL;
-        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, 0, 1, NULL));
+        MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, flash ? MXG_ATTN_FLASH : 0, 1,
+                                  NULL));
         unsetenv("MXLM_GPU_FP8_AMAX");
         h0 = mxg_linear_amax_hits();
+        t0 = mxg_linear_x8t_hits();
         return g;
     };
-    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_amax_hits() - h0; };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) {
+        hits[r] = mxg_linear_amax_hits() - h0;
+        xt[r] = mxg_linear_x8t_hits() - t0;
+    };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
-    /* a backward: a Wgrad X^T a block input (q/k/v share one), with act16 gate's and up's Dgrad; a forward (three:
-     * two steps and an evaluation): q's and gate's Fprop (the norm outputs' amax), with act16 down's Fprop */
-    const long long want = (long long)cfg.n_layers * (2 * (4 + (act16 ? 2 : 0)) + 3 * (2 + (act16 ? 1 : 0)));
+    /* a backward (two): a Wgrad X^T a block input (q/k/v share one) where the forward made none (recompute: x8t
+     * off), down's and o's Dgrad, with act16 gate's and up's Dgrad; a forward (three: two steps and an evaluation):
+     * q's and gate's Fprop (the norm outputs' amax), with act16 down's Fprop; the update (one): the 7 weights' casts;
+     * with act16 and flash, q's and k's Dgrad. Without recompute every Wgrad takes X^T from the forward (7 a layer a
+     * backward) */
+    const long long want = (long long)cfg.n_layers * (2 * ((recompute ? 4 : 0) + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) +
+                                                      3 * (2 + (act16 ? 1 : 0)) + 7);
+    const long long want_xt = recompute ? 0 : 2LL * 7 * cfg.n_layers;
     printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
+    printf("    Wgrad X^T from the forward's casts %lld without, %lld with (want 0, %lld)\n", xt[0], xt[1], want_xt);
+    if (xt[0] != 0 || xt[1] != want_xt) fail("X^T from the forward %lld / %lld, want 0 / %lld", xt[0], xt[1], want_xt);
     if (rel != 0) fail("gradient norm differs by %.3g", rel);
     mx_llama_free(&m);
     end();
@@ -665,7 +687,8 @@ void test_model_fp8_amax(int act16, int recompute) {
  * MXLM_GPU_WCACHE=0 (each GEMM makes them): two_runs' losses, gradients, evaluation and weights bit for bit, and
  * the operands taken from the cache counted: every forward's Fprop (7 linears a layer), every backward's Dgrad
  * where the recipe's path takes them (fp8: all 7; MXFP4's fast path: where the reduction dim N is a multiple of
- * 128, in tiny all but k and v's 64). */
+ * 128, in tiny all but k and v's 64); fp8's casts of W after the update from the amax the update made (7 a layer
+ * more casts without an amax pass than without the cache: the evaluation's refresh; the first forward's has none). */
 /* outer (NULL: the default, fprop): MXLM_GPU_OUTER for both runs. */
 void test_model_wcache(const char* recipe, const char* outer) {
     char name[128];
@@ -675,7 +698,7 @@ void test_model_wcache(const char* recipe, const char* outer) {
     mx_recipe rec;
     mx_llama m;
     if (tiny_model(name, recipe, 0.01f, &cfg, &rec, &m)) return;
-    long long hits[2] = {0, 0}, h0 = 0;
+    long long hits[2] = {0, 0}, h0 = 0, am[2] = {0, 0}, a0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_WCACHE", "0", 1); /* read when the model is made */
         if (outer) setenv("MXLM_GPU_OUTER", outer, 1);
@@ -683,9 +706,13 @@ void test_model_wcache(const char* recipe, const char* outer) {
         MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, 0, 0, 0, 1, NULL));
         unsetenv("MXLM_GPU_WCACHE");
         h0 = mxg_linear_wq_hits();
+        a0 = mxg_linear_amax_hits();
         return g;
     };
-    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) { hits[r] = mxg_linear_wq_hits() - h0; };
+    auto after = [&](int r, mxg_llama*, const int32_t*, const int32_t*) {
+        hits[r] = mxg_linear_wq_hits() - h0;
+        am[r] = mxg_linear_amax_hits() - a0;
+    };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
     const int L = cfg.n_layers, fp8 = !strcmp(recipe, "fp8");
@@ -694,6 +721,10 @@ void test_model_wcache(const char* recipe, const char* outer) {
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("weight operands taken %lld / %lld, want 0 / %lld", hits[0], hits[1], want);
     if (rel != 0) fail("gradient norm differs by %.3g", rel);
+    const long long am_want = fp8 ? 7LL * L : 0;
+    printf("    FP8 casts without an amax pass: %lld more with the cache (want %lld: W's from the update)\n",
+           am[1] - am[0], am_want);
+    if (am[1] - am[0] != am_want) fail("casts from a made amax: %lld more, want %lld", am[1] - am[0], am_want);
     mx_llama_free(&m);
     end();
 }

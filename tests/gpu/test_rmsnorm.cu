@@ -33,14 +33,27 @@ void test_rmsnorm(int N, int D) {
     }
     /* the backward from the CPU's rstd, so that dw can be checked bit for bit */
     up(drstd, rstd_c);
-    /* runs 0, 1: the default (the two-pass kernels); 2: one pass (where D % 4 == 0, D <= 4096) */
-    vecf rdx[3], rdw[3];
-    for (int r = 0; r < 3; r++) {
+    /* runs 0, 1: the default (the two-pass kernels); 2: one pass (where D % 4 == 0, D <= 4096); 3, 4: runs 0 and
+     * 2 with dx's amax (mxg_rmsnorm_backward_amax: the same dx, and the largest |dx| bits of it; the word starts
+     * at a value above every float's, which the call must clear) */
+    vecf rdx[5], rdw[5];
+    Dev am(4);
+    for (int r = 0; r < 5; r++) {
         up(ddx, dx0); up(ddw, dw0);
-        MXC(mxg_rmsnorm_config(r == 2 ? 1 : 0));
-        MXC(mxg_rmsnorm_backward(ddx.f(), ddw.f(), dout_d.f(), dxin.f(), dwt.f(), drstd.f(), N, D, ws.f(), NULL));
+        MXC(mxg_rmsnorm_config(r == 2 || r == 4 ? 1 : 0));
+        CK(cudaMemset(am.p, 0xff, 4));
+        if (r < 3) MXC(mxg_rmsnorm_backward(ddx.f(), ddw.f(), dout_d.f(), dxin.f(), dwt.f(), drstd.f(), N, D, ws.f(), NULL));
+        else MXC(mxg_rmsnorm_backward_amax(ddx.f(), ddw.f(), dout_d.f(), dxin.f(), dwt.f(), drstd.f(), N, D, ws.f(), am.f(),
+                                           NULL));
         rdx[r] = downf(ddx, x.size());
         rdw[r] = downf(ddw, D);
+        if (r < 3) continue;
+        uint32_t want = 0, got = down<uint32_t>(am, 1)[0];
+        for (float v : rdx[r]) want = std::max(want, mx_f2u(v) & 0x7fffffffu);
+        printf("    dx amax (%s)        %08x, want %08x\n", r == 3 ? "2-pass" : "1-pass", got, want);
+        if (got != want) fail("dx amax %08x, want %08x (run %d)", got, want, r);
+        same_bytes(r == 3 ? "backward dx with amax" : "backward dx with amax (1-pass)", rdx[r].data(), rdx[r == 3 ? 0 : 2].data(),
+                   rdx[r].size() * 4);
     }
     MXC(mxg_rmsnorm_config(0));
     compare("backward dx", rdx[0], dx_c, ELEM, 1e-5);

@@ -36,6 +36,18 @@ void test_rope(int B, int T, int nh, int hd) {
         MXC(mxg_rope_backward_bf16(dg16.h(), dc.f(), ds.f(), B, T, nh, hd, NULL));
         same_as_bf16("forward (bf16)", down<uint16_t>(dx16, n), xw);
         same_as_bf16("backward (bf16)", down<uint16_t>(dg16, n), gw);
+        /* with the amax (the word starts above every float's: the call clears it): the same bytes, and the
+         * largest |dx| bits of them widened */
+        Dev da16(n * 2), am(4);
+        up(da16, g16);
+        CK(cudaMemset(am.p, 0xff, 4));
+        MXC(mxg_rope_backward_bf16_amax(da16.h(), dc.f(), ds.f(), B, T, nh, hd, am.f(), NULL));
+        const std::vector<uint16_t> o = down<uint16_t>(da16, n), o0 = down<uint16_t>(dg16, n);
+        same_bytes("backward (bf16) with amax", o.data(), o0.data(), n * 2);
+        uint32_t want = 0, got = down<uint32_t>(am, 1)[0];
+        for (uint16_t h : o) want = std::max(want, ((uint32_t)h << 16) & 0x7fffffffu);
+        printf("    backward amax          %08x, want %08x\n", got, want);
+        if (got != want) fail("backward amax %08x, want %08x", got, want);
     }
     end();
 }

@@ -99,12 +99,25 @@ struct Fp8Out { /* what a cast writes besides the codes (fp8_put_scales) */
     size_t n_rows;
 };
 
+/* What every cast does first: its scale from the amax bits, whether the hardware conversion may make the codes
+ * (hw: no NaN in the tensor), and the scalars (fp8_put_scales; b: the block's index in the grid). */
+struct Fp8Scale {
+    float scale;
+    bool hw;
+};
+__device__ __forceinline__ Fp8Scale fp8_cast_begin(const unsigned* amax_bits, int kind, const float* given,
+                                                   const Fp8Out& so, size_t b) {
+    const unsigned bits = *amax_bits;
+    const Fp8Scale s = {fp8_scale(bits, kind, given), bits <= 0x7f800000u};
+    fp8_put_scales(bits, s.scale, b, so.amax, so.scale, so.inv, so.inv_rows, so.n_rows);
+    return s;
+}
+
 template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* given,
                                                  const unsigned* amax_bits, Fp8Out so, uint8_t* codes, int vec) {
-    const unsigned bits = *amax_bits;
-    const float scale = fp8_scale(bits, kind, given);
-    const bool hw = bits <= 0x7f800000u;
-    fp8_put_scales(bits, scale, blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows, so.n_rows);
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
         constexpr int VN = Vec<T>::N;
@@ -144,6 +157,64 @@ template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind,
  * as well (the operand one GEMM takes as stored and the next transposed: no byte transpose between). */
 constexpr int FT = 64;
 
+/* The transposed cast on whole warp tiles (k_fp8_cast_t's bytes where rows % 4 == 0, cols % 16 == 0, x 16-byte
+ * and codes 16-byte aligned, codes_t 4-byte aligned: fp8_cast_tw_ok): a warp takes WT_ROWS rows x 16 columns,
+ * lane l rows 4l .. 4l + 3 of them. It reads its 4 x 16 values (32 or 64 bytes a row: whole sectors), casts them
+ * (fp8_code4), stores each row's 16 codes as one 16-byte word (codes) and transposes its 4 x 16 bytes in registers
+ * (4 x 4 byte blocks, 8 prmt each), so that each store of codes_t is 32 lanes x 4 bytes, 128 consecutive bytes of
+ * one output row. No shared memory and no barrier (k_fp8_cast_t's 64 x 64 byte tiles wrote 64-byte pieces of the
+ * transposed rows after 2-byte loads: ~50% of a copy on the H100, 2026-12-07 kprof). A CTA: WT_WARPS warps side
+ * by side. */
+constexpr int WT_ROWS = 128, WT_COLS = 16, WT_WARPS = 8;
+
+/* The columns of the 4 x 4 bytes r0 .. r3 (rows; byte k of each is column k): word k = column k, row i in byte i. */
+__device__ __forceinline__ void bytes4x4_t(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, uint32_t (&c)[4]) {
+    const uint32_t t0 = prmt(r0, r1, 0x5140u), t1 = prmt(r2, r3, 0x5140u); /* b0 b0 b1 b1 of rows 0 1, of rows 2 3 */
+    const uint32_t t2 = prmt(r0, r1, 0x7362u), t3 = prmt(r2, r3, 0x7362u); /* b2 b2 b3 b3 */
+    c[0] = prmt(t0, t1, 0x5410u);
+    c[1] = prmt(t0, t1, 0x7632u);
+    c[2] = prmt(t2, t3, 0x5410u);
+    c[3] = prmt(t2, t3, 0x7632u);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(32 * WT_WARPS) k_fp8_cast_tw(const T* x, int R, int C, int kind, const float* given,
+                                                               const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
+                                                               uint8_t* codes_t) {
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
+    const int lane = threadIdx.x & 31, c0 = (blockIdx.x * WT_WARPS + (threadIdx.x >> 5)) * WT_COLS;
+    const int r = blockIdx.y * WT_ROWS + 4 * lane;
+    if (c0 >= C || r >= R) return;
+    constexpr int VN = Vec<T>::N, NV = WT_COLS / VN; /* values a 16-byte load, loads a row */
+    typename Vec<T>::V raw[4][NV];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int k = 0; k < NV; k++) raw[i][k] = __ldg((const typename Vec<T>::V*)(x + (size_t)(r + i) * C + c0) + k);
+    uint32_t w[4][4]; /* [row i][word j]: the codes of row r + i, columns c0 + 4j .. c0 + 4j + 3 */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float f[WT_COLS];
+#pragma unroll
+        for (int k = 0; k < NV; k++) unpack<T>(raw[i][k], *(float(*)[VN])&f[k * VN]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float q[4] = {f[4 * j], f[4 * j + 1], f[4 * j + 2], f[4 * j + 3]};
+            w[i][j] = fp8_code4(q, scale, kind, hw);
+        }
+        if (codes) *(uint4*)(codes + (size_t)(r + i) * C + c0) = make_uint4(w[i][0], w[i][1], w[i][2], w[i][3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t col[4];
+        bytes4x4_t(w[0][j], w[1][j], w[2][j], w[3][j], col);
+#pragma unroll
+        for (int k = 0; k < 4; k++) *(uint32_t*)(codes_t + (size_t)(c0 + 4 * j + k) * R + r) = col[k];
+    }
+}
+
 /* The byte tile [FT][FT + 4] (rows r0.., columns c0.. of a [R, C] tensor) written transposed into out [C, R]:
  * each of the 256 threads writes 4 consecutive bytes of an output row (one 4-byte store where aligned). */
 __device__ __forceinline__ void tile_store_t(const uint8_t (*tile)[FT + 4], int r0, int c0, int R, int C, uint8_t* out) {
@@ -176,11 +247,9 @@ __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, in
                                                     const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
                                                     uint8_t* codes_t) {
     __shared__ uint8_t tile[FT][FT + 4];
-    const unsigned bits = *amax_bits;
-    const float scale = fp8_scale(bits, kind, given);
-    const bool hw = bits <= 0x7f800000u;
-    fp8_put_scales(bits, scale, (size_t)blockIdx.y * gridDim.x + blockIdx.x, so.amax, so.scale, so.inv, so.inv_rows,
-                   so.n_rows);
+    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
+    const float scale = sc.scale;
+    const bool hw = sc.hw;
     const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     for (int i = ty; i < FT; i += 16) {
         const int r = r0 + i, c = c0 + 4 * tx;
@@ -314,12 +383,30 @@ extern "C" int mxg_fp8_quantize_amax(const void* x, mxg_dtype dt, size_t n, mx_f
     return cast(x, dt, n, kind, NULL, (const unsigned*)known, so, codes, MXG_STREAM(stream));
 }
 
+/* k_fp8_cast_tw takes the cast: whole 4 x 16 pieces of x, its rows and the codes' 16-byte aligned (every row too:
+ * cols % 16 == 0), codes_t's rows 4-byte aligned (rows % 4 == 0) */
+static bool fp8_cast_tw_ok(const void* x, int rows, int cols, const uint8_t* codes, const uint8_t* codes_t) {
+    return rows % 4 == 0 && cols % WT_COLS == 0 && !((uintptr_t)x & 15) && !((uintptr_t)codes & 15) &&
+           !((uintptr_t)codes_t & 3);
+}
+
 /* k_fp8_cast_t over x [rows, cols] with its amax bits at *bits (device) */
 static int cast_t(const char* fn, const void* x, mxg_dtype dt, int rows, int cols, mx_fp8_kind kind, const float* given,
                   const unsigned* bits, const Fp8Out& so, uint8_t* codes, uint8_t* codes_t, cudaStream_t st) {
     dim3 grid;
     int rc = ft_grid(fn, rows, cols, &grid);
     if (rc) return rc;
+    if (fp8_cast_tw_ok(x, rows, cols, codes, codes_t)) {
+        grid = dim3((unsigned)((cols + WT_WARPS * WT_COLS - 1) / (WT_WARPS * WT_COLS)), (unsigned)((rows + WT_ROWS - 1) / WT_ROWS));
+        if (dt == MXG_BF16)
+            k_fp8_cast_tw<uint16_t><<<grid, 32 * WT_WARPS, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given, bits,
+                                                                     so, codes, codes_t);
+        else
+            k_fp8_cast_tw<float><<<grid, 32 * WT_WARPS, 0, st>>>((const float*)x, rows, cols, (int)kind, given, bits, so,
+                                                                  codes, codes_t);
+        CU_LAUNCHED();
+        return MX_OK;
+    }
     if (dt == MXG_BF16)
         k_fp8_cast_t<uint16_t><<<grid, 256, 0, st>>>((const uint16_t*)x, rows, cols, (int)kind, given, bits, so, codes,
                                                      codes_t);

@@ -334,6 +334,14 @@ int x8s_amax(const mxg_linear_ctx* c) {
     return c->x8s && mx_format_get(f->fmt)->scale == MX_SCALE_TENSOR && !f->had_n && !c->recipe->g[MX_WGRAD].had_n;
 }
 
+/* mxg_linear_ctx.x8t serves: given with its flag, x8s_amax's conditions, and Wgrad FP8 per tensor reading X in
+ * Fprop's kind (E4M3: the same scale from the same amax, so the same codes). */
+long long g_x8t_hits = 0; /* Wgrad operands taken from x8t (mxg_linear_x8t_hits: a test's count) */
+int x8t_on(const mxg_linear_ctx* c) {
+    return c->x8t && c->x8t_made && x8s_amax(c) && mx_format_get(c->recipe->g[MX_WGRAD].fmt)->scale == MX_SCALE_TENSOR &&
+           mx_operand_fp8_kind(MX_WGRAD, 1) == mx_operand_fp8_kind(MX_FPROP, 0);
+}
+
 /* x_same for operand o of GEMM g: 0 or 1 the role of X's kept operand it is (Fprop's a, Wgrad's b), -1 none. */
 int xrole(mx_gemm_id g, int o) { return (g == MX_FPROP && o == 0) ? 0 : (g == MX_WGRAD && o == 1) ? 1 : -1; }
 
@@ -625,6 +633,13 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                 bc[1] = 1;
                 continue;
             }
+            if (g == MX_WGRAD && o == 1 && !tele[1] && x8t_on(c) && *c->x8t_made) {
+                /* X^T's codes made by the Fprop's cast (x8t), its scale in x8s: the scale vector broadcast below */
+                tn[1] = c->x8t;
+                inv[1] = c->x8s + 4;
+                g_x8t_hits++;
+                continue;
+            }
             /* x_same: X's codes (Fprop's a in q8[0] with sc[0..], role 0; Wgrad's b transposed in q8x with
              * scx, role 1) kept or reused: a per-tensor cast of X is the same bytes for every linear */
             const int role = xrole(g, o), keep = xkeep(w, c, g, o, tele[o] != NULL, 1);
@@ -656,10 +671,15 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
                     const float* known = NULL; /* operand a's amax made by its producer: the cast alone */
                     if (o == 0 && !tele[0]) known = g == MX_FPROP ? c->x_amax : g == MX_DGRAD ? c->dy_amax : NULL;
                     g_amax_hits += known != NULL;
-                    /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read */
-                    uint8_t* ct = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0] ? (uint8_t*)w->t[0] : NULL;
+                    /* A_MAKE_T: the next GEMM's a^T as well, in t[0] ([R, rows]), from the same read; Fprop's
+                     * X^T for the Wgrad of the backward in x8t (X^T [R, rows]: Wgrad's operand b) */
+                    const int make_t = o == 0 && a_mode == A_MAKE_T && !tr[0] && !tele[0];
+                    const int make_x8t =
+                        !make_t && o == 0 && g == MX_FPROP && !tr[0] && !tele[0] && x8t_on(c) && s == c->x8s;
+                    uint8_t* ct = make_t ? (uint8_t*)w->t[0] : make_x8t ? c->x8t : NULL;
                     rc = fp8_cast(src16[o], sdt[o], rows[o], R, k, known, s, s, rv, nv[o], w->q8[o], ct, stream);
-                    w->a8t = !rc && ct;
+                    w->a8t = !rc && make_t;
+                    if (!rc && make_x8t) *c->x8t_made = 1;
                     bc[o] = 1;
                 }
                 if (!rc && tele[o])
@@ -892,6 +912,7 @@ extern "C" int mxg_linear_dy_specs(const mxg_linear_ctx* c, int M, int N, mxg_qs
 }
 
 extern "C" long long mxg_linear_wq_hits(void) { return g_wq_hits; }
+extern "C" long long mxg_linear_x8t_hits(void) { return g_x8t_hits; }
 extern "C" long long mxg_linear_amax_hits(void) { return g_amax_hits; }
 
 extern "C" size_t mxg_linear_weight_fs(int n, int k) {
@@ -899,7 +920,8 @@ extern "C" size_t mxg_linear_weight_fs(int n, int k) {
     return (v > r ? v : r) + 4;
 }
 
-extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, mxg_wq* q, void* stream) {
+extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* W, int N, int K, const float* w_amax,
+                                          mxg_wq* q, void* stream) {
     q->valid[0] = q->valid[1] = 0;
     q->w = W;
     q->n = N;
@@ -920,9 +942,11 @@ extern "C" int mxg_linear_weight_operands(const mxg_linear_ctx* c, const float* 
         q->fmt = MX_FMT_FP8;
         float* s = q->sc;
         const size_t nr = (size_t)(N > K ? N : K); /* one vector for both GEMMs' rows (N, K): all 1/scale */
-        /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose) */
-        int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, NULL, NULL, s, q->fs[0], nr,
-                          take[0] || !take[1] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
+        /* Dgrad's W^T [K, N] in the same pass as Fprop's W (no byte transpose); the amax the update made where
+         * given (s[0] then a copy of it) */
+        g_amax_hits += w_amax != NULL;
+        int rc = fp8_cast(W, MXG_F32, N, K, MX_FP8_E4M3, w_amax, w_amax ? s : NULL, s, q->fs[0], nr,
+                          take[0] ? q->q8[0] : NULL, take[1] ? q->q8[1] : NULL, stream);
         if (rc) return rc;
         q->valid[0] = take[0]; /* (both GEMMs read fs[0]: 1/scale for max(N, K) rows) */
         q->valid[1] = take[1];

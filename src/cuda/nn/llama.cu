@@ -40,6 +40,7 @@
  * products ([gemm]: mxg_linear_ctx.gout); read into mx_linear_state.op and .out. */
 enum { TELE_PER_LIN = 9 };
 
+#define PAM_SLOTS 7 /* mxg_llama.pam's floats */
 struct mxg_llama {
     mx_model_config cfg;
     mx_param_info info[MX_P_COUNT];
@@ -91,6 +92,9 @@ struct mxg_llama {
     uint8_t* wq_buf;
     mxg_wq* wq;
     int wq_fresh;                   /* wq holds the current weights' operands (cleared when they change) */
+    unsigned* wamax;                /* wamax_on: the linears' |W| amax bits, [L * MX_LIN_PER_BLOCK] as wq, made by
+                                       the update (mxg_span.amax: gshare's spans) for the FP8 casts of W */
+    int wamax_fresh;                /* wamax holds the current weights' (set by that update, cleared with wq_fresh) */
     int gz_lazy;                    /* the linears' weight gradients are zero but not yet written (zero_grad):
                                        the next backward's Wgrad GEMMs overwrite them */
     /* Where the gradients are: gl[k * L + l] is slice l of kind k (slice 0 of a kind not per layer), in g->grads
@@ -108,8 +112,17 @@ struct mxg_llama {
     mxg_opstats* tele;              // [L * 7 * 9] telemetry per block linear: [gemm][operand], then [gemm] products
     float* x8s;                     // [L * 4 * 8]: the FP8 scalars of each block's four linear inputs (mxg_linear_ctx.x8s:
                                     //   q/k/v's, o's, gate/up's, down's), then pam; unless MXLM_GPU_FP8_AMAX=0
-    float* pam;                     // [4]: the amax of h (forward), dgate and dup (backward) made by the SwiGLU kernels,
-                                    //   then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's)
+    float* pam;                     // [PAM_SLOTS]: the amax of h (forward), dgate and dup (backward) made by the
+                                    //   SwiGLU kernels, then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
+                                    //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's),
+                                    //   then of att16's dq and dk made by the RoPE backward (q's and k's Dgrad)
+    /* x8t_on: X^T's FP8 codes of each block's four linear inputs (as x8s), made by the training forward's casts
+     * for the backward's Wgrads (mxg_linear_ctx.x8t), and whether each was (x8t_made: cleared by every forward) */
+    uint8_t* x8t;
+    size_t x8t_off[4];              //   input i of layer l at x8t + l * x8t_per + x8t_off[i]
+    size_t x8t_per;
+    int* x8t_made;                  //   [L * 4]
+    int x8t_train;                  //   the forward under way is forward_backward's (an evaluation's makes none)
     int tele_on;
     int64_t bytes;                  // allocated
     /* data parallelism (mxg_llama_create_dist): ZeRO-1 over comm */
@@ -274,6 +287,41 @@ int wcache_on(const mx_recipe* r, const mxg_switches* sw) {
     return sw->wcache && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
+/* With wcache_on, where Fprop's or Dgrad's W is cast to FP8 per tensor (and MXLM_GPU_FP8_AMAX is not 0): the
+ * optimizer's update (with gshare: mxg_adamw_spans) makes each weight's amax as it writes it, so that the casts
+ * need no amax pass over W. */
+int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
+    const mx_gemm_id gs[2] = {MX_FPROP, MX_DGRAD};
+    int fp8 = 0;
+    for (int k = 0; k < 2; k++) {
+        const mx_format_info* f = mx_format_get(r->g[gs[k]].fmt);
+        fp8 |= f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8;
+    }
+    return fp8 && sw->fp8_amax && wcache_on(r, sw);
+}
+
+/* With MXLM_GPU_FP8_AMAX (not 0) and without recompute (whose point is memory), where Fprop and Wgrad are FP8 per
+ * tensor: the training forward's FP8 casts of the linears' inputs write X^T's codes as well, for the backward's
+ * Wgrads (one read of X fewer each: mxg_linear_ctx.x8t); L * (2 D + QD + F) bytes a token. */
+int x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {
+    const mx_format_info* f = mx_format_get(r->g[MX_FPROP].fmt);
+    const mx_format_info* w = mx_format_get(r->g[MX_WGRAD].fmt);
+    return sw->fp8_amax && !recompute && f && w && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8 &&
+           w->scale == MX_SCALE_TENSOR && w->elem == MX_ELEM_FP8;
+}
+
+/* The X^T buffers' layout: off[i] of input i (q/k/v's, o's, gate/up's, down's) within a layer's, 16-byte aligned
+ * starts; returns a layer's bytes. */
+size_t x8t_layout(const mx_model_config* c, int N, size_t off[4]) {
+    const size_t hd = c->dim / c->n_heads, w[4] = {(size_t)c->dim, c->n_heads * hd, (size_t)c->dim, (size_t)c->ffn};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        off[i] = n;
+        n += ((size_t)N * w[i] + 15) / 16 * 16;
+    }
+    return n;
+}
+
 int choose_nc(const mx_model_config* c, int N, int head_mi) {
     /* Rows per LM-head chunk: at most ~256 Mi logits (1 GiB of FP32; the BF16 dlogits go over them), the
      * chunks of equal size (a multiple of 8 rows). Fewer, larger chunks: dhead (FP32 [V, D]) is read
@@ -317,6 +365,8 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N, int out
 
 /* The parameter kind of block linear j (MX_LIN_*). */
 const int k_lin_kind[MX_LIN_PER_BLOCK] = {MX_P_WQ, MX_P_WK, MX_P_WV, MX_P_WO, MX_P_WGATE, MX_P_WUP, MX_P_WDOWN};
+/* linear j's input among the block's four (x8s, x8t): q/k/v's, o's, gate/up's, down's */
+const int k_lin_input[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3};
 
 /* wq_buf's bytes for L layers of the linears of info (linear j's weight [N, K] = its kind's rows x cols; each
  * entry's buffers 256-byte aligned), and with q the entries' buffers set from base. */
@@ -350,12 +400,15 @@ size_t w16_layout(const mx_param_info* info, size_t off[MX_LIN_PER_BLOCK]) {
     return n;
 }
 
-/* Is parameter kind k a block linear's weight? */
-int lin_kind(int k) {
+/* The block linear j whose weight parameter kind k is (k_lin_kind[j] == k), or -1. */
+int lin_index(int k) {
     for (int j = 0; j < MX_LIN_PER_BLOCK; j++)
-        if (k_lin_kind[j] == k) return 1;
-    return 0;
+        if (k_lin_kind[j] == k) return j;
+    return -1;
 }
+
+/* Is parameter kind k a block linear's weight? */
+int lin_kind(int k) { return lin_index(k) >= 0; }
 
 /* share_grads: the kinds whose gradient may live in activation memory (share_plan): the block linears' and the
  * embedding's. */
@@ -490,6 +543,8 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     e->params += (int64_t)cfg->vocab * cfg->dim * 2;
     if (wcache_on(recipe, &sw)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
     const int N = B * T;
+    size_t xoff[4];
+    if (x8t_on(recipe, &sw, recompute)) e->acts += (int64_t)(L * x8t_layout(cfg, N, xoff)); /* X^T's codes */
     e->scratch = linws_bytes(recipe, cfg, N, sw.outer) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
@@ -652,10 +707,22 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
         }
         wq_layout(g->info, cfg->n_layers, g->wq, g->wq_buf);
     }
+    if (g->gshare && wamax_on(recipe, &sw))
+        DALLOC(g->wamax, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), "the linears' weight amax");
+    if (x8t_on(recipe, &sw, recompute)) {
+        g->x8t_per = x8t_layout(cfg, N, g->x8t_off);
+        DALLOC(g->x8t, cfg->n_layers * g->x8t_per, "the linear inputs' transposed FP8 codes");
+        g->x8t_made = (int*)calloc((size_t)cfg->n_layers * 4, sizeof(int));
+        if (!g->x8t_made) {
+            mxg_llama_free(g);
+            return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
+        }
+    }
     g->head_bf16 = mx_recipe_head_bf16(recipe, bf16_first, bf16_last); /* the trainer's --head auto, decided once */
     DALLOC(g->tele, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats), "telemetry");
     if (sw.fp8_amax) {
-        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float), "the FP8 scalars of the linears' inputs");
+        DALLOC(g->x8s, ((size_t)cfg->n_layers * 4 * 8 + PAM_SLOTS) * sizeof(float),
+               "the FP8 scalars of the linears' inputs");
         g->pam = g->x8s + (size_t)cfg->n_layers * 4 * 8;
     }
     DALLOC(g->tok, (size_t)N * 4, "tokens");
@@ -670,7 +737,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     g->bytes += linws_bytes(recipe, cfg, N, g->outer_scales);
     CU_TRY(cudaMemset(g->params, 0, np * 4));
     CU_TRY(cudaMemset(g->tele, 0, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * TELE_PER_LIN * sizeof(mxg_opstats)));
-    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, ((size_t)cfg->n_layers * 4 * 8 + 4) * sizeof(float)));
+    if (g->x8s) CU_TRY(cudaMemset(g->x8s, 0, ((size_t)cfg->n_layers * 4 * 8 + PAM_SLOTS) * sizeof(float)));
     CU_TRY(cudaMemset(g->grads, 0, g->grads_bytes));
     g->gz_lazy = g->gshare; /* with gshare the slices in activations are zeroed when first read or written */
     CU_TRY(cudaMemset(g->m, 0, g->nshard * 4));
@@ -698,6 +765,9 @@ extern "C" void mxg_llama_free(mxg_llama* g) {
     cudaFree(g->head16); cudaFree(g->xnf16); cudaFree(g->x16); cudaFree(g->w16);
     cudaFree(g->wq_buf);
     free(g->wq);
+    cudaFree(g->wamax);
+    cudaFree(g->x8t);
+    free(g->x8t_made);
     cudaFree(g->tele);
     cudaFree(g->x8s);
     mxg_linws_free(g->lin);
@@ -718,6 +788,7 @@ static void weights_changed(mxg_llama* g) {
     g->head16_fresh = 0;
     g->w16_fresh = 0;
     g->wq_fresh = 0;
+    g->wamax_fresh = 0;
 }
 
 extern "C" int mxg_llama_upload(mxg_llama* g, const float* params, const float* m, const float* v) {
@@ -866,10 +937,18 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
     c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
-    static const int x_of[MX_LIN_PER_BLOCK] = {0, 0, 0, 1, 2, 2, 3}; /* linear j's input among the block's four */
-    c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + x_of[j]) * 8 : NULL;
+    c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + k_lin_input[j]) * 8 : NULL;
     c.x_amax = c.dy_amax = NULL;
+    c.x8t = NULL; /* (lin_fwd, lin_bwd: x8t_of) */
+    c.x8t_made = NULL;
     return c;
+}
+
+/* Linear j's X^T codes of layer l in c (x8t, its flag), where the model keeps them. */
+static void x8t_of(mxg_llama* g, int l, int j, mxg_linear_ctx* c) {
+    if (!g->x8t) return;
+    c->x8t = g->x8t + (size_t)l * g->x8t_per + g->x8t_off[k_lin_input[j]];
+    c->x8t_made = &g->x8t_made[(size_t)l * 4 + k_lin_input[j]];
 }
 
 /* MXLM_GPU_WCACHE: the linears' weight operands made after an update, before the next forward reads them
@@ -885,7 +964,9 @@ static int refresh_wq(mxg_llama* g, uint64_t step) {
             const int N = in->rows, K = in->cols;
             const mxg_linear_ctx c = lin_ctx(g, l, j, step); /* (c.wq NULL: not fresh) */
             const float* W = g->params + in->offset + (size_t)l * N * K;
-            CHK(mxg_linear_weight_operands(&c, W, N, K, &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j], g->st));
+            const size_t w = (size_t)l * MX_LIN_PER_BLOCK + j;
+            const float* am = g->wamax && g->wamax_fresh ? (const float*)(g->wamax + w) : NULL; /* (its |W| bits) */
+            CHK(mxg_linear_weight_operands(&c, W, N, K, am, &g->wq[w], g->st));
         }
     PROF_E(PROF_QUANT, g->st);
     g->wq_fresh = 1;
@@ -925,6 +1006,7 @@ static int lin_fwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
                    int N, const uint16_t* x16 = NULL, const float* res = NULL, uint16_t* y16 = NULL, int x_same = 0,
                    const float* x_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    if (g->x8t_train) x8t_of(g, l, j, &c); /* the training forward's casts make X^T's codes for the backward */
     c.x16 = x16;
     c.x_amax = x_amax;
     c.res = res;
@@ -940,6 +1022,7 @@ static int lin_bwd(mxg_llama* g, int l, int j, uint64_t step, const float* X, co
                    const uint16_t* dy16 = NULL, uint16_t* dx16 = NULL, const mxg_dyq* dyq = NULL,
                    const float* dy_amax = NULL) {
     mxg_linear_ctx c = lin_ctx(g, l, j, step);
+    x8t_of(g, l, j, &c); /* Wgrad's X^T from the forward's, where it made them */
     c.x16 = x16;
     c.dy_amax = dy_amax;
     c.dy16 = dy16;
@@ -1022,14 +1105,38 @@ static float* rms_amax(const mxg_llama* g, int l) {
     return g->pam && mx_format_get(block_recipe(g, l)->g[MX_FPROP].fmt)->scale == MX_SCALE_TENSOR ? g->pam + 3 : NULL;
 }
 
+/* Where the backward's norm kernels make the residual gradient's amax (pam[4], MXLM_GPU_FP8_AMAX) for the FP8 Dgrad
+ * of block l's down or o that casts it (block l's recipe FP8 per-tensor in Dgrad); otherwise that linear computes
+ * it. l < 0: none (the embedding's backward reads dx). */
+static float* dx_amax(const mxg_llama* g, int l) {
+    return l >= 0 && g->pam && mx_format_get(block_recipe(g, l)->g[MX_DGRAD].fmt)->scale == MX_SCALE_TENSOR ? g->pam + 4
+                                                                                                            : NULL;
+}
+
+/* Where the RoPE backward makes att16's dq's or dk's amax (slot 0 or 1: pam[5 + slot], MXLM_GPU_FP8_AMAX) for block
+ * l's FP8 Dgrad of q or k that casts it; otherwise that linear computes it. */
+static float* rope_amax(const mxg_llama* g, int l, int slot) {
+    return g->att16 && dx_amax(g, l) ? g->pam + 5 + slot : NULL;
+}
+
+/* dx += the RMSNorm backward's (mxg_rmsnorm_backward), and where am is given dx's amax there as well. */
+static int norm_bwd(mxg_llama* g, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                    float* am) {
+    const int N = g->B * g->T, D = g->cfg.dim;
+    if (am) return mxg_rmsnorm_backward_amax(g->dx, dw, dout, x, w, rstd, N, D, g->rms_ws, am, g->st);
+    return mxg_rmsnorm_backward(g->dx, dw, dout, x, w, rstd, N, D, g->rms_ws, g->st);
+}
+
 /* RoPE, attention forward and backward on the FP32 tensors or, att16, the BF16 ones (h). */
 static int rope_fwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
     const int hd = g->cfg.dim / g->cfg.n_heads;
     if (g->att16) return mxg_rope_forward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
     return mxg_rope_forward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
 }
-static int rope_bwd(mxg_llama* g, float* x, uint16_t* xh, int nh) {
+/* am (att16 only; NULL: none): the output's amax as well (mxg_rope_backward_bf16_amax). */
+static int rope_bwd(mxg_llama* g, float* x, uint16_t* xh, int nh, float* am = NULL) {
     const int hd = g->cfg.dim / g->cfg.n_heads;
+    if (g->att16 && am) return mxg_rope_backward_bf16_amax(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, am, g->st);
     if (g->att16) return mxg_rope_backward_bf16(xh, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
     return mxg_rope_backward(x, g->rope_cos, g->rope_sin, g->B, g->T, nh, hd, g->st);
 }
@@ -1093,6 +1200,7 @@ static int forward_blocks(mxg_llama* g, uint64_t step) {
     const size_t ND = (size_t)N * D;
     cudaStream_t st = g->st;
     if (g->gshare && !g->gz_lazy) g->glost = 1; /* the gradients written since zero_grad: overwritten from here */
+    if (g->x8t) memset(g->x8t_made, 0, (size_t)L * 4 * sizeof(int)); /* made again by this forward, or not at all */
     CHK(refresh_w16(g));
     CHK(refresh_wq(g, step));
     PROF_B(PROF_ELEM, st);
@@ -1200,8 +1308,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
     /* g->dxn holds dxnf (from the head) */
     PROF_B(PROF_ELEM, st);
     CU_TRY(cudaMemsetAsync(g->dx, 0, ND * 4, st));
-    CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FINAL_NORM, 0), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf, N,
-                             D, g->rms_ws, st));
+    CHK(norm_bwd(g, GL(g, MX_P_FINAL_NORM, 0), g->dxn, g->x + (size_t)L * ND, P(MX_P_FINAL_NORM), g->rstdf,
+                 dx_amax(g, L - 1)));
     PROF_E(PROF_ELEM, st);
     CHK(dist_reduce(g, k_head_kinds, 2, 0));
     for (int l = L - 1; l >= 0; l--) {
@@ -1231,7 +1339,7 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float* dhid = g->act16 ? NULL : g->dhid;
         uint16_t* dhidh = g->act16 ? (uint16_t*)g->dhid : NULL;
         CHK(lin_bwd(g, l, MX_LIN_DOWN, step, hid, P(MX_P_WDOWN) + (size_t)l * D * F, g->dx, dhid,
-                    GL(g, MX_P_WDOWN, l), N, F, D, 0, hidh, NULL, dhidh));
+                    GL(g, MX_P_WDOWN, l), N, F, D, 0, hidh, NULL, dhidh, NULL, dx_amax(g, l)));
         uint16_t* dgateh = g->act16 ? (uint16_t*)g->dgate : NULL;
         uint16_t* duph = g->act16 ? (uint16_t*)g->dup : NULL;
         float* dgate = g->act16 ? NULL : g->dgate;
@@ -1255,8 +1363,8 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
                     GL(g, MX_P_WUP, l), N, D, F, 1, x16, duph, NULL, fused ? &dyq[1] : NULL, dam ? dam + 1 : NULL));
         /* dx becomes the gradient of xmid: residual + the norm's path */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
-                                 g->rstd2 + (size_t)l * N, N, D, g->rms_ws, st));
+        CHK(norm_bwd(g, GL(g, MX_P_FFN_NORM, l), g->dxn, xmid, P(MX_P_FFN_NORM) + (size_t)l * D,
+                     g->rstd2 + (size_t)l * N, dx_amax(g, l)));
         if (g->recompute)
             CHK(norm_out(g, xn1, xn1h, g->tmp, x, P(MX_P_ATTN_NORM) + (size_t)l * D));
         PROF_E(PROF_ELEM, st);
@@ -1266,26 +1374,27 @@ static int backward_blocks(mxg_llama* g, uint64_t step) {
         float *dao = g->att16 ? NULL : g->dao, *dq = g->att16 ? NULL : g->dq;
         float *dk = g->att16 ? NULL : g->dk, *dv = g->att16 ? NULL : g->dv;
         CHK(lin_bwd(g, l, MX_LIN_O, step, a.ao, P(MX_P_WO) + (size_t)l * D * QD, g->dx, dao,
-                    GL(g, MX_P_WO, l), N, QD, D, 0, a.aoh, NULL, daoh));
+                    GL(g, MX_P_WO, l), N, QD, D, 0, a.aoh, NULL, daoh, NULL, dx_amax(g, l)));
         PROF_B(PROF_ATTN, st);
         CHK(attn_bwd(g, &a));
         PROF_E(PROF_ATTN, st);
         PROF_B(PROF_ELEM, st);
-        CHK(rope_bwd(g, dq, dqh, H));
-        CHK(rope_bwd(g, dk, dkh, KV));
+        float *qam = rope_amax(g, l, 0), *kam = rope_amax(g, l, 1);
+        CHK(rope_bwd(g, dq, dqh, H, qam));
+        CHK(rope_bwd(g, dk, dkh, KV, kam));
         PROF_E(PROF_ELEM, st);
         x16 = shared_x16(g, l, MX_WGRAD, xn1, xn1h, ND, &rc16);
         CHK(rc16);
         CHK(lin_bwd(g, l, MX_LIN_Q, step, xn1, P(MX_P_WQ) + (size_t)l * QD * D, dq, g->dxn,
-                    GL(g, MX_P_WQ, l), N, D, QD, 0, x16, dqh));
+                    GL(g, MX_P_WQ, l), N, D, QD, 0, x16, dqh, NULL, NULL, qam));
         CHK(lin_bwd(g, l, MX_LIN_K, step, xn1, P(MX_P_WK) + (size_t)l * KD * D, dk, g->dxn,
-                    GL(g, MX_P_WK, l), N, D, KD, 1, x16, dkh));
+                    GL(g, MX_P_WK, l), N, D, KD, 1, x16, dkh, NULL, NULL, kam));
         CHK(lin_bwd(g, l, MX_LIN_V, step, xn1, P(MX_P_WV) + (size_t)l * KD * D, dv, g->dxn,
                     GL(g, MX_P_WV, l), N, D, KD, 1, x16, dvh));
         /* dx becomes the gradient of the block input x[l] */
         PROF_B(PROF_ELEM, st);
-        CHK(mxg_rmsnorm_backward(g->dx, GL(g, MX_P_ATTN_NORM, l), g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
-                                 g->rstd1 + (size_t)l * N, N, D, g->rms_ws, st));
+        CHK(norm_bwd(g, GL(g, MX_P_ATTN_NORM, l), g->dxn, x, P(MX_P_ATTN_NORM) + (size_t)l * D,
+                     g->rstd1 + (size_t)l * N, dx_amax(g, l - 1)));
         PROF_E(PROF_ELEM, st);
         CHK(dist_reduce(g, k_layer_kinds, 9, l));
     }
@@ -1381,7 +1490,10 @@ extern "C" int mxg_llama_forward_backward(mxg_llama* g, const int32_t* tokens, c
                                   "step): zero_grad before each backward (to add the gradients of several "
                                   "micro-batches, create the model without share_grads)");
     CHK(put_tokens(g, tokens, targets));
-    CHK(forward_blocks(g, step));
+    g->x8t_train = 1;
+    const int rf = forward_blocks(g, step);
+    g->x8t_train = 0;
+    CHK(rf);
     /* head + loss + dlogits per chunk of rows: dxnf into dxn, dhead += */
     PROF_B(PROF_HEAD, g->st);
     CHK(head_xent(g, grad_scale, g->dxn, GL(g, MX_P_HEAD, 0)));
@@ -1436,10 +1548,12 @@ static int spans_ready(mxg_llama* g) {
         const mx_param_info* in = &g->info[k];
         uint16_t* const p16 = copy[k];
         const size_t ns = shared_kind(k) ? n_slices(in, L) : 1, len = in->numel / ns; /* other kinds: in a row */
+        const int j = lin_index(k); /* a block linear's slices: with wamax, their amax words */
         for (size_t l = 0; l < ns; l++) {
             const size_t o = in->offset + l * len;
+            unsigned* am = g->wamax && j >= 0 && ns == L ? g->wamax + l * MX_LIN_PER_BLOCK + j : NULL;
             sp[n++] = (mxg_span){g->params + o, GL(g, k, l), g->m + o, g->v + o, p16 ? p16 + l * len : NULL, len,
-                                 in->is_matrix};
+                                 in->is_matrix, am};
         }
     }
     const int rc = mxg_span_table_create(&g->spans, sp, n);
@@ -1507,12 +1621,16 @@ extern "C" int mxg_llama_adamw(mxg_llama* g, const mx_adamw_config* c, double lr
     bf16_copies(g, copy);
     int rc = g->gshare ? spans_ready(g) : MX_OK;
     PROF_B(PROF_OPT, g->st);
+    if (!rc && g->wamax) /* (only with gshare) the update raises them from 0 */
+        rc = cudaMemsetAsync(g->wamax, 0, (size_t)g->cfg.n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), g->st) ==
+                     cudaSuccess ? MX_OK : mx_fail(MX_EIO, "GPU model: clearing the weights' amax failed");
     if (!rc && g->gshare) rc = mxg_adamw_spans(g->spans, c, lr, gscale, t, g->st); /* the same copies: spans_ready */
     else if (!rc) rc = mxg_adamw_update_bf16(g->info, g->params, g->grads, g->m, g->v, c, lr, gscale, t, copy, g->st);
     PROF_E(PROF_OPT, g->st);
     if (!rc) {
         g->w16_fresh = g->w16 != NULL;
         g->head16_fresh = g->head_bf16;
+        g->wamax_fresh = g->wamax != NULL;
     }
     if (g_mxg_prof && t == 1) prof_restart(2);
     return rc;

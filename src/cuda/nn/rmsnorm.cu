@@ -109,9 +109,10 @@ int rms_fwd_launch(TO* out, float* rstd, const float* x, const float* w, int N, 
     return MX_OK;
 }
 
-/* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. */
+/* dx += r (g w - x c), c = mean(g w x) r^2: one block per token. am (NULL: none; in every dx kernel): raised to
+ * the largest |dx| bits written (k_amax's: the amax an FP8 cast of dx would compute), one atomicMax a block. */
 __global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
-                                 int D) {
+                                 int D, unsigned* am) {
     const size_t row = (size_t)blockIdx.x * D;
     const float* xr = x + row;
     const float* g = dout + row;
@@ -121,7 +122,13 @@ __global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, c
     for (int i = threadIdx.x; i < D; i += blockDim.x) dot += (double)g[i] * w[i] * xr[i];
     dot = block_sum_warps_d(dot);
     const float c = (float)(dot / D) * r * r;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) d[i] += r * (g[i] * w[i] - xr[i] * c);
+    unsigned m = 0u;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        const float v = d[i] + r * (g[i] * w[i] - xr[i] * c);
+        d[i] = v;
+        m = max(m, stored_abs_bits(0.0f, v));
+    }
+    if (am) block_amax_to(m, am);
 }
 
 /* The same dx pass a warp per token with 16-byte loads (D % 4 == 0, D / 4 <= 32 V; dx, dout, x, w aligned):
@@ -136,63 +143,67 @@ __global__ void __launch_bounds__(RMS_DXW_ROWS * 32) k_rmsnorm_bwd_dx_warp(float
                                                                             const float* __restrict__ x,
                                                                             const float* __restrict__ w,
                                                                             const float* __restrict__ rstd, int N,
-                                                                            int D) {
+                                                                            int D, unsigned* am) {
     const int n = blockIdx.x * RMS_DXW_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, D4 = D / 4;
-    if (n >= N) return;
-    const float4* g4 = (const float4*)(dout + (size_t)n * D);
-    const float4* x4 = (const float4*)(x + (size_t)n * D);
-    const float4* w4 = (const float4*)w;
-    float4 gv[V], xv[V];
+    unsigned m = 0u;
+    if (n < N) { /* (no return: the block's amax below has barriers) */
+        const float4* g4 = (const float4*)(dout + (size_t)n * D);
+        const float4* x4 = (const float4*)(x + (size_t)n * D);
+        const float4* w4 = (const float4*)w;
+        float4 gv[V], xv[V];
 #pragma unroll
-    for (int j = 0; j < V; j++) {
-        const int i = lane + 32 * j;
-        gv[j] = xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (i < D4) {
-            gv[j] = g4[i];
-            xv[j] = x4[i];
+        for (int j = 0; j < V; j++) {
+            const int i = lane + 32 * j;
+            gv[j] = xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < D4) {
+                gv[j] = g4[i];
+                xv[j] = x4[i];
+            }
+        }
+        double dot = 0.0;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const int i = lane + 32 * j;
+            if (i < D4) {
+                const float4 wv = __ldg(w4 + i);
+                dot += (double)gv[j].x * wv.x * xv[j].x;
+                dot += (double)gv[j].y * wv.y * xv[j].y;
+                dot += (double)gv[j].z * wv.z * xv[j].z;
+                dot += (double)gv[j].w * wv.w * xv[j].w;
+            }
+        }
+        dot = warp_sum(dot);
+        const float r = rstd[n], c = (float)(dot / D) * r * r;
+        float4* d4 = (float4*)(dx + (size_t)n * D);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const int i = lane + 32 * j;
+            if (i < D4) {
+                const float4 wv = __ldg(w4 + i);
+                float4 dv = d4[i];
+                dv.x += r * (gv[j].x * wv.x - xv[j].x * c);
+                dv.y += r * (gv[j].y * wv.y - xv[j].y * c);
+                dv.z += r * (gv[j].z * wv.z - xv[j].z * c);
+                dv.w += r * (gv[j].w * wv.w - xv[j].w * c);
+                d4[i] = dv;
+                m = max(m, amax_bits(dv));
+            }
         }
     }
-    double dot = 0.0;
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-        const int i = lane + 32 * j;
-        if (i < D4) {
-            const float4 wv = __ldg(w4 + i);
-            dot += (double)gv[j].x * wv.x * xv[j].x;
-            dot += (double)gv[j].y * wv.y * xv[j].y;
-            dot += (double)gv[j].z * wv.z * xv[j].z;
-            dot += (double)gv[j].w * wv.w * xv[j].w;
-        }
-    }
-    dot = warp_sum(dot);
-    const float r = rstd[n], c = (float)(dot / D) * r * r;
-    float4* d4 = (float4*)(dx + (size_t)n * D);
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-        const int i = lane + 32 * j;
-        if (i < D4) {
-            const float4 wv = __ldg(w4 + i);
-            float4 dv = d4[i];
-            dv.x += r * (gv[j].x * wv.x - xv[j].x * c);
-            dv.y += r * (gv[j].y * wv.y - xv[j].y * c);
-            dv.z += r * (gv[j].z * wv.z - xv[j].z * c);
-            dv.w += r * (gv[j].w * wv.w - xv[j].w * c);
-            d4[i] = dv;
-        }
-    }
+    if (am) block_amax_to(m, am);
 }
 
 /* The dx pass: the warp kernel where its conditions hold (V the smallest of 2, 4, 8, 16 with D / 4 <= 32 V),
  * else a block per token. */
 void rms_bwd_dx_launch(float* dx, const float* dout, const float* x, const float* w, const float* rstd, int N, int D,
-                       cudaStream_t s) {
+                       unsigned* am, cudaStream_t s) {
     const int D4 = D / 4, nb = (N + RMS_DXW_ROWS - 1) / RMS_DXW_ROWS, nt = RMS_DXW_ROWS * 32;
     const int ok = D % 4 == 0 && D4 <= 32 * 16 && !(((uintptr_t)dx | (uintptr_t)dout | (uintptr_t)x | (uintptr_t)w) & 15);
-    if (ok && D4 <= 64) k_rmsnorm_bwd_dx_warp<2><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
-    else if (ok && D4 <= 128) k_rmsnorm_bwd_dx_warp<4><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
-    else if (ok && D4 <= 256) k_rmsnorm_bwd_dx_warp<8><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
-    else if (ok) k_rmsnorm_bwd_dx_warp<16><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D);
-    else k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D);
+    if (ok && D4 <= 64) k_rmsnorm_bwd_dx_warp<2><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D, am);
+    else if (ok && D4 <= 128) k_rmsnorm_bwd_dx_warp<4><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D, am);
+    else if (ok && D4 <= 256) k_rmsnorm_bwd_dx_warp<8><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D, am);
+    else if (ok) k_rmsnorm_bwd_dx_warp<16><<<nb, nt, 0, s>>>(dx, dout, x, w, rstd, N, D, am);
+    else k_rmsnorm_bwd_dx<<<N, RMS_THREADS, 0, s>>>(dx, dout, x, w, rstd, D, am);
 }
 
 /* part[ch, i] = sum over the chunk's tokens in order of g x r (float, as the CPU). */
@@ -218,8 +229,10 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
                                                                    const float* __restrict__ dout,
                                                                    const float* __restrict__ x,
                                                                    const float* __restrict__ w,
-                                                                   const float* __restrict__ rstd, int N, int D) {
+                                                                   const float* __restrict__ rstd, int N, int D,
+                                                                   unsigned* am) {
     __shared__ float cs[RMS_GROUP];
+    unsigned amb = 0u; /* the largest |dx| bits written (the row loop below is m's) */
     const int ch = blockIdx.x, n0 = ch * RMS_CHUNK, n1 = min(n0 + RMS_CHUNK, N);
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, D4 = D / 4;
     const float4* w4 = (const float4*)w;
@@ -260,6 +273,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
                 dv.z += r * (gv.z * wv.z - xv.z * c);
                 dv.w += r * (gv.w * wv.w - xv.w * c);
                 d4[i] = dv;
+                amb = max(amb, amax_bits(dv));
                 pw[j].x += gv.x * xv.x * r;
                 pw[j].y += gv.y * xv.y * r;
                 pw[j].z += gv.z * xv.z * r;
@@ -274,6 +288,7 @@ __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_bwd_fused(float* __rest
         const int i = threadIdx.x + j * RMS_THREADS;
         if (i < D4) p4[i] = pw[j];
     }
+    if (am) block_amax_to(amb, am);
 }
 
 /* 0: the two-pass kernels (the default), 1: the one-pass backward where it applies (mxg_rmsnorm_config).
@@ -336,18 +351,18 @@ extern "C" size_t mxg_rmsnorm_backward_workspace(int N, int D) {
     return (size_t)((N + RMS_CHUNK - 1) / RMS_CHUNK) * (size_t)D;
 }
 
-extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                                    const float* rstd, int N, int D, float* ws, void* stream) {
-    ARG_CHECK(N > 0 && D > 0 && ws, "mxg_rmsnorm_backward: bad shape N %d D %d or no workspace", N, D);
-    cudaStream_t s = MXG_STREAM(stream);
+/* am (NULL: none): dx's amax word, zeroed here first */
+static int rms_bwd(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd, int N,
+                   int D, float* ws, unsigned* am, cudaStream_t s) {
+    if (am) CU_TRY(cudaMemsetAsync(am, 0, sizeof(unsigned), s));
     const int nch = (N + RMS_CHUNK - 1) / RMS_CHUNK;
     const int fused = g_rms_fused && D % 4 == 0 && D <= 4 * RMS_FUSED_V * RMS_THREADS &&
                       !(((uintptr_t)dx | (uintptr_t)dout | (uintptr_t)x | (uintptr_t)w | (uintptr_t)ws) & 15);
     if (fused) {
-        k_rmsnorm_bwd_fused<<<nch, RMS_THREADS, 0, s>>>(dx, ws, dout, x, w, rstd, N, D);
+        k_rmsnorm_bwd_fused<<<nch, RMS_THREADS, 0, s>>>(dx, ws, dout, x, w, rstd, N, D, am);
         CU_LAUNCHED();
     } else {
-        rms_bwd_dx_launch(dx, dout, x, w, rstd, N, D, s);
+        rms_bwd_dx_launch(dx, dout, x, w, rstd, N, D, am, s);
         CU_LAUNCHED();
         k_rmsnorm_bwd_dw_part<<<dim3((unsigned)nch, blocks_for(D, 128)), 128, 0, s>>>(ws, dout, x, rstd, N, D);
         CU_LAUNCHED();
@@ -355,4 +370,17 @@ extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, con
     k_rmsnorm_bwd_dw_sum<<<blocks_for(D, 128), 128, 0, s>>>(dw, ws, nch, D);
     CU_LAUNCHED();
     return MX_OK;
+}
+
+extern "C" int mxg_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                    const float* rstd, int N, int D, float* ws, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && ws, "mxg_rmsnorm_backward: bad shape N %d D %d or no workspace", N, D);
+    return rms_bwd(dx, dw, dout, x, w, rstd, N, D, ws, NULL, MXG_STREAM(stream));
+}
+
+extern "C" int mxg_rmsnorm_backward_amax(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                         const float* rstd, int N, int D, float* ws, float* amax, void* stream) {
+    ARG_CHECK(N > 0 && D > 0 && ws && amax, "mxg_rmsnorm_backward_amax: bad shape N %d D %d, no workspace or no amax",
+              N, D);
+    return rms_bwd(dx, dw, dout, x, w, rstd, N, D, ws, (unsigned*)amax, MXG_STREAM(stream));
 }

@@ -45,15 +45,6 @@ __global__ void k_swiglu_bwd(TO* __restrict__ dgate, TO* __restrict__ dup, const
     elem_put(dgate + i, dg);
 }
 
-/* The largest |x| bits of 8 BF16 values (k_amax's order on their widened floats: NaN above Inf). */
-__device__ __forceinline__ unsigned bf16x8_amax_bits(const uint4& p) {
-    const uint32_t w[4] = {p.x, p.y, p.z, p.w};
-    unsigned m = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) m = max(m, max((w[k] & 0x7fffu) << 16, (w[k] >> 16 & 0x7fffu) << 16));
-    return m;
-}
-
 /* BF16 vectors of 8 (16 bytes): loaded and stored whole (unpack, pack8_bf16: cuda/elem.cuh), over a grid-stride
  * loop; AM: the amax of the outputs (their BF16 values, what an FP8 cast of them reads) into am[0] (h; dgate) and
  * am[1] (dup) by one atomicMax a block (the _amax launches: a grid of 132 x 8 blocks). */
@@ -69,7 +60,7 @@ __global__ void k_swiglu_fwd16(uint4* __restrict__ h, const uint4* __restrict__ 
         for (int j = 0; j < 8; j++) o[j] = swiglu_h(g[j], u[j]);
         const uint4 p = pack8_bf16(o);
         h[i] = p;
-        if (AM) m = max(m, bf16x8_amax_bits(p));
+        if (AM) m = max(m, amax_bits(p));
     }
     if (AM) block_amax_to(m, am);
 }
@@ -89,8 +80,8 @@ __global__ void k_swiglu_bwd16(uint4* __restrict__ dgate, uint4* __restrict__ du
         dup[i] = pu;
         dgate[i] = pg;
         if (AM) {
-            mg = max(mg, bf16x8_amax_bits(pg));
-            mu = max(mu, bf16x8_amax_bits(pu));
+            mg = max(mg, amax_bits(pg));
+            mu = max(mu, amax_bits(pu));
         }
     }
     if (AM) {

@@ -82,9 +82,9 @@ __global__ void k_sumsq_final(double* out, const double* part, size_t nch) {
 
 /* Element i of one tensor: the CPU's update (mx_adamw_update's expressions in its order); p16 (NULL:
  * none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. */
-__device__ __forceinline__ void adamw_elem(float* p, const float* g, float* mm, float* vv, uint16_t* p16, size_t i,
-                                           float b1, float b2, float eps, float flr, float decay, float bc1,
-                                           float bc2, float gscale) {
+__device__ __forceinline__ float adamw_elem(float* p, const float* g, float* mm, float* vv, uint16_t* p16, size_t i,
+                                            float b1, float b2, float eps, float flr, float decay, float bc1,
+                                            float bc2, float gscale) {
     const float gi = g[i] * gscale;
     const float mi = b1 * mm[i] + (1.0f - b1) * gi;
     const float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
@@ -94,6 +94,7 @@ __device__ __forceinline__ void adamw_elem(float* p, const float* g, float* mm, 
     const float pn = p[i] * decay - flr * mhat / (sqrtf(vhat) + eps);
     p[i] = pn;
     if (p16) p16[i] = mx_bf16_from_f32(pn);
+    return pn;
 }
 
 __global__ void k_adamw(float* p, const float* g, float* mm, float* vv, size_t n, float b1, float b2, float eps,
@@ -140,14 +141,18 @@ __global__ void __launch_bounds__(SS_BLOCK) k_sumsq_spans_part(double* part, con
     if (c < nch) part[c] = s;
 }
 
-/* k_adamw over the spans: block b updates ADAMW_BLOCK elements of its span (b - b0), adamw_elem each. */
+/* k_adamw over the spans: block b updates ADAMW_BLOCK elements of its span (b - b0), adamw_elem each, and
+ * where the span has an amax word, raises it to the block's largest |p| bits (one atomicMax a block: the block
+ * lies in one span, so the test is the same for all its threads). */
 __global__ void k_adamw_spans(const SpanDev* sp, int ns, float b1, float b2, float eps, float flr, float decay_m,
                               float bc1, float bc2, float gscale) {
     const SpanDev* d = &sp[span_of(sp, ns, blockIdx.x, 0)];
     const size_t i = (size_t)(blockIdx.x - d->b0) * blockDim.x + threadIdx.x;
+    unsigned a = 0u;
     if (i < d->s.n)
-        adamw_elem(d->s.p, d->s.g, d->s.m, d->s.v, d->s.p16, i, b1, b2, eps, flr, d->s.decay ? decay_m : 1.0f, bc1,
-                   bc2, gscale);
+        a = mx_f2u(adamw_elem(d->s.p, d->s.g, d->s.m, d->s.v, d->s.p16, i, b1, b2, eps, flr,
+                              d->s.decay ? decay_m : 1.0f, bc1, bc2, gscale)) & 0x7fffffffu;
+    if (d->s.amax) block_amax_to(a, d->s.amax);
 }
 
 /* The update's scalars exactly as mx_adamw_update computes them (decay_m: a matrix's weight decay factor). */
