@@ -12,7 +12,9 @@
  *   MXLM_GPU_FUSE_SWIGLU 0: the SwiGLU backward writes FP32 dgate / dup and the linears quantize them (test hook)
  *   MXLM_GPU_FP8_AMAX   0: every FP8 cast computes its tensor's amax itself instead of taking one already made
  *                       (Wgrad's X from its Fprop, h / dgate / dup from the SwiGLU kernels, the norm outputs
- *                       from the norm kernels; a test hook)
+ *                       from the norm kernels, the residual dY from the norms' backward, dq / dk from the RoPE
+ *                       backward, W from AdamW), and Wgrad casts X^T itself instead of taking the forward's
+ *                       (x8t); a test hook
  *   MXLM_GPU_HEAD_MI    n: at most n Mi logits per LM-head chunk (default 256; a memory / speed trade)
  *   MXLM_GPU_PROFILE    1: time each kernel class per step (profiling hook; prints the split)
  *   MXLM_GPU_OOW_PROBE  1: count the MXFP4 blocks outside an OUTER fold's window (a measurement, slower) */

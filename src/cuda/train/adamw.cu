@@ -81,7 +81,8 @@ __global__ void k_sumsq_final(double* out, const double* part, size_t nch) {
 }
 
 /* Element i of one tensor: the CPU's update (mx_adamw_update's expressions in its order); p16 (NULL:
- * none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. */
+ * none): the updated weight rounded to BF16 (RNE) as well, the bytes mxg_to_bf16 makes of p. Returns the
+ * updated weight. */
 __device__ __forceinline__ float adamw_elem(float* p, const float* g, float* mm, float* vv, uint16_t* p16, size_t i,
                                             float b1, float b2, float eps, float flr, float decay, float bc1,
                                             float bc2, float gscale) {
