@@ -153,7 +153,8 @@ if has outer; then # issue 16: MXLM_GPU_OUTER=$OU_B (1, the default: the FP8 GEM
   echo "outer done ($(( $(date +%s) - t0 )) s)"
 fi
 if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels serialized: each one's own time) of
-  # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind).
+  # KP_STEPS steps of each of KP_RECIPES at KP_CONFIGS, then bench/kprof.py's table (largest kernels, split by kind);
+  # with KP_AB_ENV="VAR=value ..." each run again under it and kprof.py --against's B - A (a switch's A/B).
   # Our runs' tables keep the training steps' launches alone (kprof.py --train-only: the trainer's forward-only
   # evaluations left out); the peer's ncu run gets KP_PEER_TIMEOUT (torch.compile under ncu: 150 s
   # were too few, 2026-12-03)
@@ -172,6 +173,16 @@ if has kprof; then # per-kernel GPU time (Nsight Compute, one metric, kernels se
         echo "kprof $p $r: exit $?" >> "$OUT/kprof.txt"
       { echo "== $p $r ($KS steps, ms per step; the training steps' launches alone: --train-only)"
         python3 bench/kprof.py "$OUT/kp/$p-$r.csv" --train-only --top "${KP_TOP:-20}"; } >> "$OUT/kprof.txt" 2>&1
+      if [ -n "${KP_AB_ENV:-}" ]; then # the same run under KP_AB_ENV (VAR=value ...), then B - A per kernel and kind
+        env $KP_AB_ENV timeout "${KP_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv \
+          --page raw --launch-count "${KP_COUNT:-6000}" --log-file "$OUT/kp/$p-$r-ab.csv" \
+          build/cuda/mxlm train --device cuda --preset "$p" --recipe "$r" --batch "$b" --seq "$t" --steps "$KS" --warmup 1 \
+          --eval-every 0 --val-tokens $((b * t)) --final-ckpt 0 --log-every 1 --out "$OUT/kp/$p-$r-ab" > "$OUT/kp/$p-$r-ab.log" 2>&1 ||
+          echo "kprof $p $r ($KP_AB_ENV): exit $?" >> "$OUT/kprof.txt"
+        { echo "== $p $r: B = $KP_AB_ENV against A = the defaults"
+          python3 bench/kprof.py "$OUT/kp/$p-$r.csv" --train-only --top "${KP_TOP:-20}" --against "$OUT/kp/$p-$r-ab.csv"; } \
+          >> "$OUT/kprof.txt" 2>&1
+      fi
     done
     if [ "${KP_PEER:-1}" = 1 ]; then # the PyTorch peer's kernels over KS steps after its warm-up (torch_peer.py --profile-steps)
       timeout "${KP_PEER_TIMEOUT:-360}" "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
