@@ -67,31 +67,6 @@ static double time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMa
 }
 
 /* The descriptors of C = A B^T (our A in mode ma, our B in mode mb; ma < 0: BF16 unscaled). */
-static void make_desc(int M, int N, int K, int ma, int mb, float* sa, float* sb, cublasLtMatmulDesc_t* op,
-                      cublasLtMatrixLayout_t* la, cublasLtMatrixLayout_t* lb, cublasLtMatrixLayout_t* lc);
-
-/* time C = A B^T with our A in mode ma and our B in mode mb; returns us or -1 (no algorithm) */
-static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void* A, void* B, void* C,
-                  float* sa, float* sb, void* ws, size_t wsz) {
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
-    cublasLtMatmulHeuristicResult_t res[1];
-    int nres = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &nres);
-    const double us = st == CUBLAS_STATUS_SUCCESS && nres > 0 ? time_algo(lt, op, la, lb, lc, &res[0].algo, A, B, C, ws, wsz)
-                                                               : -1;
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
-    return us;
-}
-
 static void make_desc(int M, int N, int K, int ma, int mb, float* sa, float* sb, cublasLtMatmulDesc_t* op_,
                       cublasLtMatrixLayout_t* la, cublasLtMatrixLayout_t* lb, cublasLtMatrixLayout_t* lc) {
     cublasLtMatmulDesc_t op;
@@ -114,6 +89,34 @@ static void make_desc(int M, int N, int K, int ma, int mb, float* sa, float* sb,
     cublasLtMatrixLayoutCreate(lc, CUDA_R_16BF, N, M, N);
     *op_ = op;
 }
+
+static void free_desc(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                      cublasLtMatrixLayout_t lc) {
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+}
+
+/* time C = A B^T with our A in mode ma and our B in mode mb; returns us or -1 (no algorithm) */
+static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void* A, void* B, void* C,
+                  float* sa, float* sb, void* ws, size_t wsz) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+    cublasLtMatmulHeuristicResult_t res[1];
+    int nres = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &nres);
+    const double us = st == CUBLAS_STATUS_SUCCESS && nres > 0 ? time_algo(lt, op, la, lb, lc, &res[0].algo, A, B, C, ws, wsz)
+                                                               : -1;
+    cublasLtMatmulPreferenceDestroy(pref);
+    free_desc(op, la, lb, lc);
+    return us;
+}
+
 
 /* --algos: one shape and mode pair (ma < 0: BF16), every split-K-free algorithm of the heuristic's (up to 16): one
  * line, the first's time, the fastest's and its rank, how many ran and how many gave the first's bytes of C */
@@ -151,10 +154,7 @@ static void algos(cublasLtHandle_t lt, const char* what, int M, int N, int K, in
                bi, t0 / best, ran, same);
     fflush(stdout);
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    free_desc(op, la, lb, lc);
 }
 
 int main(int argc, char** argv) {
