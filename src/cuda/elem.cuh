@@ -48,6 +48,13 @@ __device__ __forceinline__ uint2 pack4_bf16(float a, float b, float c, float d) 
                       (uint32_t)mx_bf16_from_f32(c) | ((uint32_t)mx_bf16_from_f32(d) << 16));
 }
 
+/* The |y| bits of a value as stored (BF16: rounded, widened to float), k_amax's order: an amax over them is an integer
+ * max (NaN above Inf), what an FP8 cast of the stored tensor would compute. */
+__device__ __forceinline__ unsigned stored_abs_bits(float, float v) { return mx_f2u(v) & 0x7fffffffu; }
+__device__ __forceinline__ unsigned stored_abs_bits(uint16_t, float v) {
+    return ((uint32_t)mx_bf16_from_f32(v) << 16) & 0x7fffffffu;
+}
+
 /* The largest |x| bits of a stored vector (8 BF16 values widened, or 4 floats), k_amax's order (NaN above Inf): an
  * integer max over them is the amax an FP8 cast of the stored tensor computes (the producers' _amax kernels). */
 __device__ __forceinline__ unsigned amax_bits(const uint4& p) {

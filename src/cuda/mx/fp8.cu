@@ -115,9 +115,7 @@ __device__ __forceinline__ Fp8Scale fp8_cast_begin(const unsigned* amax_bits, in
 
 template <typename T> __global__ void k_fp8_cast(const T* x, size_t n, int kind, const float* given,
                                                  const unsigned* amax_bits, Fp8Out so, uint8_t* codes, int vec) {
-    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, blockIdx.x);
-    const float scale = sc.scale;
-    const bool hw = sc.hw;
+    const auto [scale, hw] = fp8_cast_begin(amax_bits, kind, given, so, blockIdx.x);
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     if (vec) { /* VN elements per thread and step: one 16-byte load, one 4- or 8-byte store */
         constexpr int VN = Vec<T>::N;
@@ -181,9 +179,7 @@ template <typename T>
 __global__ void __launch_bounds__(32 * WT_WARPS) k_fp8_cast_tw(const T* x, int R, int C, int kind, const float* given,
                                                                const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
                                                                uint8_t* codes_t) {
-    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
-    const float scale = sc.scale;
-    const bool hw = sc.hw;
+    const auto [scale, hw] = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
     const int lane = threadIdx.x & 31, c0 = (blockIdx.x * WT_WARPS + (threadIdx.x >> 5)) * WT_COLS;
     const int r = blockIdx.y * WT_ROWS + 4 * lane;
     if (c0 >= C || r >= R) return;
@@ -247,9 +243,7 @@ __global__ void __launch_bounds__(256) k_fp8_cast_t(const T* x, int R, int C, in
                                                     const unsigned* amax_bits, Fp8Out so, uint8_t* codes,
                                                     uint8_t* codes_t) {
     __shared__ uint8_t tile[FT][FT + 4];
-    const Fp8Scale sc = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
-    const float scale = sc.scale;
-    const bool hw = sc.hw;
+    const auto [scale, hw] = fp8_cast_begin(amax_bits, kind, given, so, (size_t)blockIdx.y * gridDim.x + blockIdx.x);
     const int r0 = blockIdx.y * FT, c0 = blockIdx.x * FT, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     for (int i = ty; i < FT; i += 16) {
         const int r = r0 + i, c = c0 + 4 * tx;

@@ -116,7 +116,7 @@ struct mxg_llama {
                                     //   SwiGLU kernels, then of the norm output the next FP8 Fprop casts (q/k/v's, then gate/up's),
                                     //   then of the residual gradient dx the next FP8 Dgrad casts (down's, o's),
                                     //   then of att16's dq and dk made by the RoPE backward (q's and k's Dgrad)
-    /* x8t_on: X^T's FP8 codes of each block's four linear inputs (as x8s), made by the training forward's casts
+    /* model_x8t_on: X^T's FP8 codes of each block's four linear inputs (as x8s), made by the training forward's casts
      * for the backward's Wgrads (mxg_linear_ctx.x8t), and whether each was (x8t_made: cleared by every forward) */
     uint8_t* x8t;
     size_t x8t_off[4];              //   input i of layer l at x8t + l * x8t_per + x8t_off[i]
@@ -287,27 +287,24 @@ int wcache_on(const mx_recipe* r, const mxg_switches* sw) {
     return sw->wcache && !mx_act16_applies(r) && !mxg_linear_oow_probe();
 }
 
+/* GEMM g of recipe r casts its operands to FP8 with one scale a tensor. */
+bool fp8_per_tensor(const mx_recipe* r, mx_gemm_id g) {
+    const mx_format_info* f = mx_format_get(r->g[g].fmt);
+    return f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8;
+}
+
 /* With wcache_on, where Fprop's or Dgrad's W is cast to FP8 per tensor (and MXLM_GPU_FP8_AMAX is not 0): the
  * optimizer's update (with gshare: mxg_adamw_spans) makes each weight's amax as it writes it, so that the casts
  * need no amax pass over W. */
 int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
-    const mx_gemm_id gs[2] = {MX_FPROP, MX_DGRAD};
-    int fp8 = 0;
-    for (int k = 0; k < 2; k++) {
-        const mx_format_info* f = mx_format_get(r->g[gs[k]].fmt);
-        fp8 |= f && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8;
-    }
-    return fp8 && sw->fp8_amax && wcache_on(r, sw);
+    return (fp8_per_tensor(r, MX_FPROP) || fp8_per_tensor(r, MX_DGRAD)) && sw->fp8_amax && wcache_on(r, sw);
 }
 
 /* With MXLM_GPU_FP8_AMAX (not 0) and without recompute (whose point is memory), where Fprop and Wgrad are FP8 per
  * tensor: the training forward's FP8 casts of the linears' inputs write X^T's codes as well, for the backward's
  * Wgrads (one read of X fewer each: mxg_linear_ctx.x8t); L * (2 D + QD + F) bytes a token. */
-int x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {
-    const mx_format_info* f = mx_format_get(r->g[MX_FPROP].fmt);
-    const mx_format_info* w = mx_format_get(r->g[MX_WGRAD].fmt);
-    return sw->fp8_amax && !recompute && f && w && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8 &&
-           w->scale == MX_SCALE_TENSOR && w->elem == MX_ELEM_FP8;
+int model_x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {
+    return sw->fp8_amax && !recompute && fp8_per_tensor(r, MX_FPROP) && fp8_per_tensor(r, MX_WGRAD);
 }
 
 /* The X^T buffers' layout: off[i] of input i (q/k/v's, o's, gate/up's, down's) within a layer's, 16-byte aligned
@@ -544,7 +541,7 @@ extern "C" void mxg_llama_estimate(const mx_model_config* cfg, const mx_recipe* 
     if (wcache_on(recipe, &sw)) e->params += (int64_t)wq_layout(info, cfg->n_layers, NULL, NULL); /* the weights' operands */
     const int N = B * T;
     size_t xoff[4];
-    if (x8t_on(recipe, &sw, recompute)) e->acts += (int64_t)(L * x8t_layout(cfg, N, xoff)); /* X^T's codes */
+    if (model_x8t_on(recipe, &sw, recompute)) e->acts += (int64_t)(L * x8t_layout(cfg, N, xoff)); /* X^T's codes */
     e->scratch = linws_bytes(recipe, cfg, N, sw.outer) + (int64_t)mxg_embedding_backward_workspace(N, cfg->vocab) +
                  (int64_t)mxg_sum_squares_workspace(np) * 8 + 64 + 2 * (int64_t)N * 4 + (64 << 20) /* cuBLASLt */;
     if (attn == MXG_ATTN_FLASH && !g.att16) /* the BF16 copies of q, k, v (and out, dout in the backward) */
@@ -709,7 +706,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     }
     if (g->gshare && wamax_on(recipe, &sw))
         DALLOC(g->wamax, (size_t)cfg->n_layers * MX_LIN_PER_BLOCK * sizeof(unsigned), "the linears' weight amax");
-    if (x8t_on(recipe, &sw, recompute)) {
+    if (model_x8t_on(recipe, &sw, recompute)) {
         g->x8t_per = x8t_layout(cfg, N, g->x8t_off);
         DALLOC(g->x8t, cfg->n_layers * g->x8t_per, "the linear inputs' transposed FP8 codes");
         g->x8t_made = (int*)calloc((size_t)cfg->n_layers * 4, sizeof(int));

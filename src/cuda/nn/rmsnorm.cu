@@ -25,12 +25,6 @@ namespace {
 #define RMS_CHUNK 64 /* tokens per partial dw sum: the CPU's chunk (rmsnorm.c) */
 
 
-/* The |y| bits of an output as stored (BF16: widened to float), k_amax's order: an amax over them is an integer
- * max (NaN above Inf), what an FP8 cast of the stored tensor would compute. */
-__device__ __forceinline__ unsigned stored_abs_bits(float, float v) { return mx_f2u(v) & 0x7fffffffu; }
-__device__ __forceinline__ unsigned stored_abs_bits(uint16_t, float v) {
-    return ((uint32_t)mx_bf16_from_f32(v) << 16) & 0x7fffffffu;
-}
 
 /* am (NULL: none): the amax of the outputs as stored into *am (one atomicMax a block; zeroed by the launcher). */
 template <typename TO>

@@ -35,12 +35,6 @@ __device__ __forceinline__ void rope_pair(float a, float b, float c, float s, in
     }
 }
 
-/* The |y| bits of a value as stored (BF16: rounded, widened), k_amax's order. */
-__device__ __forceinline__ unsigned stored_bits(float, float v) { return mx_f2u(v) & 0x7fffffffu; }
-__device__ __forceinline__ unsigned stored_bits(uint16_t, float v) {
-    return ((uint32_t)mx_bf16_from_f32(v) << 16) & 0x7fffffffu;
-}
-
 /* am (NULL: none; both kernels): raised to the largest |y| bits stored, one atomicMax a block. */
 template <typename X>
 __global__ void k_rope(X* x, const float* cos_t, const float* sin_t, int N, int T, int nh, int hd, int dir,
@@ -58,7 +52,7 @@ __global__ void k_rope(X* x, const float* cos_t, const float* sin_t, int N, int 
         rope_pair(elem_get(p + i), elem_get(p + i + h2), c, s, dir, ya, yb);
         elem_put(p + i, ya);
         elem_put(p + i + h2, yb);
-        m = max(stored_bits(X(), ya), stored_bits(X(), yb));
+        m = max(stored_abs_bits(X(), ya), stored_abs_bits(X(), yb));
     }
     if (am) block_amax_to(m, am);
 }
