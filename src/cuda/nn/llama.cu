@@ -306,8 +306,8 @@ int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
 int x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {
     const mx_format_info* f = mx_format_get(r->g[MX_FPROP].fmt);
     const mx_format_info* w = mx_format_get(r->g[MX_WGRAD].fmt);
-    return sw->fp8_amax && !recompute && f && w && f->scale == MX_SCALE_TENSOR && f->elem == MX_ELEM_FP8 &&
-           w->scale == MX_SCALE_TENSOR && w->elem == MX_ELEM_FP8;
+    return sw->fp8_amax && sw->fp8_xt && !recompute && f && w && f->scale == MX_SCALE_TENSOR &&
+           f->elem == MX_ELEM_FP8 && w->scale == MX_SCALE_TENSOR && w->elem == MX_ELEM_FP8;
 }
 
 /* The X^T buffers' layout: off[i] of input i (q/k/v's, o's, gate/up's, down's) within a layer's, 16-byte aligned
