@@ -15,6 +15,8 @@
  *                       from the norm kernels, the residual dY from the norms' backward, dq / dk from the RoPE
  *                       backward, W from AdamW), and Wgrad casts X^T itself instead of taking the forward's
  *                       (x8t); a test hook
+ *   MXLM_GPU_FP8_XT     0: x8t alone off (Wgrad casts X^T itself; an experiment switch: its memory against the
+ *                       read of X it saves)
  *   MXLM_GPU_HEAD_MI    n: at most n Mi logits per LM-head chunk (default 256; a memory / speed trade)
  *   MXLM_GPU_PROFILE    1: time each kernel class per step (profiling hook; prints the split)
  *   MXLM_GPU_OOW_PROBE  1: count the MXFP4 blocks outside an OUTER fold's window (a measurement, slower) */
@@ -30,6 +32,7 @@ typedef struct {
     int wcache;      /* 1 unless MXLM_GPU_WCACHE=0 */
     int fuse_swiglu; /* 1 unless MXLM_GPU_FUSE_SWIGLU=0 */
     int fp8_amax;    /* 1 unless MXLM_GPU_FP8_AMAX=0 */
+    int fp8_xt;      /* 1 unless MXLM_GPU_FP8_XT=0 */
     int head_mi;     /* Mi logits per LM-head chunk at most */
     int profile;     /* MXLM_GPU_PROFILE set and not 0 */
     int oow_probe;   /* MXLM_GPU_OOW_PROBE=1 */
