@@ -2,7 +2,7 @@
  * qfast_ab.cu: the fast MXFP4 quantizer's candidate code paths (src/cuda/mx/mxfp4.cu's QF_OPT_* bits) against
  * the path the trainer runs (QF_OPT), on the device. For each configuration (the two-direction rows of `mxlm
  * bench quant`, single-direction ones, shapes with edge tiles, and the fused SwiGLU-backward quantizer) and each
- * of the 8 combinations of bits (the SwiGLU kernel: the 4 of MAD and INV): its
+ * path, QF_OPT and QF_OPT with one of its bits flipped (kBits; the SwiGLU kernel: all but PF): its
  * outputs (codes, scales, folded E4M3, float scales, counters) byte for byte against QF_OPT's, and its time
  * against a device copy measured in the same run (bytes read + written; median of 15 launches after 3; QF_OPT
  * timed again last, so that drift shows). QF_OPT's own outputs (all but the counters) are held to the general
@@ -131,14 +131,17 @@ mxg_qout out_of(const Out& o, int d, bool codes, bool e4m3) {
     return q;
 }
 
-/* k_qswiglu as launch_qswiglu_n picks it for BF16 h16 without random signs, for OPT (QF_OPT_PF does not apply). */
-int launch_swiglu(const QsArgs& a, int opt) {
-    switch (opt & (QF_OPT_MAD | QF_OPT_INV)) {
-    case 0: return launch_qswiglu_cfg<uint16_t, 16, 2, 0>(a, 0);
-    case QF_OPT_MAD: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_MAD>(a, 0);
-    case QF_OPT_INV: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_INV>(a, 0);
-    default: return launch_qswiglu_cfg<uint16_t, 16, 2, QF_OPT_MAD | QF_OPT_INV>(a, 0);
-    }
+/* The code paths compared: QF_OPT (the trainer's, first) and QF_OPT with one bit flipped, for each bit. */
+constexpr int kBits[] = {0, QF_OPT_LDSM, QF_OPT_PF, QF_OPT_MAD, QF_OPT_INV};
+constexpr int NOPT = sizeof kBits / sizeof kBits[0];
+constexpr int opt_of(int i) { return QF_OPT ^ kBits[i]; }
+
+/* k_qswiglu as launch_qswiglu_n picks it for BF16 h16 without random signs, for path i (QF_OPT_PF does not
+ * apply: swiglu_ab skips it). */
+template <int I = 0> int launch_swiglu(const QsArgs& a, int i) {
+    if constexpr (I + 1 < NOPT)
+        if (i != I) return launch_swiglu<I + 1>(a, i);
+    return launch_qswiglu_cfg<uint16_t, 16, 2, opt_of(I)>(a, 0);
 }
 
 /* launch_qfast_n's choice of tile and residency, for OPT. */
@@ -151,17 +154,11 @@ template <typename T, int OPT> int launch_opt(const QArgs& a) {
     return launch_qfast_cfg<T, 128, 64, 16, 3, OPT>(a, 0);
 }
 
-template <typename T> int launch(const QArgs& a, int opt) {
-    switch (opt) {
-    case 0: return launch_opt<T, 0>(a);
-    case 1: return launch_opt<T, 1>(a);
-    case 2: return launch_opt<T, 2>(a);
-    case 3: return launch_opt<T, 3>(a);
-    case 4: return launch_opt<T, 4>(a);
-    case 5: return launch_opt<T, 5>(a);
-    case 6: return launch_opt<T, 6>(a);
-    default: return launch_opt<T, 7>(a);
-    }
+/* ... for path i */
+template <typename T, int I = 0> int launch(const QArgs& a, int i) {
+    if constexpr (I + 1 < NOPT)
+        if (i != I) return launch<T, I + 1>(a, i);
+    return launch_opt<T, opt_of(I)>(a);
 }
 
 double median_ms(int iters, const std::function<void()>& fn) {
@@ -184,16 +181,18 @@ double median_ms(int iters, const std::function<void()>& fn) {
     return t[t.size() / 2];
 }
 
-const char* opt_name(int o) {
-    static char buf[8][32];
-    snprintf(buf[o], sizeof buf[o], "%s%s%s%s", o ? "" : "QF_OPT (trainer)", (o & QF_OPT_PF) ? "+pf" : "",
-             (o & QF_OPT_MAD) ? "+mad" : "", (o & QF_OPT_INV) ? "+inv" : "");
-    return buf[o];
+/* Path i's name: the trainer's, or the bit it flips (+ on, - off) */
+const char* opt_name(int i) {
+    static const char* const nm[] = {"", "ldsm", "pf", "mad", "inv"};
+    static char buf[NOPT][32];
+    if (i == 0) return "QF_OPT (trainer)";
+    snprintf(buf[i], sizeof buf[i], "%c%s", (opt_of(i) & kBits[i]) ? '+' : '-', nm[i]);
+    return buf[i];
 }
 
 /* The fused SwiGLU-backward quantizer (k_qswiglu: dgate and dup from dh, gate and up, both tensors' Dgrad and Wgrad
- * operands as folded E4M3, BF16 inputs [16384, 4096]: the trainer's act16 case) under QF_OPT and its MAD / INV
- * combinations, byte for byte against QF_OPT and timed (bytes: the three inputs read, the four operands written).
+ * operands as folded E4M3, BF16 inputs [16384, 4096]: the trainer's act16 case) under QF_OPT and its LDSM / MAD /
+ * INV flips, byte for byte against QF_OPT and timed (bytes: the three inputs read, the four operands written).
  * Its rows in the table; returns how many combinations differ. */
 int swiglu_ab(const std::vector<uint16_t>& hb, const std::vector<uint16_t>& hp, uint16_t* dh, const Out& o, const Out& o2,
               double cbw) {
@@ -228,9 +227,10 @@ int swiglu_ab(const std::vector<uint16_t>& hb, const std::vector<uint16_t>& hp, 
     std::vector<uint8_t> ref;
     double base = 0;
     int bad = 0;
-    bool same[8];
+    bool same[NOPT];
     inputs(hb);
-    for (int opt = 0; opt < 8; opt += 2) { /* the MAD and INV bits */
+    for (int opt = 0; opt < NOPT; opt++) {
+        if (kBits[opt] == QF_OPT_PF) continue;
         clear(o);
         clear(o2);
         run(opt);
@@ -242,7 +242,8 @@ int swiglu_ab(const std::vector<uint16_t>& hb, const std::vector<uint16_t>& hp, 
         bad += !same[opt];
     }
     inputs(hp);
-    for (int opt = 0; opt < 8; opt += 2) {
+    for (int opt = 0; opt < NOPT; opt++) {
+        if (kBits[opt] == QF_OPT_PF) continue;
         const double ms = median_ms(15, [&]() { run(opt); });
         if (opt == 0) base = ms;
         printf("%-58s %-18s %8.4f %7.1f%% %7.3fx %7s\n", opt ? "" : c.name, opt_name(opt), ms,
@@ -256,7 +257,6 @@ int swiglu_ab(const std::vector<uint16_t>& hb, const std::vector<uint16_t>& hp, 
 }  // namespace
 
 int main(void) {
-    static_assert(QF_OPT == 0, "qfast_ab compares the candidates against QF_OPT 0: rebase it when QF_OPT changes");
     const Cfg cfgs[] = {
         {"BF16 1x32 + 32x1 h16, codes + scales (issue 16's kernel)", false, true, true, false, true, 16384, 4096},
         {"BF16 1x32 + 32x1 h16, E4M3 VEC128 both", false, true, true, true, false, 16384, 4096},
@@ -351,8 +351,8 @@ int main(void) {
         }
         std::vector<uint8_t> ref;
         double base = 0;
-        bool same[8];
-        for (int opt = 0; opt < 8; opt++) {
+        bool same[NOPT];
+        for (int opt = 0; opt < NOPT; opt++) {
             clear(o);
             run(opt);
             CK(cudaDeviceSynchronize());
@@ -364,7 +364,7 @@ int main(void) {
         /* the times on the plain input (the same layout) */
         if (c.f32) CK(cudaMemcpy(xf, hpf.data(), n * 4, cudaMemcpyHostToDevice));
         else CK(cudaMemcpy(xb, hp.data(), n * 2, cudaMemcpyHostToDevice));
-        for (int opt = 0; opt < 8; opt++) {
+        for (int opt = 0; opt < NOPT; opt++) {
             const double ms = median_ms(15, [&]() { run(opt); });
             if (opt == 0) base = ms;
             printf("%-58s %-18s %8.4f %7.1f%% %7.3fx %7s\n", opt ? "" : c.name, opt_name(opt), ms,

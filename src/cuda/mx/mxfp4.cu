@@ -32,6 +32,7 @@
 #include "cuda/mx/hadamard.cuh"
 #include "cuda/mx/quant.cuh"
 #include "cuda/nn/swiglu.cuh"
+#include "cuda/ptx.cuh"
 #include "mxlm/mx_scalar.h"
 
 namespace {
@@ -499,22 +500,32 @@ __global__ void __launch_bounds__(128) k_qrow(QArgs a, int outer) {
  *   persistent  a grid of resident CTAs, each looping over tiles; the tile after the current
  *            one is copied by cp.async into the other of two shared buffers meanwhile
  *   staging  the input type as stored (FP32 or BF16), each 32-block of a staged row padded by
- *            16 bytes and a row 4 blocks wide, so the row pass's 16-byte reads (lanes = 8 rows
- *            x 4 blocks) and the column pass's scalar reads (lanes = 32 consecutive columns)
- *            are free of bank conflicts
+ *            16 bytes and a row 4 blocks wide (BF16: QfSmem's gaps too), so the row pass's 16-byte
+ *            reads (lanes = 8 rows x 4 blocks), the column pass's scalar reads (lanes = 32
+ *            consecutive columns) and its ldmatrix reads are free of bank conflicts
  *   row pass TC = 128: thread t owns block t % 4 of row t / 4; the 4 blocks of a 128-group sit
  *            in 4 consecutive lanes, so e_ref (VEC128) is two shuffles
- *   col pass TR = 128: thread t owns block t / TC of column t % TC; the 4 blocks of a column's
+ *   col pass BF16 (QF_OPT_LDSM): lane l of warp w owns block l % 4 of column 8 w + l / 4, its 32
+ *            values from four transposing ldmatrix reads (not 32 two-byte ones); e_ref as the row
+ *            pass's, two shuffles
+ *   col pass TR = 128 (FP32): thread t owns block t / TC of column t % TC; the 4 blocks of a column's
  *            128-group meet in shared memory (one barrier)
  * Configurations: both directions 128 x 128 (512 threads), row only 64 x 128, column only
  * 128 x 64 (256 threads). Inputs whose rows are not whole 16-byte chunks take k_quant.
  * Bit for bit k_quant's outputs (the GPU quantizer tests run both on every configuration). */
 int g_qfast = 1;  /* mxg_quant_set_fast */
 
+/* The staged tile: each 32-block of a row padded by 16 bytes (both passes read it without bank conflicts).
+ * BF16 tiles also: a row's stride 64 bytes past a multiple of 128 and 16 bytes between groups of 32 rows,
+ * so that the 8 rows of one of the column pass's ldmatrix reads (2 adjacent rows of each of 4 groups,
+ * qf_pass) fall in 8 different 16-byte bank groups. */
 template <typename T, int TR, int TC> struct QfSmem {
     static constexpr int BSB = 32 * (int)sizeof(T) + 16;  /* bytes a staged 32-block takes */
-    static constexpr int SB = (TC / 32) * BSB;            /* bytes a staged row takes */
-    static constexpr size_t tile = (size_t)TR * SB;
+    static constexpr int SB0 = (TC / 32) * BSB;
+    static constexpr int SB = sizeof(T) == 2 ? SB0 + (12 - SB0 / 16 % 8) % 8 * 16 : SB0; /* bytes a staged row takes */
+    static constexpr int GP = sizeof(T) == 2 ? 16 : 0;    /* bytes between groups of 32 rows */
+    static_assert(sizeof(T) != 2 || SB % 128 == 64, "QfSmem: a BF16 row's stride is 64 past a multiple of 128");
+    static constexpr size_t tile = (size_t)TR * SB + (size_t)(TR / 32) * GP;
     static constexpr size_t xs = 0;                         /* [2][tile] */
     static constexpr size_t sg_r = 2 * tile;                /* [TC] float */
     static constexpr size_t sg_c = sg_r + sizeof(float) * TC;
@@ -526,7 +537,7 @@ template <typename T, int TR, int TC> struct QfSmem {
 /* The byte offset of element (r, c) in a staged tile. */
 template <typename T, int TR, int TC> __device__ __forceinline__ int qf_at(int r, int c) {
     using L = QfSmem<T, TR, TC>;
-    return r * L::SB + (c >> 5) * L::BSB + (c & 31) * (int)sizeof(T);
+    return r * L::SB + (r >> 5) * L::GP + (c >> 5) * L::BSB + (c & 31) * (int)sizeof(T);
 }
 
 /* The floats of 16 staged bytes (8 BF16 values or 4 FP32 ones) into v[0..]. */
@@ -552,10 +563,14 @@ template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u
  *   QF_OPT_MAD  qf_quant: the codes packed by e2m1_pack8_mad (six ALU-pipe instructions of eight values on the
  *               multiply-add pipe: the ALU pipe is the one that throttles the kernel, docs/gpu.md)
  *   QF_OPT_INV  qf_quant: the block's 1 / scale as one shift of the scale byte (mx_exp2i's subnormal branch cannot
- *               be taken: the byte is at most 253) */
-enum { QF_OPT_PF = 1, QF_OPT_MAD = 2, QF_OPT_INV = 4, QF_OPT_ALL = 7 };
+ *               be taken: the byte is at most 253)
+ *   QF_OPT_LDSM qf_pass: a BF16 column pass (TR 128) reads its block by four ldmatrix.x4.trans of value pairs
+ *               (the 32 two-byte loads they replace were the kernel's shared-memory queue stalls, mio_throttle and
+ *               short_sb: docs/gpu.md), its column's 4 blocks in one lane quad (e_ref by shuffles, no barrier).
+ *               In QF_OPT by default; MXLM_QF_OPT=0 builds the scalar column pass */
+enum { QF_OPT_PF = 1, QF_OPT_MAD = 2, QF_OPT_INV = 4, QF_OPT_LDSM = 8, QF_OPT_ALL = 15 };
 #ifndef MXLM_QF_OPT
-#define MXLM_QF_OPT 0
+#define MXLM_QF_OPT 8
 #endif
 constexpr int QF_OPT = MXLM_QF_OPT;
 
@@ -612,9 +627,12 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
 template <int DIR, int N, typename T, int TR, int TC, int OPT = QF_OPT>
 __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c, unsigned* cnt,
                                         int r0, int c0, int rows, int cols) {
+    /* LDSM: the transposing reads (QF_OPT_LDSM); lane l of warp w owns block l % 4 of column 8 w + l / 4 */
+    constexpr bool LDSM = DIR == 1 && (OPT & QF_OPT_LDSM) && sizeof(T) == 2 && TR == 128;
     const int tid = threadIdx.x, lane = tid & 31;
     const int NB = DIR ? TR / 32 : TC / 32, NL = DIR ? TC : TR;
-    const int li = DIR ? tid % NL : tid / NB, bi = DIR ? tid / NL : tid % NB;
+    const int li = LDSM ? (tid >> 5) * 8 + (lane >> 2) : DIR ? tid % NL : tid / NB;
+    const int bi = LDSM ? lane & 3 : DIR ? tid / NL : tid % NB;
     const int gl = (DIR ? c0 : r0) + li, gb = (DIR ? r0 : c0) + bi * 32;
     const int LN = DIR ? cols : rows, BN = DIR ? rows : cols;
     const bool valid = gl < LN && gb < BN;
@@ -623,6 +641,19 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
 #pragma unroll
         for (int i = 0; i < 32; i += 16 / (int)sizeof(T))
             qf_unpack16<T>(*(const uint4*)(xt + qf_at<T, TR, TC>(li, bi * 32 + i)), &v[i]);
+    } else if constexpr (LDSM) {
+        /* read k, matrix m = lane / 8: its 8 row addresses (lane % 8 = a) are rows 32 (a / 2) + 8 k + 2 m + a % 2
+         * at the warp's 8 columns, so that the lanes of quad q receive rows 32 q + 8 k + 2 m and the next one: v[8 k
+         * + 2 m] (the low half) and v[8 k + 2 m + 1] of their block (bi = q) */
+        const int a = lane & 7, m = lane >> 3;
+        const uint32_t p = (uint32_t)__cvta_generic_to_shared(xt + qf_at<T, TR, TC>(32 * (a >> 1) + 2 * m + (a & 1), (tid >> 5) * 8));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t w[4];
+            ldsm4t(w, p + k * 8 * QfSmem<T, TR, TC>::SB);
+#pragma unroll
+            for (int q = 0; q < 4; q++) bf16x2_f32(w[q], v[8 * k + 2 * q], v[8 * k + 2 * q + 1]);
+        }
     } else {
 #pragma unroll
         for (int i = 0; i < 32; i++) v[i] = to_f<T>(*(const T*)(xt + qf_at<T, TR, TC>(bi * 32 + i, li)));
@@ -642,7 +673,7 @@ __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const flo
     if (!s.e4m3) return;
     /* e_ref: the largest non-NaN block exponent of the 128-group (4 blocks along the block axis) */
     int m = (valid && sb != MX_E8M0_NAN) ? (int)sb : -1;
-    if (DIR == 0) {
+    if (DIR == 0 || LDSM) {
         m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
     } else {
@@ -687,22 +718,24 @@ template <typename T, int TR, int TC, int OPT = QF_OPT>
 __device__ __forceinline__ void qf_prefetch(const T* x, int rows, int cols, int r0, int c0, char* xt) {
     constexpr int V = 16 / sizeof(T), NT = TR * TC / 32, CPR = TC / V, RS = NT / CPR, NL = TR / RS;
     static_assert(NT % CPR == 0 && TR % RS == 0, "qf_prefetch: a step covers whole rows");
+    static_assert(RS % 32 == 0 || 32 % RS == 0, "qf_prefetch: a step's rows cross no 32-row group but at its ends");
     const int r = threadIdx.x / CPR, c = (threadIdx.x % CPR) * V;
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xt + qf_at<T, TR, TC>(r, c));
-    constexpr uint32_t DSTEP = (uint32_t)(RS * QfSmem<T, TR, TC>::SB); /* bytes of RS staged rows */
+    /* step j's bytes past dst: j RS staged rows and the gaps of the 32-row groups they pass */
+    auto DSTEP = [](int j) { return (uint32_t)(j * RS * QfSmem<T, TR, TC>::SB + (j * RS >> 5) * QfSmem<T, TR, TC>::GP); };
     if ((OPT & QF_OPT_PF) && r0 + TR <= rows && c0 + TC <= cols) {
         const T* src = x + (size_t)(r0 + r) * cols + c0 + c;
         const size_t step = (size_t)RS * cols;
 #pragma unroll
         for (int j = 0; j < NL; j++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + j * DSTEP), "l"(src + j * step));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + DSTEP(j)), "l"(src + j * step));
     } else {
 #pragma unroll
         for (int j = 0; j < NL; j++) {
             const int rj = r + j * RS;
             const bool in = r0 + rj < rows && c0 + c < cols;
             const T* src = in ? x + (size_t)(r0 + rj) * cols + c0 + c : x;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + j * DSTEP), "l"(src), "r"(in ? 16 : 0));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + DSTEP(j)), "l"(src), "r"(in ? 16 : 0));
         }
     }
     asm volatile("cp.async.commit_group;\n" ::);

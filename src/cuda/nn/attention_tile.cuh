@@ -8,7 +8,7 @@
  *   ds_tj = p_tj (do_t . v_j - delta_t),  delta_t = do_t . o_t.
  * Held here (device side, in the order the kernels use them; all in namespace fa):
  *   FaArgs            the one argument struct of every flash kernel
- *   PTX helpers       cp.async (16 / 4 bytes, zero-fill), ldmatrix, ex2, BF16 packing, store2
+ *   PTX helpers       cp.async (16 / 4 bytes, zero-fill), ex2, BF16 packing, store2 (ldmatrix: cuda/ptx.cuh)
  *   launch order      fa_row / fa_tile / fa_tile_rev / fa_grid (longest causal tiles first)
  *   wgmma             the m64nNk16 wrappers (shared-memory or register A, K- or MN-major B), the
  *                     descriptors and fences (fence_all, fence_frags), the row loads (load_rows;
@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/ptx.cuh"
 #include "mxlm/gpu_model.h"
 
 namespace fa {
@@ -74,11 +75,6 @@ __device__ __forceinline__ void cp4(uint32_t dst, const void* src, int bytes) {
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void ldsm4(uint32_t r[4], uint32_t a) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 __device__ __forceinline__ float ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
