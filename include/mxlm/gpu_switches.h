@@ -13,10 +13,10 @@
  *   MXLM_GPU_FP8_AMAX   0: every FP8 cast computes its tensor's amax itself instead of taking one already made
  *                       (Wgrad's X from its Fprop, h / dgate / dup from the SwiGLU kernels, the norm outputs
  *                       from the norm kernels, the residual dY from the norms' backward, dq / dk from the RoPE
- *                       backward, W from AdamW), and Wgrad casts X^T itself instead of taking the forward's
- *                       (x8t); a test hook
- *   MXLM_GPU_FP8_XT     0: x8t alone off (Wgrad casts X^T itself; an experiment switch: its memory against the
- *                       read of X it saves)
+ *                       backward, W from AdamW), and no x8t; a test hook
+ *   MXLM_GPU_FP8_XT     1: x8t, the forward's FP8 casts write X^T's codes for the Wgrads (one read of X fewer,
+ *                       L (2 D + QD + F) bytes a token more); off by default: no speed it buys was measured
+ *                       (H100, 2026-12-07: fp8 at 1b and 350m within 0.2%, +1.7 / +2.4 GiB)
  *   MXLM_GPU_HEAD_MI    n: at most n Mi logits per LM-head chunk (default 256; a memory / speed trade)
  *   MXLM_GPU_PROFILE    1: time each kernel class per step (profiling hook; prints the split)
  *   MXLM_GPU_OOW_PROBE  1: count the MXFP4 blocks outside an OUTER fold's window (a measurement, slower) */
@@ -32,7 +32,7 @@ typedef struct {
     int wcache;      /* 1 unless MXLM_GPU_WCACHE=0 */
     int fuse_swiglu; /* 1 unless MXLM_GPU_FUSE_SWIGLU=0 */
     int fp8_amax;    /* 1 unless MXLM_GPU_FP8_AMAX=0 */
-    int fp8_xt;      /* 1 unless MXLM_GPU_FP8_XT=0 */
+    int fp8_xt;      /* MXLM_GPU_FP8_XT=1 */
     int head_mi;     /* Mi logits per LM-head chunk at most */
     int profile;     /* MXLM_GPU_PROFILE set and not 0 */
     int oow_probe;   /* MXLM_GPU_OOW_PROBE=1 */

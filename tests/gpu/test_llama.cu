@@ -632,7 +632,8 @@ void test_model_shared_grads(const char* recipe, int act16) {
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
  * must take its own layer's amax), and with the flash attention (flash; with act16 its BF16 tensors: q's and k's
  * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted, and the Wgrads that take
- * X^T's codes from the forward's casts (mxg_linear_ctx.x8t, off under MXLM_GPU_FP8_AMAX=0 and with recompute). */
+ * X^T's codes from the forward's casts (mxg_linear_ctx.x8t, asked for in the second run by MXLM_GPU_FP8_XT=1; off
+ * under MXLM_GPU_FP8_AMAX=0 and with recompute). */
 void test_model_fp8_amax(int act16, int recompute, int flash) {
     /* its draws given back to the program's stream when it returns, so that the cases after it keep the inputs they
      * had before it was added (on other draws mxfp4-fdw-h16's act16 gradients part from the CPU's by 0.054-0.124
@@ -651,10 +652,12 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
     long long hits[2] = {0, 0}, h0 = 0, xt[2] = {0, 0}, t0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
+        if (r) setenv("MXLM_GPU_FP8_XT", "1", 1);    /* x8t: off by default */
         mxg_llama* g = NULL;
         MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, flash ? MXG_ATTN_FLASH : 0, 1,
                                   NULL));
         unsetenv("MXLM_GPU_FP8_AMAX");
+        unsetenv("MXLM_GPU_FP8_XT");
         h0 = mxg_linear_amax_hits();
         t0 = mxg_linear_x8t_hits();
         return g;

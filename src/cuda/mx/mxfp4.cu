@@ -561,16 +561,19 @@ template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u
  *               spends ~120 of a thread's instructions a tile on addresses and compares: ~2 of the ~24 a value
  *               and direction of the two-direction kernel)
  *   QF_OPT_MAD  qf_quant: the codes packed by e2m1_pack8_mad (six ALU-pipe instructions of eight values on the
- *               multiply-add pipe: the ALU pipe is the one that throttles the kernel, docs/gpu.md)
+ *               multiply-add pipe: the ALU pipe is the one that throttles the kernel, docs/gpu.md). In QF_OPT by
+ *               default: noise with the scalar column pass, 1.015-1.043x on the BF16 two-direction and SwiGLU
+ *               kernels with LDSM (H100, 2026-12-07)
  *   QF_OPT_INV  qf_quant: the block's 1 / scale as one shift of the scale byte (mx_exp2i's subnormal branch cannot
  *               be taken: the byte is at most 253)
  *   QF_OPT_LDSM qf_pass: a BF16 column pass (TR 128) reads its block by four ldmatrix.x4.trans of value pairs
  *               (the 32 two-byte loads they replace were the kernel's shared-memory queue stalls, mio_throttle and
  *               short_sb: docs/gpu.md), its column's 4 blocks in one lane quad (e_ref by shuffles, no barrier).
- *               In QF_OPT by default; MXLM_QF_OPT=0 builds the scalar column pass */
+ *               In QF_OPT by default (MXLM_QF_OPT=2 builds the scalar column pass): 1.27x on the BF16 column-only
+ *               kernel, 1.21x on the issue's two-direction one (H100, 2026-12-07, bench/qfast_ab.cu) */
 enum { QF_OPT_PF = 1, QF_OPT_MAD = 2, QF_OPT_INV = 4, QF_OPT_LDSM = 8, QF_OPT_ALL = 15 };
 #ifndef MXLM_QF_OPT
-#define MXLM_QF_OPT 8
+#define MXLM_QF_OPT (QF_OPT_LDSM | QF_OPT_MAD)
 #endif
 constexpr int QF_OPT = MXLM_QF_OPT;
 

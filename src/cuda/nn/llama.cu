@@ -300,7 +300,7 @@ int wamax_on(const mx_recipe* r, const mxg_switches* sw) {
     return (fp8_per_tensor(r, MX_FPROP) || fp8_per_tensor(r, MX_DGRAD)) && sw->fp8_amax && wcache_on(r, sw);
 }
 
-/* With MXLM_GPU_FP8_AMAX and MXLM_GPU_FP8_XT (neither 0) and without recompute (whose point is memory), where Fprop
+/* With MXLM_GPU_FP8_XT=1 (and MXLM_GPU_FP8_AMAX not 0) and without recompute (whose point is memory), where Fprop
  * and Wgrad are FP8 per tensor: the training forward's FP8 casts of the linears' inputs write X^T's codes as well,
  * for the backward's Wgrads (one read of X fewer each: mxg_linear_ctx.x8t); L * (2 D + QD + F) bytes a token. */
 int model_x8t_on(const mx_recipe* r, const mxg_switches* sw, int recompute) {

@@ -30,7 +30,8 @@ extern "C" int mxg_switches_read(mxg_switches* s) {
     s->wcache = on_unless_0("MXLM_GPU_WCACHE");
     s->fuse_swiglu = on_unless_0("MXLM_GPU_FUSE_SWIGLU");
     s->fp8_amax = on_unless_0("MXLM_GPU_FP8_AMAX");
-    s->fp8_xt = on_unless_0("MXLM_GPU_FP8_XT");
+    const char* xt = getenv("MXLM_GPU_FP8_XT");
+    s->fp8_xt = xt && !strcmp(xt, "1");
     s->head_mi = hm && atol(hm) > 0 ? (int)atol(hm) : 256;
     s->profile = pe && *pe && strcmp(pe, "0");
     s->oow_probe = oow && !strcmp(oow, "1");
