@@ -1137,14 +1137,16 @@ __global__ void __launch_bounds__(TR * TC / 32, MINB) k_qswiglu(QsArgs a) {
             }
         }
         __syncthreads();
-        /* a barrier between passes: a column pass exchanges e_ref through scl_c */
+        /* a barrier between passes where a column pass exchanges e_ref through scl_c (not with QF_OPT_LDSM's BF16
+         * one: then the passes only read the staged tiles, and a warp goes on to the next pass without waiting) */
+        constexpr bool XB = !((OPT & QF_OPT_LDSM) && sizeof(T) == 2);
         if (a.q[0].s[0].active) qf_pass<0, N, T, TR, TC, OPT>(a.q[0].s[0], sm + L::xs, sg, scl_c, cnt, r0, c0, rows, cols);
-        __syncthreads();
+        if (XB) __syncthreads();
         if (a.q[0].s[1].active) qf_pass<1, N, T, TR, TC, OPT>(a.q[0].s[1], sm + L::xs, sg + 128, scl_c, cnt, r0, c0, rows, cols);
-        __syncthreads();
+        if (XB) __syncthreads();
         if (a.q[1].s[0].active)
             qf_pass<0, N, T, TR, TC, OPT>(a.q[1].s[0], sm + L::xs + L::tile, sg + 256, scl_c, cnt + 4, r0, c0, rows, cols);
-        __syncthreads();
+        if (XB) __syncthreads();
         if (a.q[1].s[1].active)
             qf_pass<1, N, T, TR, TC, OPT>(a.q[1].s[1], sm + L::xs + L::tile, sg + 384, scl_c, cnt + 4, r0, c0, rows, cols);
         __syncthreads(); /* the tiles and signs are the next tile's */
