@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
     test_model_wcache("mxfp4-fdw-h16", "fp8");   /* MXFP4 all on VEC128 (fp8 OUTER) */
     test_model_fp8_amax(0, 0);                   /* FP8 casts from an amax made already: the same bytes */
     test_model_fp8_amax(1, 0);
+    test_model_fp8_amax(1, 0, 0, 1);             /* x8t (MXLM_GPU_FP8_XT=1): Wgrad's X^T from the forward's casts */
     test_model_fp8_amax(1, 1);
     test_model_fp8_amax(1, 0, 1);                /* att16: dq's and dk's amax from the RoPE backward */
     test_gpu_model("bf16", 0, 1e-4, 1e-2);

@@ -290,6 +290,6 @@ void test_model_telemetry(const char* recipe, int exact, double tol_sig, double 
 void test_gpu_decode(const char* recipe, int head16, double tol);             /* test_llama.cu */
 void test_model_shared_grads(const char* recipe, int act16);                  /* test_llama.cu */
 void test_model_wcache(const char* recipe, const char* outer);               /* test_llama.cu */
-void test_model_fp8_amax(int act16, int recompute, int flash = 0);                       /* test_llama.cu */
+void test_model_fp8_amax(int act16, int recompute, int flash = 0, int ask_xt = 0);                       /* test_llama.cu */
 
 #endif

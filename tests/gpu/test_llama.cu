@@ -632,9 +632,9 @@ void test_model_shared_grads(const char* recipe, int act16) {
  * and with recompute (the block inputs' norms recomputed into one buffer for every layer: each layer's Wgrad
  * must take its own layer's amax), and with the flash attention (flash; with act16 its BF16 tensors: q's and k's
  * Dgrad from dq's and dk's amax, made by the RoPE backward); the casts made so counted, and the Wgrads that take
- * X^T's codes from the forward's casts (mxg_linear_ctx.x8t, asked for in the second run by MXLM_GPU_FP8_XT=1; off
- * under MXLM_GPU_FP8_AMAX=0 and with recompute). */
-void test_model_fp8_amax(int act16, int recompute, int flash) {
+ * X^T's codes from the forward's casts (with ask_xt: mxg_linear_ctx.x8t, asked for in the second run by MXLM_GPU_FP8_XT=1;
+ * off under MXLM_GPU_FP8_AMAX=0 and with recompute). */
+void test_model_fp8_amax(int act16, int recompute, int flash, int ask_xt) {
     /* its draws given back to the program's stream when it returns, so that the cases after it keep the inputs they
      * had before it was added (on other draws mxfp4-fdw-h16's act16 gradients part from the CPU's by 0.054-0.124
      * normwise against a tolerance of 0.05: H100, 2026-12-07; the GPU-vs-CPU expf ulps flip FP4 roundings) */
@@ -643,8 +643,8 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
         ~Keep() { g_rng = s; }
     } keep;
     char name[128];
-    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d%s", act16, recompute,
-             flash ? " attn-flash hd64" : "");
+    snprintf(name, sizeof name, "gpu model fp8 casts from a made amax tiny act16 %d recompute %d%s%s", act16, recompute,
+             flash ? " attn-flash hd64" : "", ask_xt ? " x8t" : "");
     mx_model_config cfg;
     mx_recipe rec;
     mx_llama m;
@@ -652,7 +652,7 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
     long long hits[2] = {0, 0}, h0 = 0, xt[2] = {0, 0}, t0 = 0;
     auto make = [&](int r) {
         if (!r) setenv("MXLM_GPU_FP8_AMAX", "0", 1); /* read when the model is made */
-        if (r) setenv("MXLM_GPU_FP8_XT", "1", 1);    /* x8t: off by default */
+        if (r && ask_xt) setenv("MXLM_GPU_FP8_XT", "1", 1); /* x8t: off by default */
         mxg_llama* g = NULL;
         MXC(mxg_llama_create_dist(&g, &cfg, &rec, 0, 0, 7, 8, 128, 0, recompute, act16, flash ? MXG_ATTN_FLASH : 0, 1,
                                   NULL));
@@ -668,14 +668,15 @@ void test_model_fp8_amax(int act16, int recompute, int flash) {
     };
     double rel = 1;
     two_runs(cfg, m, make, after, &rel);
-    /* a backward (two): a Wgrad X^T a block input (q/k/v share one) where the forward made none (recompute: x8t
-     * off), down's and o's Dgrad, with act16 gate's and up's Dgrad; a forward (three: two steps and an evaluation):
+    /* a backward (two): a Wgrad X^T a block input (q/k/v share one) where the forward made none (x8t off, as with
+     * recompute), down's and o's Dgrad, with act16 gate's and up's Dgrad; a forward (three: two steps and an evaluation):
      * q's and gate's Fprop (the norm outputs' amax), with act16 down's Fprop; the update (one): the 7 weights' casts;
-     * with act16 and flash, q's and k's Dgrad. Without recompute every Wgrad takes X^T from the forward (7 a layer a
-     * backward) */
-    const long long want = (long long)cfg.n_layers * (2 * ((recompute ? 4 : 0) + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) +
+     * with act16 and flash, q's and k's Dgrad. With x8t (and without recompute) every Wgrad takes X^T from the forward
+     * (7 a layer a backward) */
+    const bool x8t = ask_xt && !recompute;
+    const long long want = (long long)cfg.n_layers * (2 * ((x8t ? 0 : 4) + 2 + (act16 ? 2 : 0) + (act16 && flash ? 2 : 0)) +
                                                       3 * (2 + (act16 ? 1 : 0)) + 7);
-    const long long want_xt = recompute ? 0 : 2LL * 7 * cfg.n_layers;
+    const long long want_xt = x8t ? 2LL * 7 * cfg.n_layers : 0;
     printf("    casts from a made amax %lld without, %lld with (want 0, %lld); gradient norm^2 rel %.3g\n", hits[0],
            hits[1], want, rel);
     if (hits[0] != 0 || hits[1] != want) fail("casts from a made amax %lld / %lld, want 0 / %lld", hits[0], hits[1], want);

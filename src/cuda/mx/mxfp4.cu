@@ -554,7 +554,7 @@ template <typename T> __device__ __forceinline__ void qf_unpack16(const uint4& u
 
 /* Candidate code paths of the fast kernels (k_qfast; k_qswiglu takes MAD and INV through qf_pass), a bit each of their
  * OPT template argument; QF_OPT is what
- * the trainer and `mxlm bench quant` run. bench/qfast_ab.cu times every combination against QF_OPT on the device,
+ * the trainer and `mxlm bench quant` run. bench/qfast_ab.cu times QF_OPT and each one-bit flip of it on the device,
  * byte for byte against its outputs; a bit that wins there (and passes make test-gpu) joins QF_OPT, and its other
  * branch goes. Each leaves the outputs as they are by construction:
  *   QF_OPT_PF   qf_prefetch: a tile wholly inside x copied from one pointer, no per-chunk bounds (the edge form
@@ -625,8 +625,8 @@ __device__ __forceinline__ uint8_t qf_quant(float (&v)[32], int rule, uint32_t (
 }
 
 /* One direction's block of the staged tile xt (at r0, c0 in x): DIR 0 a 32-block of a row, DIR 1
- * of a column, owned by this thread; N its rotation. Every thread of the CTA calls it (the column
- * pass's e_ref exchange has a barrier). */
+ * of a column, owned by this thread; N its rotation. Every thread of the CTA calls it (the scalar column
+ * pass's e_ref exchange has a barrier; the LDSM one's is two shuffles). */
 template <int DIR, int N, typename T, int TR, int TC, int OPT = QF_OPT>
 __device__ __forceinline__ void qf_pass(const Slot& s, const char* xt, const float* sgn, uint8_t* scl_c, unsigned* cnt,
                                         int r0, int c0, int rows, int cols) {
@@ -1165,7 +1165,7 @@ template <typename T, int N, int MINB, int OPT = QF_OPT> int launch_qswiglu_cfg(
 }
 
 /* BF16 h16 without random signs: two CTAs an SM at 64 registers (as k_qfast's BF16 two-direction kernel; ptxas
- * spills 12 bytes there, k_qfast none) */
+ * spills 24 bytes there with QF_OPT_LDSM | QF_OPT_MAD, 8 without LDSM; k_qfast none) */
 template <typename T, int N> int launch_qswiglu_n(const QsArgs& a, cudaStream_t st) {
     if constexpr (sizeof(T) == 2 && N == 16)
         if (!a.q[0].s[0].rnd && !a.q[0].s[1].rnd && !a.q[1].s[0].rnd && !a.q[1].s[1].rnd)
