@@ -98,21 +98,31 @@ static void free_desc(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublas
     cublasLtMatmulDescDestroy(op);
 }
 
+/* The heuristic's first `want` algorithms for op within wsz bytes of workspace (split_k_free: those without a
+ * split-K reduction alone) into res; returns how many (0: none, or the query failed). */
+static int heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                     cublasLtMatrixLayout_t lc, size_t wsz, int split_k_free, int want,
+                     cublasLtMatmulHeuristicResult_t* res) {
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE;
+    if (split_k_free) cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    int nres = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, want, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    return st == CUBLAS_STATUS_SUCCESS ? nres : 0;
+}
+
 /* time C = A B^T with our A in mode ma and our B in mode mb; returns us or -1 (no algorithm) */
 static double run(cublasLtHandle_t lt, int M, int N, int K, int ma, int mb, void* A, void* B, void* C,
                   float* sa, float* sb, void* ws, size_t wsz) {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
     cublasLtMatmulHeuristicResult_t res[1];
-    int nres = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &nres);
-    const double us = st == CUBLAS_STATUS_SUCCESS && nres > 0 ? time_algo(lt, op, la, lb, lc, &res[0].algo, A, B, C, ws, wsz)
-                                                               : -1;
-    cublasLtMatmulPreferenceDestroy(pref);
+    const double us = heuristic(lt, op, la, lb, lc, wsz, 0, 1, res) > 0
+                          ? time_algo(lt, op, la, lb, lc, &res[0].algo, A, B, C, ws, wsz) : -1;
     free_desc(op, la, lb, lc);
     return us;
 }
@@ -125,19 +135,13 @@ static void algos(cublasLtHandle_t lt, const char* what, int M, int N, int K, in
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     make_desc(M, N, K, ma, mb, sa, sb, &op, &la, &lb, &lc);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
     cublasLtMatmulHeuristicResult_t res[16];
-    int nres = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, res, &nres);
+    const int nres = heuristic(lt, op, la, lb, lc, wsz, 1, 16, res);
     const size_t cb = (size_t)M * N * 2;
     std::vector<unsigned char> first(cb), cur(cb);
     double t0 = -1, best = -1;
     int bi = -1, ran = 0, same = 0;
-    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < nres; i++) {
+    for (int i = 0; i < nres; i++) {
         const double us = time_algo(lt, op, la, lb, lc, &res[i].algo, A, B, C, ws, wsz);
         if (us < 0) continue;
         /* the reference: the first that ran (the trainer's, unless it failed here) */
@@ -147,13 +151,12 @@ static void algos(cublasLtHandle_t lt, const char* what, int M, int N, int K, in
         if (best < 0 || us < best) { best = us; bi = i; }
     }
     const double flop = 2.0 * M * N * K;
-    if (t0 < 0) printf("%-22s %-8s no algorithm\n", what, ma < 0 ? "bf16" : ma == M_OUTER ? "fp8 out" : "fp8 vec");
+    const char* mode = ma < 0 ? "bf16" : ma == M_OUTER ? "fp8 out" : "fp8 vec";
+    if (t0 < 0) printf("%-22s %-8s no algorithm\n", what, mode);
     else
         printf("%-22s %-8s first %7.0f us %4.0fT  fastest %7.0f us %4.0fT (#%d, %.3fx)  %2d ran, %2d with the first's bytes\n",
-               what, ma < 0 ? "bf16" : ma == M_OUTER ? "fp8 out" : "fp8 vec", t0, flop / t0 * 1e-6, best, flop / best * 1e-6,
-               bi, t0 / best, ran, same);
+               what, mode, t0, flop / t0 * 1e-6, best, flop / best * 1e-6, bi, t0 / best, ran, same);
     fflush(stdout);
-    cublasLtMatmulPreferenceDestroy(pref);
     free_desc(op, la, lb, lc);
 }
 
