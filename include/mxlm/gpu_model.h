@@ -356,9 +356,12 @@ typedef struct {
                              path's Fprop alone on OUTER scales, both operands folded so by the quantizer in one pass
                              (e_ref the row's largest block exponent; a block more than 14 binades below it rounds
                              in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128. The
-                             model's: MXG_OUTER_FP8 unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both, =0
-                             neither, =fprop fp8 and MXFP4's Fprop; MXFP4's re-expression is slower than what it
-                             saves) */
+                             MXG_OUTER_MXFP4_ROUND (without MXG_OUTER_MXFP4): the fast path's other GEMMs on OUTER
+                             scales too, their VEC128 operands re-expressed and a block that rounds counted, no
+                             fix-up (the Fprop policy; BF16 outputs allowed). The model's: MXG_OUTER_FP8 |
+                             MXG_OUTER_MXFP4_FPROP unless MXLM_GPU_OUTER says otherwise (gpu.md: =1 both with the
+                             fix-up, =round Fprop one-pass and the rest re-expressed, =fp8 MXFP4 all on VEC128,
+                             =0 neither) */
     const struct mxg_wq* wq; /* NULL, or W's Fprop and Dgrad operands made once after the last update
                              (mxg_linear_weight_operands): operand b of those GEMMs is taken from it where its
                              spec, fold and W are this call's (and there is no telemetry), instead of quantizing W */
@@ -377,7 +380,7 @@ typedef struct {
                              fewer). The caller keeps X unchanged from the forward to the backward, as for x8s */
     int* x8t_made;        /* with x8t: the caller's host flag (the caller clears it before the forward) */
 } mxg_linear_ctx;
-enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4 }; /* mxg_linear_ctx.outer_scales */
+enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4, MXG_OUTER_MXFP4_ROUND = 8 }; /* mxg_linear_ctx.outer_scales */
 
 /* Dgrad's and Wgrad's operand a (dY [M, N] as stored) made in the fast path's folded form by whoever
  * produced dY (the MLP's SwiGLU backward: mxg_quantize_swiglu_bwd): [0] Dgrad's, the row-direction output

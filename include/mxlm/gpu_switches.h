@@ -5,8 +5,9 @@
  *
  *   MXLM_GPU_OUTER      the scale layout of the GEMMs on FP8 tensor cores (MXG_OUTER_* bits): fprop (the
  *                       default) the fp8 recipe's GEMMs on OUTER scales and MXFP4's Fprop OUTER-folded in one pass;
- *                       fp8 MXFP4 all on VEC128; 1 both MXFP4 operands on OUTER with the exact fix-up; 0 fp8's GEMMs
- *                       on VEC128 too
+ *                       round as fprop, and MXFP4's Dgrad / Wgrad on OUTER too (operands re-expressed, a block
+ *                       that rounds counted, no fix-up); fp8 MXFP4 all on VEC128; 1 both MXFP4 operands on OUTER
+ *                       with the exact fix-up; 0 fp8's GEMMs on VEC128 too
  *   MXLM_GPU_WCACHE     0: the weights' Fprop / Dgrad operands made in every GEMM instead of once per update
  *                       (a test hook: the cached operands against the uncached, bit for bit)
  *   MXLM_GPU_FUSE_SWIGLU 0: the SwiGLU backward writes FP32 dgate / dup and the linears quantize them (test hook)

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
     test_linear_operands("mxfp4-fdw-even");
     test_linear_operands("fp8");
     test_linear_operands("bf16");
+    test_linear_outer_round("mxfp4-fdw-h16");
     test_linear_epilogues("bf16");
     test_linear_epilogues("fp8");
     test_linear_epilogues("mxfp4-fdw-h16");
@@ -198,6 +199,7 @@ int main(int argc, char** argv) {
     test_model_wcache("mxfp4-fdw-h16", NULL);    /* the weights' operands once per update: the same bytes */
     test_model_wcache("fp8", NULL);
     test_model_wcache("mxfp4-fdw-h16", "fp8");   /* MXFP4 all on VEC128 (fp8 OUTER) */
+    test_model_wcache("mxfp4-fdw-h16", "round"); /* Dgrad / Wgrad on OUTER too, no fix-up */
     test_model_fp8_amax(0, 0);                   /* FP8 casts from an amax made already: the same bytes */
     test_model_fp8_amax(1, 0);
     test_model_fp8_amax(1, 0, 0, 1);             /* x8t (MXLM_GPU_FP8_XT=1): Wgrad's X^T from the forward's casts */

@@ -279,6 +279,7 @@ void test_adamw(void);                                                        /*
 void test_adamw_spans(void);                                                  /* test_adamw.cu */
 void test_model(int B, int T);                                                /* test_llama.cu */
 void test_linear_operands(const char* recipe);                                /* test_linear.cu */
+void test_linear_outer_round(const char* recipe);                             /* test_linear.cu */
 void test_linear_epilogues(const char* recipe);                               /* test_linear.cu */
 void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16 = 0,
                     int attn = 0);                                            /* test_llama.cu */

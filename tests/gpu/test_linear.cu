@@ -36,16 +36,19 @@ void test_linear_operands(const char* recipe) {
      * the same products; MXFP4: these inputs keep every block within 14 binades of its row's largest, the same
      * products too), 3 MXFP4's Fprop alone on OUTER scales (MXG_OUTER_MXFP4_FPROP: the one-pass fold), 4 the
      * default with W's operands made beforehand (mxg_linear_weight_operands, mxg_linear_ctx.wq: taken by Fprop,
-     * and by Dgrad where its path takes them) */
+     * and by Dgrad where its path takes them), 5 MXLM_GPU_OUTER=round (Fprop's one-pass fold, Dgrad's and Wgrad's
+     * operands re-expressed without the fix-up: with these inputs the same products) */
     const size_t nfs = mxg_linear_weight_fs(N, K);
     Dev wq8a((size_t)N * K), wq8b((size_t)N * K), wfsa(nfs * 4), wfsb(nfs * 4), wsc(16 * 4);
-    for (int pass = 0; pass < 5; pass++) {
+    static const char* const paths[6] = {"exact", "fast", "fast outer", "fast outer fprop", "fast, W made before",
+                                         "fast outer round"};
+    for (int pass = 0; pass < 6; pass++) {
         const int exact = pass == 0;
-        const char* path = pass == 0 ? "exact" : pass == 1 ? "fast" : pass == 2 ? "fast outer" : pass == 3 ? "fast outer fprop"
-                                                                                                         : "fast, W made before";
+        const char* path = paths[pass];
         mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
         gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : pass == 3 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP
-                        : pass == 4 ? MXG_OUTER_FP8 : 0;
+                        : pass == 4 ? MXG_OUTER_FP8
+                        : pass == 5 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND : 0;
         mxg_wq wq;
         memset(&wq, 0, sizeof wq);
         if (pass == 4) {
@@ -115,6 +118,66 @@ void test_linear_operands(const char* recipe) {
                    hits, want);
             if (hits != want || (quantized && !wq.valid[0])) fail("W's operands taken %lld, want %lld", hits, want);
         }
+    }
+    mxg_linws_free(ws);
+    end();
+}
+
+/* The fast path's OUTER scales where a block does fall outside the window: M = K = N = 256 (two 128-groups a
+ * row), one 128-group of one TN row of each GEMM's planted 2^-24 below the rest (X's row 0, columns 128..255:
+ * Fprop's a; W's rows 128..255 of column 0: row 0 of W^T, Dgrad's b; dY's rows 128..255 of column 0: row 0 of
+ * dY^T, Wgrad's a). Its own 128-group keeps it exact on VEC128; one scale per row rounds its 4 blocks (to zero).
+ * Per mode, the blocks counted outside the window per GEMM (vec128 0 0 0; fprop, the default, 4 0 0; round and
+ * 1 (with the fix-up) 4 4 4) and each product against the CPU's within the fast path's bound (the planted
+ * values' share of a product is below 2^-20). */
+void test_linear_outer_round(const char* recipe) {
+    char name[128];
+    snprintf(name, sizeof name, "linear outer-scale rounding %s", recipe);
+    if (!wanted(name)) return;
+    begin(name);
+    mx_recipe rec;
+    if (mx_recipe_parse(recipe, &rec)) { fail("recipe: %s", mx_last_error()); end(); return; }
+    const int M = 256, K = 256, N = 256;
+    const float tiny = ldexpf(1.0f, -24);
+    vecf X = randn((size_t)M * K, 1.0f), W = randn((size_t)N * K, 0.05f), dY = randn((size_t)M * N, 0.01f);
+    for (int c = 128; c < 256; c++) X[c] *= tiny;
+    for (int r = 128; r < 256; r++) { W[(size_t)r * K] *= tiny; dY[(size_t)r * N] *= tiny; }
+    Dev dX(X.size() * 4), dW(W.size() * 4), ddY(dY.size() * 4), dC((size_t)M * N * 4);
+    up(dX, X); up(dW, W); up(ddY, dY);
+    mxg_linws* ws = NULL;
+    MXC(mxg_linws_create(&ws, (size_t)M * K, 0));
+    static const struct { const char* name; int bits; int want[3]; } modes[4] = {
+        {"vec128", MXG_OUTER_FP8, {0, 0, 0}},
+        {"fprop", MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP, {4, 0, 0}},
+        {"round", MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND, {4, 4, 4}},
+        {"1", MXG_OUTER_FP8 | MXG_OUTER_MXFP4, {4, 4, 4}}};
+    mx_linear_ctx cc = {&rec, 11, 5, 3, NULL, 0};
+    for (int m = 0; m < 4 && ws; m++) {
+        mxg_linear_ctx gc = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+        gc.outer_scales = modes[m].bits;
+        unsigned long long got[3];
+        for (int g = 0; g < 3; g++) {
+            const vecf A = g == MX_FPROP ? X : g == MX_DGRAD ? dY : host_t(dY, M, N);
+            const vecf Bm = g == MX_FPROP ? W : g == MX_DGRAD ? host_t(W, N, K) : host_t(X, M, K);
+            unsigned long long c0[2], c1[2];
+            MXC(mxg_linws_counters(ws, c0));
+            if (g == MX_FPROP) MXC(mxg_gemm_recipe_tn(&gc, MX_FPROP, dX.f(), 0, dW.f(), 0, dC.f(), M, N, K, 0, NULL));
+            else if (g == MX_DGRAD) MXC(mxg_gemm_recipe_tn(&gc, MX_DGRAD, ddY.f(), 0, dW.f(), 1, dC.f(), M, K, N, 0, NULL));
+            else MXC(mxg_gemm_recipe_tn(&gc, MX_WGRAD, ddY.f(), 1, dX.f(), 1, dC.f(), N, K, M, 0, NULL));
+            MXC(mxg_linws_counters(ws, c1));
+            got[g] = c1[1] - c0[1];
+            vecf Cc((size_t)M * N);
+            MXC(mx_gemm_recipe_tn(&cc, (mx_gemm_id)g, A.data(), Bm.data(), Cc.data(), M, N, K, 0));
+            char what[64];
+            snprintf(what, sizeof what, "%s outer=%s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", modes[m].name);
+            compare(what, downf(dC, (size_t)M * N), Cc, NORM, 1e-4);
+        }
+        printf("    outer=%-6s blocks outside the window: fprop %llu dgrad %llu wgrad %llu (want %d %d %d)\n",
+               modes[m].name, got[0], got[1], got[2], modes[m].want[0], modes[m].want[1], modes[m].want[2]);
+        for (int g = 0; g < 3; g++)
+            if (got[g] != (unsigned long long)modes[m].want[g])
+                fail("outer=%s %s: %llu blocks outside the window, want %d", modes[m].name, mx_gemm_name((mx_gemm_id)g),
+                     got[g], modes[m].want[g]);
     }
     mxg_linws_free(ws);
     end();

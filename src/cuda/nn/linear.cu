@@ -27,7 +27,9 @@
  *          with one scale per row, the GEMM on OUTER_VEC_32F scales, then the
  *          exact fix-up of the blocks that rounded (mxg_fold_outer_fixup); with
  *          MXG_OUTER_MXFP4_FPROP alone (MXLM_GPU_OUTER=fprop) Fprop's two operands
- *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales
+ *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales;
+ *          with MXG_OUTER_MXFP4_ROUND as well (=round) Dgrad's and Wgrad's
+ *          operands re-expressed as under =1, without the fix-up
  * The products equal the CPU's (FP32 products of the same quantized values);
  * only the accumulation order differs (cuBLASLt's), and on the fast path a
  * block more than 14 binades below its 128-group's largest rounds in E4M3.
@@ -790,31 +792,35 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
         }
         if (rc) return rc;
         if (fast) {
-            /* outer_scales: one scale per stored row, the VEC128 operands re-expressed, the GEMM on them, then the
-             * exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to FP32 rounding, as on
-             * the VEC128 path) */
-            const int outer = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
+            /* outer_scales: one scale per stored row, the VEC128 operands re-expressed, the GEMM on them, then
+             * (MXG_OUTER_MXFP4) the exact fix-up of the blocks that rounded (mxg_fold_outer_fixup: C = A B^T up to
+             * FP32 rounding, as on the VEC128 path), or (MXG_OUTER_MXFP4_ROUND) none: a block more than 14 binades
+             * below its row's largest rounds in E4M3 and is counted, as in Fprop's one-pass fold */
+            const int fix = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
+            const int outer = fix || (c->outer_scales & MXG_OUTER_MXFP4_ROUND); /* round: no fix-up, no flags */
             if (outer1) {
                 PROF_E(PROF_QUANT, st);
                 return gemm_timed(MXG_SCALE_OUTER, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], cout, cdt, Ma,
                                   Nb, R, accumulate, res, stream);
             }
             for (int o = 0; o < 2 && outer && !rc; o++) {
-                if (!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
-                                   cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess ||
-                                   cudaMalloc((void**)&w->fl[o], w->cap / 32) != cudaSuccess)) {
+                if ((!w->qo8[o] && (cudaMalloc((void**)&w->qo8[o], w->cap) != cudaSuccess ||
+                                    cudaMalloc((void**)&w->fo[o], (w->cap / 128 + 4) * sizeof(float)) != cudaSuccess)) ||
+                    (fix && !w->fl[o] && cudaMalloc((void**)&w->fl[o], w->cap / 32) != cudaSuccess)) {
                     cudaGetLastError();
-                    rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_OUTER=1)");
+                    rc = mx_fail(MX_ENOMEM, "GPU out of memory: the OUTER-folded operands (MXLM_GPU_OUTER=%s)",
+                                 fix ? "1" : "round");
                 }
                 if (!rc)
-                    rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], w->fl[o], w->counters, st);
+                    rc = mxg_fold_outer_from_vec128(e4[o], fsc[o], rows[o], R, w->qo8[o], w->fo[o], fix ? w->fl[o] : NULL,
+                                                    w->counters, st);
             }
             PROF_E(PROF_QUANT, st);
             if (!rc)
                 rc = gemm_timed(outer ? MXG_SCALE_OUTER : MXG_SCALE_VEC128, outer ? w->qo8[0] : e4[0], MXG_E4M3, 0,
                                 outer ? w->fo[0] : fsc[0], outer ? w->qo8[1] : e4[1], MXG_E4M3, 0, outer ? w->fo[1] : fsc[1],
                                 cout, cdt, Ma, Nb, R, accumulate, res, stream);
-            if (!rc && outer) {
+            if (!rc && fix) {
                 PROF_B(PROF_QUANT, st);
                 rc = mxg_fold_outer_fixup(C, Ma, Nb, R, e4[0], fsc[0], w->qo8[0], w->fo[0], w->fl[0], e4[1], fsc[1],
                                           w->qo8[1], w->fo[1], w->fl[1], stream);

@@ -345,7 +345,7 @@ size_t max_operand(const mx_model_config* c, int N) {
     return a > b ? a : b;
 }
 
-/* The linear workspace's bytes for recipe r: mxg_linws_bytes, the OUTER path's operands where MXLM_GPU_OUTER=1
+/* The linear workspace's bytes for recipe r: mxg_linws_bytes, the OUTER path's operands where MXLM_GPU_OUTER=1 or round
  * (outer, MXG_OUTER_* bits) and a GEMM of r is MXFP4 on the fast path's kernels, and the FP32 buffer of the reference-form path
  * (linear.cu's block_gemm: NVFP4, MXFP8, dither; fq_room makes it with the workspace's capacity) when a GEMM
  * of r takes it. */
@@ -354,7 +354,8 @@ int64_t linws_bytes(const mx_recipe* r, const mx_model_config* c, int N, int out
     int64_t b = (int64_t)mxg_linws_bytes(m, mx_act16_applies(r));
     int mx = 0;
     for (int g = 0; g < 3; g++) mx |= mx_gemm_gpu_mxfp4(r, (mx_gemm_id)g);
-    if (mx && (outer & MXG_OUTER_MXFP4)) b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + cap / 32); /* linear.cu's qo8, fo, fl */
+    if (mx && (outer & (MXG_OUTER_MXFP4 | MXG_OUTER_MXFP4_ROUND))) /* linear.cu's qo8, fo, and fl for the fix-up */
+        b += 2 * (int64_t)(cap + (cap / 128 + 4) * 4 + ((outer & MXG_OUTER_MXFP4) ? cap / 32 : 0));
     for (int g = 0; g < 3; g++)
         if (mx_gemm_gpu_reference_form(r, (mx_gemm_id)g)) return b + (int64_t)cap * 4;
     return b;

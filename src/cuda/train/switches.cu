@@ -16,6 +16,7 @@ static int on_unless_0(const char* name) {
 static int outer_of(const char* e) {
     if (!e || !*e || !strcmp(e, "fprop")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
     if (!strcmp(e, "1")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4;
+    if (!strcmp(e, "round")) return MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND;
     if (!strcmp(e, "0")) return 0;
     if (!strcmp(e, "fp8")) return MXG_OUTER_FP8;
     return -1;
@@ -37,5 +38,5 @@ extern "C" int mxg_switches_read(mxg_switches* s) {
     s->oow_probe = oow && !strcmp(oow, "1");
     if (s->outer >= 0) return MX_OK;
     s->outer = outer_of(NULL);
-    return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of fprop (the default), fp8, 1, 0 (docs/gpu.md)", o);
+    return mx_fail(MX_EINVAL, "MXLM_GPU_OUTER=%s: one of fprop (the default), round, fp8, 1, 0 (docs/gpu.md)", o);
 }
