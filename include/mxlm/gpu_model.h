@@ -355,7 +355,7 @@ typedef struct {
                              VEC128 scales. MXG_OUTER_MXFP4_FPROP (without MXG_OUTER_MXFP4): the MXFP4 fast
                              path's Fprop alone on OUTER scales, both operands folded so by the quantizer in one pass
                              (e_ref the row's largest block exponent; a block more than 14 binades below it rounds
-                             in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128. The
+                             in E4M3 and is counted, as VEC128's do: no fix-up), Dgrad and Wgrad on VEC128.
                              MXG_OUTER_MXFP4_ROUND (without MXG_OUTER_MXFP4): the fast path's other GEMMs on OUTER
                              scales too, their VEC128 operands re-expressed and a block that rounds counted, no
                              fix-up (the Fprop policy; BF16 outputs allowed). The model's: MXG_OUTER_FP8 |
