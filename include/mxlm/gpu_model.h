@@ -379,6 +379,8 @@ typedef struct {
                              sets *x8t_made; Wgrad takes them as its operand b where *x8t_made is set (one pass over X
                              fewer). The caller keeps X unchanged from the forward to the backward, as for x8s */
     int* x8t_made;        /* with x8t: the caller's host flag (the caller clears it before the forward) */
+    int outer_min;        /* with MXG_OUTER_MXFP4_ROUND: only the Dgrad / Wgrad GEMMs C [Ma, Nb] with Ma Nb / (Ma + Nb)
+                             >= outer_min re-expressed and on OUTER scales, the rest on VEC128 (0: all) */
 } mxg_linear_ctx;
 enum { MXG_OUTER_FP8 = 1, MXG_OUTER_MXFP4 = 2, MXG_OUTER_MXFP4_FPROP = 4, MXG_OUTER_MXFP4_ROUND = 8 }; /* mxg_linear_ctx.outer_scales */
 

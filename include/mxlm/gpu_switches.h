@@ -6,7 +6,10 @@
  *   MXLM_GPU_OUTER      the scale layout of the GEMMs on FP8 tensor cores (MXG_OUTER_* bits): fprop (the
  *                       default) the fp8 recipe's GEMMs on OUTER scales and MXFP4's Fprop OUTER-folded in one pass;
  *                       round as fprop, and MXFP4's Dgrad / Wgrad on OUTER too (operands re-expressed, a block
- *                       that rounds counted, no fix-up); fp8 MXFP4 all on VEC128; 1 both MXFP4 operands on OUTER
+ *                       that rounds counted, no fix-up); round:T as round for a Dgrad / Wgrad GEMM C [Ma, Nb]
+ *                       with Ma Nb / (Ma + Nb) >= T only (a larger GEMM saves more than its operands' re-expression
+ *                       costs: the saving grows as Ma Nb K, the re-expression as (Ma + Nb) K), the rest on VEC128;
+ *                       fp8 MXFP4 all on VEC128; 1 both MXFP4 operands on OUTER
  *                       with the exact fix-up; 0 fp8's GEMMs on VEC128 too
  *   MXLM_GPU_WCACHE     0: the weights' Fprop / Dgrad operands made in every GEMM instead of once per update
  *                       (a test hook: the cached operands against the uncached, bit for bit)
@@ -30,6 +33,7 @@ extern "C" {
 
 typedef struct {
     int outer;       /* MXG_OUTER_* bits (gpu_model.h) */
+    int outer_min;   /* round:T's T (0: every GEMM) */
     int wcache;      /* 1 unless MXLM_GPU_WCACHE=0 */
     int fuse_swiglu; /* 1 unless MXLM_GPU_FUSE_SWIGLU=0 */
     int fp8_amax;    /* 1 unless MXLM_GPU_FP8_AMAX=0 */

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
     test_linear_operands("fp8");
     test_linear_operands("bf16");
     test_linear_outer_round("mxfp4-fdw-h16");
+    test_switches_outer();
     test_linear_epilogues("bf16");
     test_linear_epilogues("fp8");
     test_linear_epilogues("mxfp4-fdw-h16");

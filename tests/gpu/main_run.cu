@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     gemm_case(256, 128, 1024, 16, 1, filter);
     test_quant_swiglu(filter); /* the inputs of the cases before it stay those of their MXG_SEED */
     test_outer_fixup();        /* after it, for the same reason */
+    test_outer_rescale();
     mxg_shutdown();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -259,6 +259,7 @@ void test_e2m1(void);                                                         /*
 void test_quant(const char* filter);                                          /* test_mxfp4.cu */
 void test_quant_swiglu(const char* filter);                                   /* test_mxfp4.cu */
 void test_outer_fixup(void);                                                    /* test_mxfp4.cu */
+void test_outer_rescale(void);                                                  /* test_mxfp4.cu */
 void test_fp8(const char* filter);                                            /* test_fp8.cu */
 void test_nvfp4(const char* filter);                                          /* test_nvfp4.cu */
 void test_mxfp8(const char* filter);                                          /* test_nvfp4.cu */
@@ -280,6 +281,7 @@ void test_adamw_spans(void);                                                  /*
 void test_model(int B, int T);                                                /* test_llama.cu */
 void test_linear_operands(const char* recipe);                                /* test_linear.cu */
 void test_linear_outer_round(const char* recipe);                             /* test_linear.cu */
+void test_switches_outer(void);                                               /* test_linear.cu */
 void test_linear_epilogues(const char* recipe);                               /* test_linear.cu */
 void test_gpu_model(const char* recipe, int exact, double tol_loss, double tol_grad, int head16 = 0,
                     int attn = 0);                                            /* test_llama.cu */

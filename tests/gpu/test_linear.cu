@@ -2,6 +2,7 @@
  * test_linear.cu: nn/linear.cu against src/nn/linear.c: the quantized operands and the
  * per-GEMM telemetry (layers program).
  */
+#include "mxlm/gpu_switches.h"
 #include "test.cuh"
 
 /* ---- one quantized linear layer: the GPU's MXFP4 operands bit-identical to the CPU's ----
@@ -45,7 +46,7 @@ void test_linear_operands(const char* recipe) {
     for (int pass = 0; pass < 6; pass++) {
         const int exact = pass == 0;
         const char* path = paths[pass];
-        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+        mxg_linear_ctx gc = {&rec, seed, step, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
         gc.outer_scales = pass == 2 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4 : pass == 3 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP
                         : pass == 4 ? MXG_OUTER_FP8
                         : pass == 5 ? MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND : 0;
@@ -146,15 +147,21 @@ void test_linear_outer_round(const char* recipe) {
     up(dX, X); up(dW, W); up(ddY, dY);
     mxg_linws* ws = NULL;
     MXC(mxg_linws_create(&ws, (size_t)M * K, 0));
-    static const struct { const char* name; int bits; int want[3]; } modes[4] = {
-        {"vec128", MXG_OUTER_FP8, {0, 0, 0}},
-        {"fprop", MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP, {4, 0, 0}},
-        {"round", MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND, {4, 4, 4}},
-        {"1", MXG_OUTER_FP8 | MXG_OUTER_MXFP4, {4, 4, 4}}};
+    /* round:T: every GEMM here has Ma Nb / (Ma + Nb) = 128, so T = 128 re-expresses Dgrad's and Wgrad's operands
+     * and T = 129 leaves them on VEC128 */
+    const int R8 = MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND;
+    const struct { const char* name; int bits, min; int want[3]; } modes[6] = {
+        {"vec128", MXG_OUTER_FP8, 0, {0, 0, 0}},
+        {"fprop", MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP, 0, {4, 0, 0}},
+        {"round", R8, 0, {4, 4, 4}},
+        {"round:128", R8, 128, {4, 4, 4}},
+        {"round:129", R8, 129, {4, 0, 0}},
+        {"1", MXG_OUTER_FP8 | MXG_OUTER_MXFP4, 0, {4, 4, 4}}};
     mx_linear_ctx cc = {&rec, 11, 5, 3, NULL, 0};
-    for (int m = 0; m < 4 && ws; m++) {
-        mxg_linear_ctx gc = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    for (int m = 0; m < 6 && ws; m++) {
+        mxg_linear_ctx gc = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
         gc.outer_scales = modes[m].bits;
+        gc.outer_min = modes[m].min;
         unsigned long long got[3];
         for (int g = 0; g < 3; g++) {
             const vecf A = g == MX_FPROP ? X : g == MX_DGRAD ? dY : host_t(dY, M, N);
@@ -172,7 +179,7 @@ void test_linear_outer_round(const char* recipe) {
             snprintf(what, sizeof what, "%s outer=%s", g == 0 ? "fprop" : g == 1 ? "dgrad" : "wgrad", modes[m].name);
             compare(what, downf(dC, (size_t)M * N), Cc, NORM, 1e-4);
         }
-        printf("    outer=%-6s blocks outside the window: fprop %llu dgrad %llu wgrad %llu (want %d %d %d)\n",
+        printf("    outer=%-9s blocks outside the window: fprop %llu dgrad %llu wgrad %llu (want %d %d %d)\n",
                modes[m].name, got[0], got[1], got[2], modes[m].want[0], modes[m].want[1], modes[m].want[2]);
         for (int g = 0; g < 3; g++)
             if (got[g] != (unsigned long long)modes[m].want[g])
@@ -180,6 +187,30 @@ void test_linear_outer_round(const char* recipe) {
                      got[g], modes[m].want[g]);
     }
     mxg_linws_free(ws);
+    end();
+}
+
+/* MXLM_GPU_OUTER's values as mxg_switches_read takes them (round:T's T into outer_min) and refuses them (MX_EINVAL,
+ * the defaults left). */
+void test_switches_outer(void) {
+    const char* name = "gpu switches MXLM_GPU_OUTER";
+    if (!wanted(name)) return;
+    begin(name);
+    const int R8 = MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP | MXG_OUTER_MXFP4_ROUND, F = MXG_OUTER_FP8 | MXG_OUTER_MXFP4_FPROP;
+    const struct { const char* v; int rc, outer, min; } cases[] = {
+        {"fprop", MX_OK, F, 0},        {"round", MX_OK, R8, 0},       {"round:900", MX_OK, R8, 900},
+        {"round:0", MX_OK, R8, 0},     {"fp8", MX_OK, MXG_OUTER_FP8, 0}, {"round:", MX_EINVAL, F, 0},
+        {"round:-3", MX_EINVAL, F, 0}, {"round:12x", MX_EINVAL, F, 0}, {"rounds", MX_EINVAL, F, 0}};
+    const char* old = getenv("MXLM_GPU_OUTER");
+    for (const auto& c : cases) {
+        setenv("MXLM_GPU_OUTER", c.v, 1);
+        mxg_switches sw;
+        const int rc = mxg_switches_read(&sw);
+        if (rc != c.rc || sw.outer != c.outer || sw.outer_min != c.min)
+            fail("MXLM_GPU_OUTER=%s: rc %d outer %d min %d, want %d %d %d", c.v, rc, sw.outer, sw.outer_min, c.rc, c.outer,
+                 c.min);
+    }
+    if (old) setenv("MXLM_GPU_OUTER", old, 1); else unsetenv("MXLM_GPU_OUTER");
     end();
 }
 
@@ -218,7 +249,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         std::fill(dWc.begin(), dWc.end(), 0.0f);
         for (int rep = 0; rep < 2; rep++) { /* two micro-batches: the stats accumulate */
             mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, (mxg_opstats*)dst.p, NULL, NULL, NULL, NULL, NULL, 0, 0,
-                                 (mxg_opstats*)dgo.p, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+                                 (mxg_opstats*)dgo.p, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
             mx_linear_ctx cc = {&rec, seed, lid, step + rep, &cs, 1};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), dYo.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), ddX.f(), ddW.f(), M, K, N, NULL));
@@ -256,7 +287,7 @@ void test_linear_telemetry(const char* recipe, int M, int K, int N, int nonfin) 
         CK(cudaMemset(tX.p, 0, X.size() * 4));
         CK(cudaMemset(tW.p, 0, W.size() * 4));
         for (int rep = 0; rep < 2; rep++) {
-            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+            mxg_linear_ctx gc = {&rec, seed, step + rep, lid, exact, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
             MXC(mxg_linear_forward(&gc, dX.f(), dW.f(), tY.f(), M, K, N, NULL));
             MXC(mxg_linear_backward(&gc, dX.f(), dW.f(), ddY.f(), tX.f(), tW.f(), M, K, N, NULL));
         }
@@ -290,7 +321,7 @@ void test_linear_epilogues(const char* recipe) {
     up(dX, X); up(dW, W); up(dR, R); up(dYd, dY);
     mxg_linws* ws = NULL;
     MXC(mxg_linws_create(&ws, nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny), mx_act16_applies(&rec)));
-    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    mxg_linear_ctx c = {&rec, 11, 3, 5, 0, ws, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     MXC(mxg_linear_forward(&c, dX.f(), dW.f(), dY1.f(), M, K, N, NULL));
     vecf Y = downf(dY1, ny), Yr(ny);
     for (size_t i = 0; i < ny; i++) Yr[i] = R[i] + Y[i];

@@ -647,3 +647,49 @@ void test_outer_fixup(void) {
         if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
     }
 }
+
+/* Every E4M3 code at every shift 0..63 through mxg_fold_outer_from_vec128 (k_fold_outer's rescale_word, the
+ * hardware conversions) against fold.c's mx_fold_outer_from_vec128 (mx_e4m3_rescale's integer steps): rows of
+ * 128 groups, group g's scale 2^(20 - g / 2) (the row's largest is group 0's, so group g shifts by g / 2), the
+ * 256 codes over each pair of groups in an order that moves with the row; bytes, row scales, flags and the
+ * count of rounded blocks. */
+void test_outer_rescale(void) {
+    const char* name = "outer-rescale every code x shift 0..63";
+    if (!wanted(name, "quant")) return;
+    g_fail_case = 0;
+    const int R = 4, G = 128, K = 128 * G;
+    const size_t n = (size_t)R * K;
+    std::vector<uint8_t> v(n), o(n), fl(n / 32);
+    std::vector<float> fs((size_t)G * R), fo(R);
+    for (int i = 0; i < R; i++)
+        for (int g = 0; g < G; g++) {
+            fs[(size_t)g * R + i] = mx_exp2i(20 - g / 2);
+            for (int j = 0; j < 128; j++) v[(size_t)i * K + g * 128 + j] = (uint8_t)(j + 128 * (g % 2) + 37 * i);
+        }
+    size_t nr = 0;
+    MX(mx_fold_outer_from_vec128(v.data(), fs.data(), R, K, o.data(), fo.data(), fl.data(), &nr));
+    uint8_t *dv = dalloc<uint8_t>(n), *dofs = dalloc<uint8_t>(n), *dfl = dalloc<uint8_t>(n / 32);
+    float *dfs = dalloc<float>(fs.size()), *dfo = dalloc<float>((size_t)R + 4);
+    unsigned long long* dc = dalloc<unsigned long long>(2);
+    CK(cudaMemcpy(dv, v.data(), n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dfs, fs.data(), fs.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dofs, 0x5a, n));
+    CK(cudaMemset(dfl, 0x5a, n / 32));
+    CK(cudaMemset(dc, 0, 16));
+    MX(mxg_fold_outer_from_vec128(dv, dfs, R, K, dofs, dfo, dfl, dc, NULL));
+    CK(cudaDeviceSynchronize());
+    auto go = d2h(dofs, n);
+    auto gf = d2h(dfl, n / 32);
+    auto gs = d2h(dfo, (size_t)R);
+    auto gc = d2h(dc, 2);
+    const int i = first_diff(go.data(), o.data(), n);
+    if (i >= 0)
+        fail("%s: byte %d (code 0x%02x, shift %d) = 0x%02x, expected 0x%02x", name, i, v[i], (i % K) / 256, go[i], o[i]);
+    if (first_diff(gf.data(), fl.data(), n / 32) >= 0) fail("%s: flags differ", name);
+    if (memcmp(gs.data(), fo.data(), (size_t)R * 4)) fail("%s: row scales differ", name);
+    if (gc[1] != (unsigned long long)nr) fail("%s: rounded blocks %llu, expected %zu", name, gc[1], nr);
+    if (!nr || nr == n / 32) fail("%s: %zu of %zu blocks rounded (the case tests one branch only)", name, nr, n / 32);
+    printf("    %s: %zu of %zu blocks rounded, GPU %s\n", name, nr, n / 32, i >= 0 ? "DIFFERENT" : "the CPU's bytes");
+    for (void* p : {(void*)dv, (void*)dofs, (void*)dfl, (void*)dfs, (void*)dfo, (void*)dc}) CK(cudaFree(p));
+    if (g_fail_case) { g_fail++; fprintf(stderr, "  fail %s\n", name); } else g_pass++;
+}

@@ -53,6 +53,15 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(d), "f"(c));
     return (uint32_t)lo | ((uint32_t)hi << 16);
 }
+/* Four E4M3 bytes (the first in the low byte) to their four values, exactly, by the hardware conversion (E4M3 to
+ * FP16 pairs, then FP16 to FP32). */
+__device__ __forceinline__ void e4m3x4_f32(uint32_t w, float (&v)[4]) {
+    uint32_t lo, hi;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"((unsigned short)(w & 0xffffu)));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"((unsigned short)(w >> 16)));
+    asm("{.reg .f16 a, b;\n mov.b32 {a, b}, %2;\n cvt.f32.f16 %0, a;\n cvt.f32.f16 %1, b;\n}" : "=f"(v[0]), "=f"(v[1]) : "r"(lo));
+    asm("{.reg .f16 a, b;\n mov.b32 {a, b}, %2;\n cvt.f32.f16 %0, a;\n cvt.f32.f16 %1, b;\n}" : "=f"(v[2]), "=f"(v[3]) : "r"(hi));
+}
 /* The same for E5M2 (saturating to +-57344; equal to mx_e5m2_encode on every non-NaN float). */
 __device__ __forceinline__ uint32_t e5m2x4(float a, float b, float c, float d) {
     unsigned short lo, hi;

@@ -29,7 +29,8 @@
  *          MXG_OUTER_MXFP4_FPROP alone (MXLM_GPU_OUTER=fprop) Fprop's two operands
  *          folded OUTER in the quantizer's one pass and its GEMM on OUTER scales;
  *          with MXG_OUTER_MXFP4_ROUND as well (=round) Dgrad's and Wgrad's
- *          operands re-expressed as under =1, without the fix-up
+ *          operands re-expressed as under =1, without the fix-up (=round:T: only
+ *          where C [Ma, Nb] has Ma Nb / (Ma + Nb) >= T, outer_min)
  * The products equal the CPU's (FP32 products of the same quantized values);
  * only the accumulation order differs (cuBLASLt's), and on the fast path a
  * block more than 14 binades below its 128-group's largest rounds in E4M3.
@@ -797,7 +798,9 @@ int recipe_gemm_core(const mxg_linear_ctx* c, mx_gemm_id g, const float* A, int 
              * FP32 rounding, as on the VEC128 path), or (MXG_OUTER_MXFP4_ROUND) none: a block more than 14 binades
              * below its row's largest rounds in E4M3 and is counted, as in Fprop's one-pass fold */
             const int fix = (c->outer_scales & MXG_OUTER_MXFP4) != 0;
-            const int outer = fix || (c->outer_scales & MXG_OUTER_MXFP4_ROUND); /* round: no fix-up, no flags */
+            /* round: no fix-up, no flags; where the GEMM is large enough (outer_min) */
+            const int outer = fix || ((c->outer_scales & MXG_OUTER_MXFP4_ROUND) &&
+                                      (double)Ma * Nb >= (double)c->outer_min * ((double)Ma + Nb));
             if (outer1) {
                 PROF_E(PROF_QUANT, st);
                 return gemm_timed(MXG_SCALE_OUTER, e4[0], MXG_E4M3, 0, fsc[0], e4[1], MXG_E4M3, 0, fsc[1], cout, cdt, Ma,

@@ -51,6 +51,7 @@ struct mxg_llama {
                                        dgate, dup, and the linears' weights once per update (w16) */
     int att16;                      /* act16 with the flash attention: q, k, v, ao, dq, dk, dv, dao in BF16 too */
     int outer_scales;               /* mxg_linear_ctx.outer_scales (MXLM_GPU_OUTER, gpu_switches.h) */
+    int outer_min;                  /* mxg_linear_ctx.outer_min (MXLM_GPU_OUTER=round:T) */
     int fuse_sw;                    /* on unless MXLM_GPU_FUSE_SWIGLU=0 (fuse_swiglu): the SwiGLU backward writes dgate's and
                                        dup's fast-path MXFP4 operands (swiglu_bwd_fused) into swq */
     uint64_t seed;
@@ -606,6 +607,7 @@ extern "C" int mxg_llama_create_dist(mxg_llama** out, const mx_model_config* cfg
     if (!g) return mx_fail(MX_ENOMEM, "GPU model: out of host memory");
     g->cfg = *cfg;
     g->outer_scales = sw.outer;
+    g->outer_min = sw.outer_min;
     g->n_params = mx_param_layout(cfg, g->info);
     g->recipe = *recipe;
     rc = mx_recipe_parse("bf16", &g->recipe_bf16);
@@ -934,6 +936,7 @@ static mxg_linear_ctx lin_ctx(mxg_llama* g, int l, int j, uint64_t step) {
     c.x_same = 0;
     c.dyq = NULL;
     c.outer_scales = g->outer_scales;
+    c.outer_min = g->outer_min;
     c.wq = g->wq && g->wq_fresh ? &g->wq[(size_t)l * MX_LIN_PER_BLOCK + j] : NULL;
     c.x8s = g->x8s ? g->x8s + ((size_t)l * 4 + k_lin_input[j]) * 8 : NULL;
     c.x_amax = c.dy_amax = NULL;
