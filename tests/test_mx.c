@@ -144,6 +144,15 @@ TEST(bf16_rounding) {
     CHECK_SAME_F(mx_round_bf16(1.0f + 3 * ldexpf(1, -8)), 1.0f + ldexpf(1, -6));    /* tie -> even (up) */
     CHECK_SAME_F(mx_round_bf16(1.0f + ldexpf(1, -8) + ldexpf(1, -20)), 1.0f + ldexpf(1, -7));
     CHECK(isnan(mx_round_bf16(NAN)));
+    /* every NaN the canonical quiet 0x7fff (the hardware conversion's); subnormals rounded, not flushed; the largest
+     * float overflows to Inf */
+    const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu};
+    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) CHECK(mx_bf16_from_f32(mx_u2f(nans[i])) == 0x7fff);
+    CHECK(mx_bf16_from_f32(mx_u2f(0x00018000u)) == 0x0002); /* tie, odd: up */
+    CHECK(mx_bf16_from_f32(mx_u2f(0x00008000u)) == 0x0000); /* tie, even: down */
+    CHECK(mx_bf16_from_f32(mx_u2f(0x80008001u)) == 0x8001); /* above the tie: up, the sign kept */
+    CHECK(mx_bf16_from_f32(mx_u2f(0x7f7fffffu)) == 0x7f80);
+    CHECK(mx_bf16_from_f32(-INFINITY) == 0xff80);
 }
 
 TEST(philox_known_answers) {

@@ -234,9 +234,10 @@ int mxg_selftest_e2m1(unsigned long long* mismatches);
 /* Test hook: mismatches on all 2^32 floats of the fast quantizer's arithmetic against the scalar
  * definitions: [0] its packed E2M1 codes against mx_e2m1_rne and [1] their folded E4M3 bytes against
  * mx_e4m3_encode of the decoded codes (over |y| < 8, their domain), [2] the hardware E4M3 and [3] E5M2
- * conversions against mx_e4m3_encode / mx_e5m2_encode (over the non-NaN floats). All must be 0.
- * Synchronous. */
-int mxg_selftest_round(unsigned long long mismatches[4]);
+ * conversions against mx_e4m3_encode / mx_e5m2_encode (over the non-NaN floats), [4] the device's
+ * mx_bf16_from_f32 (the conversion instruction) and [5] the paired one (bf16x2_rn) against
+ * mx_bf16_from_f32_int (over every float, NaN included). All must be 0. Synchronous. */
+int mxg_selftest_round(unsigned long long mismatches[6]);
 /* Test and benchmark hook: 0 routes mxg_quantize to the general staged kernels only, 1 (the
  * default) lets it take the fast kernel where it applies (RNE, 1x32/32x1, rotation <= 32, no
  * telemetry; the same bytes). Returns the previous setting. */

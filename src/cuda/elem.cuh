@@ -6,7 +6,7 @@
  *   elem_get / elem_put   one element, as float
  *   Vec<T>, unpack<T>     16-byte vectors (4 floats or 8 BF16) into floats; vec_ok: a pointer and
  *                         count that allow them
- *   pack8_bf16            8 floats rounded into one 16-byte BF16 vector
+ *   pack8_bf16            8 floats rounded into one 16-byte BF16 vector (ptx.cuh's bf16x2_rn)
  *   pack4_bf16            4 floats rounded into one 8-byte BF16 vector
  */
 #ifndef MXLM_CUDA_ELEM_CUH
@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda/ptx.cuh" /* bf16x2_rn */
 #include "mxlm/mx_scalar.h"
 
 namespace {
@@ -37,15 +38,11 @@ template <> __device__ __forceinline__ void unpack<uint16_t>(const uint4& v, flo
 template <typename T> bool vec_ok(const void* p, size_t n) { return !((uintptr_t)p & 15) && n % Vec<T>::N == 0; }
 
 __device__ __forceinline__ uint4 pack8_bf16(const float (&f)[8]) {
-    uint32_t w[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) w[j] = (uint32_t)mx_bf16_from_f32(f[2 * j]) | ((uint32_t)mx_bf16_from_f32(f[2 * j + 1]) << 16);
-    return make_uint4(w[0], w[1], w[2], w[3]);
+    return make_uint4(bf16x2_rn(f[0], f[1]), bf16x2_rn(f[2], f[3]), bf16x2_rn(f[4], f[5]), bf16x2_rn(f[6], f[7]));
 }
 
 __device__ __forceinline__ uint2 pack4_bf16(float a, float b, float c, float d) {
-    return make_uint2((uint32_t)mx_bf16_from_f32(a) | ((uint32_t)mx_bf16_from_f32(b) << 16),
-                      (uint32_t)mx_bf16_from_f32(c) | ((uint32_t)mx_bf16_from_f32(d) << 16));
+    return make_uint2(bf16x2_rn(a, b), bf16x2_rn(c, d));
 }
 
 /* The |y| bits of a value as stored (BF16: rounded, widened to float), k_amax's order: an amax over them is an integer

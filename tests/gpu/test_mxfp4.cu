@@ -354,11 +354,13 @@ void test_e2m1(void) {
         if (g_fail_case) g_fail++; else g_pass++;
     }
     {
-        unsigned long long bad[4] = {1, 1, 1, 1};
+        unsigned long long bad[6] = {1, 1, 1, 1, 1, 1};
         g_fail_case = 0;
         MXC(mxg_selftest_round(bad));
         printf("  fast quantizer arithmetic, all 2^32 floats: E2M1 code %llu, folded E4M3 byte %llu (|y| < 8); "
-               "hardware E4M3 %llu, E5M2 %llu (non-NaN) mismatches\n", bad[0], bad[1], bad[2], bad[3]);
+               "hardware E4M3 %llu, E5M2 %llu (non-NaN); BF16 %llu, BF16 pairs %llu mismatches\n", bad[0], bad[1],
+               bad[2], bad[3], bad[4], bad[5]);
+        if (bad[4] || bad[5]) fail("the BF16 conversion instructions differ from mx_bf16_from_f32_int on %llu / %llu inputs", bad[4], bad[5]);
         if (bad[0] || bad[1]) fail("the fast E2M1 rounding / packing / fold differs from mx_e2m1_rne / mx_e4m3_encode on %llu / %llu inputs", bad[0], bad[1]);
         if (bad[2] || bad[3]) fail("the hardware FP8 conversion differs from mx_e4m3/e5m2_encode on %llu / %llu inputs", bad[2], bad[3]);
         if (g_fail_case) g_fail++; else g_pass++;

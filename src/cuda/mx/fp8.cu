@@ -285,8 +285,7 @@ __global__ void k_to_bf16(const float* x, size_t n, uint16_t* out, int vec) {
     if (vec) { /* 4 per thread and step: a 16-byte load, an 8-byte store */
         for (size_t i = tid; i < n / 4; i += nt) {
             const float4 v = __ldg((const float4*)x + i);
-            ((uint2*)out)[i] = make_uint2((uint32_t)mx_bf16_from_f32(v.x) | ((uint32_t)mx_bf16_from_f32(v.y) << 16),
-                                          (uint32_t)mx_bf16_from_f32(v.z) | ((uint32_t)mx_bf16_from_f32(v.w) << 16));
+            ((uint2*)out)[i] = pack4_bf16(v.x, v.y, v.z, v.w);
         }
         return;
     }

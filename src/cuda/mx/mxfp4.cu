@@ -68,9 +68,10 @@ struct QArgs {
  * exercised) against mx_e2m1_rne, and bad[1] their folded E4M3 bytes (e4m3_table + e4m3_of_codes8, the
  * window's 15 exponents in turn) against mx_e4m3_encode(decode(code) * 2^(d+6)), over |y| < 8 (their
  * domain; other floats stand in as 0 and are not counted); bad[2] e4m3x4 vs mx_e4m3_encode and bad[3]
- * e5m2x4 vs mx_e5m2_encode over the non-NaN floats. */
+ * e5m2x4 vs mx_e5m2_encode over the non-NaN floats; bad[4] the device's mx_bf16_from_f32 (cvt.rn.bf16.f32) and
+ * bad[5] bf16x2_rn (each float paired with its neighbour, in both halves) against mx_bf16_from_f32_int, over every float. */
 __global__ void k_selftest_round(unsigned long long* bad) {
-    unsigned long long nb[4] = {0, 0, 0, 0};
+    unsigned long long nb[6] = {0, 0, 0, 0, 0, 0};
     for (uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; g < (1ull << 29); g += (uint64_t)gridDim.x * blockDim.x) {
         float y[8], v[8];
         uint32_t t[8];
@@ -81,8 +82,14 @@ __global__ void k_selftest_round(unsigned long long* bad) {
                 nb[2] += (e4m3x4(y[k], 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e4m3_encode(y[k]);
                 nb[3] += (e5m2x4(y[k], 0.0f, 0.0f, 0.0f) & 0xffu) != mx_e5m2_encode(y[k]);
             }
+            nb[4] += mx_bf16_from_f32(y[k]) != mx_bf16_from_f32_int(y[k]);
             v[k] = fabsf(y[k]) < 8.0f ? y[k] * 8.0f : 0.0f;
             t[k] = mx_e2m1_rint_scaled(fabsf(v[k]), 0.125f);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k += 2) { /* each float in both halves */
+            const uint32_t a = mx_bf16_from_f32_int(y[k]), b = mx_bf16_from_f32_int(y[k + 1]);
+            nb[5] += (bf16x2_rn(y[k], y[k + 1]) != (a | b << 16)) + (bf16x2_rn(y[k + 1], y[k]) != (b | a << 16));
         }
         const uint32_t p = e2m1_pack8(t, v);
         nb[0] += e2m1_pack8_mad(t, v) != p; /* QF_OPT_MAD's pack, word for word */
@@ -99,7 +106,7 @@ __global__ void k_selftest_round(unsigned long long* bad) {
             nb[1] += ((o[k >> 2] >> (8 * (k & 3))) & 0xffu) != mx_e4m3_encode(mx_e2m1_decode(c) * mf);
         }
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         if (nb[k]) atomicAdd(&bad[k], nb[k]);
 }
 
@@ -1053,8 +1060,8 @@ __device__ __forceinline__ void qs_values(const uint16_t*, const uint4& g, const
         bf16x2_f32(dw[q], d0, d1);
         swiglu_d(g0, u0, d0, &dg0, &du0);
         swiglu_d(g1, u1, d1, &dg1, &du1);
-        a[q] = (uint32_t)mx_bf16_from_f32(dg0) | (uint32_t)mx_bf16_from_f32(dg1) << 16;
-        b[q] = (uint32_t)mx_bf16_from_f32(du0) | (uint32_t)mx_bf16_from_f32(du1) << 16;
+        a[q] = bf16x2_rn(dg0, dg1);
+        b[q] = bf16x2_rn(du0, du1);
     }
     og = make_uint4(a[0], a[1], a[2], a[3]);
     ou = make_uint4(b[0], b[1], b[2], b[3]);
@@ -1354,13 +1361,13 @@ extern "C" int mxg_quantize_swiglu_bwd_bf16(const uint16_t* dh, const uint16_t* 
     return quantize_swiglu<uint16_t>(dh, gate, up, rows, cols, s, o, stream);
 }
 
-extern "C" int mxg_selftest_round(unsigned long long mismatches[4]) {
+extern "C" int mxg_selftest_round(unsigned long long mismatches[6]) {
     unsigned long long* d;
-    CU_TRY(cudaMalloc(&d, 4 * sizeof *d));
-    CU_TRY(cudaMemset(d, 0, 4 * sizeof *d));
+    CU_TRY(cudaMalloc(&d, 6 * sizeof *d));
+    CU_TRY(cudaMemset(d, 0, 6 * sizeof *d));
     k_selftest_round<<<132 * 16, 256>>>(d);
     CU_LAUNCHED();
-    CU_TRY(cudaMemcpy(mismatches, d, 4 * sizeof *d, cudaMemcpyDeviceToHost));
+    CU_TRY(cudaMemcpy(mismatches, d, 6 * sizeof *d, cudaMemcpyDeviceToHost));
     CU_TRY(cudaFree(d));
     return MX_OK;
 }
