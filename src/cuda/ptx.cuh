@@ -32,8 +32,8 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
     uint32_t r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
-#else /* a host emulation of the kernels (tools/cuda_emu) */
-    return (uint32_t)mx_bf16_from_f32_int(lo) | (uint32_t)mx_bf16_from_f32_int(hi) << 16;
+#else /* a host emulation of the kernels (tools/cuda_emu): the scalar form, twice */
+    return (uint32_t)mx_bf16_from_f32(lo) | (uint32_t)mx_bf16_from_f32(hi) << 16;
 #endif
 }
 

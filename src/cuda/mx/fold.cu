@@ -14,6 +14,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/mx/quant.cuh"
+#include "cuda/ptx.cuh" /* bf16x2_rn */
 #include "mxlm/mx_scalar.h"
 
 namespace {
@@ -224,9 +225,8 @@ __global__ void k_dequant_bf16(View v, uint16_t* out) {
         uint32_t w[16];
 #pragma unroll
         for (int j = 0; j < 32; j += 2) {
-            uint16_t lo = mx_bf16_from_f32(mx_e2m1_decode((uint8_t)((pk[j >> 3] >> (4 * (j & 7))) & 15)) * sc);
-            uint16_t hi = mx_bf16_from_f32(mx_e2m1_decode((uint8_t)((pk[(j + 1) >> 3] >> (4 * ((j + 1) & 7))) & 15)) * sc);
-            w[j / 2] = (uint32_t)lo | ((uint32_t)hi << 16);
+            auto val = [&](int k) { return mx_e2m1_decode((uint8_t)((pk[k >> 3] >> (4 * (k & 7))) & 15)) * sc; };
+            w[j / 2] = bf16x2_rn(val(j), val(j + 1));
         }
         uint4* dst = (uint4*)(out + (size_t)i * v.K + (size_t)kb * 32);
 #pragma unroll
